@@ -1,0 +1,52 @@
+"""The Soulacy kernel: plugins, configuration, services and the run engine's hooks.
+
+Everything a plugin author needs is re-exported here; the underscored modules are private.
+"""
+
+from __future__ import annotations
+
+from ._cli import CliCommand, CliContext
+from ._config import ConfigSection, Settings, parse_scalar, structure
+from ._durations import Duration, format_duration
+from ._errors import (
+    ConfigError,
+    ConfigIssue,
+    Location,
+    PluginError,
+    SoulacyError,
+    UsageError,
+)
+from ._events import Event, EventStream
+from ._kernel import AgentSpec, Kernel, LoadedPlugins, Service, load_plugins, open_kernel
+from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
+from .hookspecs import hookimpl, hookspec
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "AgentSpec",
+    "CliCommand",
+    "CliContext",
+    "ConfigError",
+    "ConfigIssue",
+    "ConfigSection",
+    "Duration",
+    "Event",
+    "EventStream",
+    "Kernel",
+    "LoadedPlugins",
+    "Location",
+    "PluginError",
+    "PluginInfo",
+    "Service",
+    "Settings",
+    "SoulacyError",
+    "SoulacyPluginManager",
+    "UsageError",
+    "format_duration",
+    "hookimpl",
+    "hookspec",
+    "load_plugins",
+    "open_kernel",
+    "parse_scalar",
+    "structure",
+]

@@ -1,0 +1,168 @@
+"""The essential builtin plugin: core agent keys and the kernel's own subcommands.
+
+It is written exactly like any other plugin, through the same hooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import trio
+from ruamel.yaml import YAML
+
+from ._cli import CliCommand, CliContext
+from ._config import ConfigSection, parse_scalar
+from ._converter import converter
+from ._errors import UsageError
+from ._kernel import PluginsConfig, open_kernel
+from .hookspecs import hookimpl
+
+
+@attrs.frozen
+class AgentLLM:
+    """The ``llm`` key of SOUL.yaml: which model an agent uses and how it samples.
+
+    Omitted values come from the workspace provider; ``top_p`` left out leaves nucleus sampling
+    to the provider.
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    tool_choice: str | None = None
+    allowed_providers: list[str] = attrs.Factory(list)
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [
+        ConfigSection("plugins", PluginsConfig, doc="plugins to enable and disable"),
+        ConfigSection("id", str | None, scope="agent", doc="the agent's id (its folder name)"),
+        ConfigSection("name", str | None, scope="agent"),
+        ConfigSection("description", str | None, scope="agent"),
+        ConfigSection("system_prompt", str | None, scope="agent"),
+        ConfigSection("llm", AgentLLM, scope="agent"),
+        ConfigSection("tools", list[str], scope="agent", default=list),
+        ConfigSection("enabled", bool, scope="agent", default=True),
+    ]
+
+
+@hookimpl
+def soulacy_cli_commands() -> Sequence[CliCommand]:
+    return [
+        CliCommand("serve", "run the kernel and its services until SIGINT or SIGTERM", _serve),
+        CliCommand("plugins", "list loaded plugins and the hooks they implement", _plugins,
+                   _json_flag),
+        CliCommand("config show", "print the effective configuration", _config_show,
+                   _json_flag),
+        CliCommand("config get", "print one configuration value", _config_get, _configure_get),
+        CliCommand("config set", "change one value of config.yaml (validated, atomic)",
+                   _config_set, _configure_set),
+        CliCommand("config validate", "check config.yaml and every SOUL.yaml", _config_validate),
+    ]
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_get(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("key", help="dotted key, e.g. runtime.timeouts.run")
+    _json_flag(parser)
+
+
+def _configure_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("key", help="dotted key, e.g. runtime.default_max_turns")
+    parser.add_argument("value", help="a YAML value: 300, 48h, false, '[a, b]'")
+
+
+def _yaml_text(data: Any) -> str:
+    out = io.StringIO()
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.dump(data, out)
+    return out.getvalue().rstrip("\n")
+
+
+async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_kernel(kernel=kernel):
+            names = ", ".join(s.name for s in kernel.services()) or "none"
+            print(f"soulacy: serving {kernel.workspace} (services: {names}); Ctrl-C stops",
+                  file=ctx.err, flush=True)
+            async for signum in signals:
+                print(f"soulacy: {signal.Signals(signum).name} received, shutting down",
+                      file=ctx.err, flush=True)
+                break
+    return 0
+
+
+def _plugins(args: argparse.Namespace, ctx: CliContext) -> int:
+    described = ctx.plugins.pm.describe()
+    if args.json:
+        ctx.print_json(described)
+        return 0
+    for info in described:
+        dist = f" [{info['distribution']} {info['version']}]" if info["distribution"] else ""
+        ctx.print(f"{info['name']} ({info['origin']}: {info['module']}){dist}")
+        ctx.print(f"    hooks: {', '.join(info['hooks']) or '-'}")
+    return 0
+
+
+def _config_show(args: argparse.Namespace, ctx: CliContext) -> int:
+    config = ctx.kernel().config
+    if args.json:
+        sources = {k: str(v) for k, v in config.sources.locations.items()}
+        ctx.print_json({"config": config.to_dict(), "sources": sources})
+    else:
+        ctx.print(_yaml_text(config.to_dict()))
+    return 0
+
+
+def _config_get(args: argparse.Namespace, ctx: CliContext) -> int:
+    config = ctx.kernel().config
+    try:
+        value = config.get(args.key)
+    except (KeyError, AttributeError):
+        raise UsageError(f"unknown configuration key {args.key!r}") from None
+    plain = json.loads(json.dumps(converter.unstructure(value), default=str))
+    source = config.source_of(args.key)
+    if args.json:
+        ctx.print_json({"key": args.key, "value": plain,
+                        "source": str(source) if source else "default"})
+    else:
+        ctx.print(_yaml_text(plain) if isinstance(plain, dict | list) else _scalar(plain))
+    return 0
+
+
+def _scalar(value: Any) -> str:
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
+
+
+def _config_set(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    changed = kernel.update_config({args.key: parse_scalar(args.value)})
+    if changed:
+        ctx.print(f"{args.key} = {args.value} saved in {kernel.config_file}")
+    else:
+        ctx.print(f"{args.key} is already {args.value}; {kernel.config_file} unchanged")
+    return 0
+
+
+def _config_validate(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    for warning in kernel.validate_all():
+        if warning not in kernel.config.warnings:
+            ctx.warn(warning)
+    agents = kernel.agent_ids()
+    ctx.print(f"ok: {kernel.config_file} and {len(agents)} agent file(s) are valid")
+    return 0

@@ -1,0 +1,332 @@
+"""The kernel: plugins, configuration and services of one workspace, and nothing more."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from ._config import ConfigSection, OwnedSection, Settings, check_section_owners, load_settings
+from ._config_edit import apply_changes
+from ._errors import ConfigError, PluginError, UsageError
+from ._events import EventStream
+from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing
+from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
+
+CONFIG_FILE = "config.yaml"
+AGENT_FILE = "SOUL.yaml"
+AGENTS_DIR = "agents"
+DEFAULT_GRACE_PERIOD = 5.0
+
+
+class Service(Protocol):
+    """A long-lived task contributed through ``soulacy_services`` (a transport, a scheduler)."""
+
+    name: str
+
+    async def serve(self, *, task_status: trio.TaskStatus[Any] = ...) -> None:
+        """Run until cancelled or until ``kernel.stopping`` is set; call ``task_status.started()``
+        once ready, optionally with what callers need (such as the bound addresses)."""
+
+
+@attrs.frozen
+class PluginsConfig:
+    """The ``plugins`` section of config.yaml, read before any other plugin loads."""
+
+    enable: list[str] = attrs.Factory(list)
+    disable: list[str] = attrs.Factory(list)
+
+
+@attrs.frozen
+class AgentSpec:
+    """One agent's SOUL.yaml, validated against every loaded plugin's agent keys."""
+
+    id: str
+    settings: Settings
+
+    @property
+    def file(self) -> Path:
+        return self.settings.file
+
+    def section(self, key: str) -> Any:
+        return self.settings.section(key)
+
+    def is_set(self, path: str) -> bool:
+        return self.settings.is_set(path)
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class Kernel:
+    """Plugins, configuration and the event stream of one workspace.
+
+    Build one with :meth:`Kernel.load`, or with :func:`open_kernel` to also run its services.
+    """
+
+    def __init__(
+        self,
+        workspace: Path,
+        pm: SoulacyPluginManager,
+        sections: Sequence[OwnedSection],
+        config: Settings,
+        environ: Mapping[str, str],
+    ) -> None:
+        self.workspace = workspace
+        self.pm = pm
+        self.hook = pm.hook
+        self.config = config
+        self.environ = environ
+        self.sections = tuple(sections)
+        self.events = EventStream(self)
+        self.stopping = trio.Event()
+        self._agents: dict[str, AgentSpec] = {}
+
+    # -- loading -----------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        workspace: str | os.PathLike[str] | None = None,
+        *,
+        plugins: Sequence[str] = (),
+        builtins: Iterable[str] | None = None,
+        autoload: bool | None = None,
+        extra_plugins: Sequence[object] = (),
+        environ: Mapping[str, str] | None = None,
+        trace: bool | None = None,
+    ) -> Kernel:
+        """Load plugins and validate the workspace configuration.
+
+        ``plugins`` are ``-p`` values (``NAME`` or ``no:NAME``); ``builtins`` limits which builtin
+        plugins load (None: all); ``autoload`` loads entry-point plugins (default: unless
+        ``SOULACY_DISABLE_PLUGIN_AUTOLOAD`` is set); ``extra_plugins`` are objects registered as
+        they are (tests use this for throwaway plugins).
+        """
+        loaded = load_plugins(workspace, plugins=plugins, builtins=builtins, autoload=autoload,
+                              extra_plugins=extra_plugins, environ=environ, trace=trace)
+        return cls.from_plugins(loaded)
+
+    @classmethod
+    def from_plugins(cls, loaded: LoadedPlugins) -> Kernel:
+        """Validate the configuration against already loaded plugins and configure them."""
+        config = load_settings(loaded.config_file, loaded.doc, loaded.sections,
+                               scope="workspace", environ=loaded.environ)
+        kernel = cls(loaded.root, loaded.pm, loaded.sections, config, loaded.environ)
+        kernel._check_config(config)
+        loaded.pm.hook.soulacy_configure(kernel=kernel)
+        return kernel
+
+    # -- configuration -----------------------------------------------------------------------
+
+    @property
+    def config_file(self) -> Path:
+        return self.workspace / CONFIG_FILE
+
+    def validate_config(self, doc: Mapping[str, Any], environ: Mapping[str, str] | None = None
+                        ) -> Settings:
+        """Validate a config.yaml document against the loaded plugins' sections and rules."""
+        config = load_settings(self.config_file, doc, self.sections, scope="workspace",
+                               environ=self.environ if environ is None else environ)
+        self._check_config(config)
+        return config
+
+    def _check_config(self, config: Settings) -> None:
+        issues = [i for found in self.hook.soulacy_validate_config(kernel=self, config=config)
+                  for i in found or ()]
+        if issues:
+            raise ConfigError(issues)
+
+    def update_config(self, changes: Mapping[str, Any]) -> list[str]:
+        """Save changed fields of config.yaml and return the dotted keys that changed.
+
+        ``changes`` maps dotted keys (or nested mappings) to values; a mapping merges into the
+        saved section instead of replacing it, so a basic edit never resets other saved values.
+        Everything is validated before writing; the write is atomic, and on any error the file
+        stays byte-for-byte as it was.
+        """
+        try:
+            text = self.config_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            text = ""
+        doc = parse_yaml(text, str(self.config_file))
+        changed = apply_changes(doc, changes)
+        if not changed:
+            return []
+        # Validate the file alone: an environment override must not hide a bad saved value.
+        self.config = _revalidated(self, doc)
+        atomic_write(self.config_file, dump_round_trip(doc, text))
+        return changed
+
+    # -- agents ------------------------------------------------------------------------------
+
+    def agent_ids(self) -> list[str]:
+        folder = self.workspace / AGENTS_DIR
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if (p / AGENT_FILE).is_file())
+
+    def agent(self, agent_id: str) -> AgentSpec:
+        """The validated SOUL.yaml of ``agent_id`` (loaded once, then cached)."""
+        if agent_id in self._agents:
+            return self._agents[agent_id]
+        path = self.workspace / AGENTS_DIR / agent_id / AGENT_FILE
+        if "/" in agent_id or agent_id.startswith(".") or not path.is_file():
+            known = ", ".join(self.agent_ids()) or "none"
+            raise UsageError(
+                f"no agent {agent_id!r} in workspace {str(self.workspace)!r}"
+                f" (expected {AGENTS_DIR}/{agent_id}/{AGENT_FILE}; known agents: {known})"
+            )
+        settings = load_settings(path, load_yaml_file(path), self.sections, scope="agent")
+        declared = settings.get("id") if settings.is_set("id") else None
+        if declared is not None and declared != agent_id:
+            loc = settings.source_of("id")
+            raise UsageError(f"{loc}: id: {declared!r} does not match the folder name {agent_id!r}")
+        spec = AgentSpec(agent_id, settings)
+        issues = [i for found in self.hook.soulacy_validate_agent(kernel=self, agent=spec)
+                  for i in found or ()]
+        if issues:
+            raise ConfigError(issues)
+        self._agents[agent_id] = spec
+        return spec
+
+    def validate_all(self) -> list[str]:
+        """Validate every agent file; returns warnings, raises one ConfigError for all problems."""
+        issues, warnings = [], list(self.config.warnings)
+        for agent_id in self.agent_ids():
+            try:
+                warnings.extend(self.agent(agent_id).settings.warnings)
+            except ConfigError as exc:
+                issues.extend(exc.issues)
+        if issues:
+            raise ConfigError(issues)
+        return warnings
+
+    def resolve_policy(self, agent_id: str, overrides: Mapping[str, Any] | None = None) -> Any:
+        """The execution policy of a run of ``agent_id``, every value with its source.
+
+        Asks the ``soulacy_resolve_policy`` hook (the builtin ``policy`` plugin by default).
+        """
+        policy = self.hook.soulacy_resolve_policy(kernel=self, agent_id=agent_id,
+                                                  overrides=overrides or {})
+        if policy is None:
+            raise PluginError("no loaded plugin resolves execution policy"
+                              " (is the builtin 'policy' plugin disabled?)")
+        return policy
+
+    # -- services ----------------------------------------------------------------------------
+
+    def services(self) -> list[Service]:
+        found: list[Service] = []
+        for contributed in self.hook.soulacy_services(kernel=self):
+            found.extend(contributed or ())
+        return found
+
+
+@attrs.frozen
+class LoadedPlugins:
+    """Plugins loaded for a workspace whose configuration is not validated yet."""
+
+    root: Path
+    config_file: Path
+    doc: Mapping[str, Any]
+    pm: SoulacyPluginManager
+    sections: Sequence[OwnedSection]
+    environ: Mapping[str, str]
+
+
+def load_plugins(
+    workspace: str | os.PathLike[str] | None = None,
+    *,
+    plugins: Sequence[str] = (),
+    builtins: Iterable[str] | None = None,
+    autoload: bool | None = None,
+    extra_plugins: Sequence[object] = (),
+    environ: Mapping[str, str] | None = None,
+    trace: bool | None = None,
+) -> LoadedPlugins:
+    """Find the workspace and load its plugins in order (see :meth:`Kernel.load`)."""
+    env = dict(os.environ if environ is None else environ)
+    root = Path(workspace or env.get("SOULACY_WORKSPACE") or Path.cwd()).resolve()
+    if not root.is_dir():
+        raise UsageError(f"workspace {str(root)!r} is not a folder")
+    config_file = root / CONFIG_FILE
+    doc = load_yaml_file(config_file)
+    enable, blocked = _plugin_selection(config_file, doc, plugins).resolve()
+
+    pm = SoulacyPluginManager()
+    if trace if trace is not None else _truthy(env.get("SOULACY_TRACE_PLUGINS")):
+        enable_tracing(pm)
+    pm.block(blocked)
+    pm.load_builtins(builtins)
+    if autoload if autoload is not None else not _truthy(env.get("SOULACY_DISABLE_PLUGIN_AUTOLOAD")):
+        pm.load_entry_points()
+    for name, origin in enable:
+        pm.enable(name, origin)
+    for index, plugin in enumerate(extra_plugins):
+        name = getattr(plugin, "name", None) or f"extra-{index}-{type(plugin).__name__}"
+        pm.add(plugin, PluginInfo(str(name), "test", type(plugin).__module__))
+    pm.check_unknown_hooks()
+    return LoadedPlugins(root, config_file, doc, pm, _collect_sections(pm), env)
+
+
+def _plugin_selection(config_file: Path, doc: Mapping[str, Any], cli: Sequence[str]
+                      ) -> PluginSelection:
+    # The plugins section decides which plugins load, so it is read before any plugin is.
+    owned = [OwnedSection(ConfigSection("plugins", PluginsConfig), "core")]
+    subset = {"plugins": doc["plugins"]} if "plugins" in doc else {}
+    config = load_settings(config_file, subset, owned, scope="workspace")
+    section: PluginsConfig = config.section("plugins")
+    return PluginSelection(section.enable, section.disable, cli)
+
+
+def _collect_sections(pm: SoulacyPluginManager) -> list[OwnedSection]:
+    # Called per implementation (not through the relay) so that a conflict names both plugins.
+    owned = []
+    for impl in pm.hook.soulacy_config_sections.get_hookimpls():
+        for section in impl.function() or ():
+            owned.append(OwnedSection(section, impl.plugin_name))
+    problems = check_section_owners(owned)
+    if problems:
+        raise PluginError("; ".join(problems))
+    return owned
+
+
+def _revalidated(kernel: Kernel, doc: Mapping[str, Any]) -> Settings:
+    kernel.validate_config(doc, environ={})
+    return kernel.validate_config(doc)
+
+
+@asynccontextmanager
+async def open_kernel(
+    workspace: str | os.PathLike[str] | None = None,
+    *,
+    grace_period: float = DEFAULT_GRACE_PERIOD,
+    kernel: Kernel | None = None,
+    **load_options: Any,
+) -> AsyncIterator[Kernel]:
+    """Load a kernel (or take ``kernel``) and run its services for the duration of the block.
+
+    Every service is started with ``await nursery.start(service.serve)``, so the block begins
+    once all are ready. On exit ``kernel.stopping`` is set, services get ``grace_period`` seconds
+    to finish on their own, and whatever still runs is then cancelled.
+    """
+    kernel = kernel or Kernel.load(workspace, **load_options)
+    async with trio.open_nursery() as services:
+        for service in kernel.services():
+            await services.start(_serve, service)
+        try:
+            yield kernel
+        finally:
+            kernel.stopping.set()
+            services.cancel_scope.deadline = trio.current_time() + grace_period
+
+
+async def _serve(service: Service, *, task_status: trio.TaskStatus[Any]) -> None:
+    await service.serve(task_status=task_status)

@@ -1,0 +1,201 @@
+"""The plugin manager: which plugins load, in what order, and what goes wrong when they don't.
+
+Load order (later steps win): builtin plugins -> entry points of the group ``soulacy`` ->
+``plugins: {enable, disable}`` in config.yaml -> ``-p NAME`` / ``-p no:NAME`` on the command line
+-> a check that every ``soulacy_*`` implementation matches a known hook.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.metadata
+import sys
+import traceback
+from collections.abc import Iterable, Sequence
+from types import ModuleType
+from typing import Any
+
+import attrs
+import pluggy
+
+from . import hookspecs
+from ._errors import PluginError
+
+ENTRY_POINT_GROUP = "soulacy"
+HOOK_PREFIX = "soulacy_"
+
+# The first-party plugins that load by default: (name, module). One list, in one place.
+BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
+    ("core", "soulacy.kernel._core"),
+    ("policy", "soulacy.plugins.policy"),
+)
+# Plugins the kernel cannot work without; they cannot be disabled.
+ESSENTIAL_PLUGINS = frozenset({"core"})
+
+
+@attrs.frozen
+class PluginInfo:
+    """What ``soulacy plugins`` shows about one registered plugin."""
+
+    name: str
+    origin: str  # "builtin", "entry point", "config.yaml", "command line" or "test"
+    module: str
+    distribution: str | None = None
+    version: str | None = None
+
+
+@attrs.frozen
+class PluginSelection:
+    """Names enabled and disabled by config.yaml and by the command line (``-p`` options)."""
+
+    config_enable: Sequence[str] = ()
+    config_disable: Sequence[str] = ()
+    cli: Sequence[str] = ()  # raw -p values: "NAME" or "no:NAME"
+
+    def resolve(self) -> tuple[list[tuple[str, str]], set[str]]:
+        """Return (names to enable with their origin, names to block); the command line wins."""
+        cli_enable = [v for v in self.cli if not v.startswith("no:")]
+        cli_block = {v[3:] for v in self.cli if v.startswith("no:")}
+        blocked = (set(self.config_disable) - set(cli_enable)) | cli_block
+        enable = [(n, "config.yaml") for n in self.config_enable if n not in blocked]
+        enable += [(n, "command line") for n in cli_enable]
+        return enable, blocked
+
+
+class SoulacyPluginManager(pluggy.PluginManager):
+    """One per :class:`Kernel`; there is no module-level global manager."""
+
+    def __init__(self) -> None:
+        super().__init__("soulacy")
+        self.add_hookspecs(hookspecs)
+        self.infos: dict[str, PluginInfo] = {}
+        self.hook.soulacy_addhooks.call_historic(kwargs={"pluginmanager": self})
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        # As in pytest: a function named soulacy_* is a hook implementation even undecorated.
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name.startswith(HOOK_PREFIX):
+            method = getattr(plugin, name, None)
+            if callable(method) and not isinstance(method, type):
+                return {}
+        return opts
+
+    # -- registration ------------------------------------------------------------------------
+
+    def add(self, plugin: Any, info: PluginInfo) -> None:
+        """Register ``plugin`` under ``info.name``; a mismatched hook is a PluginError."""
+        if self.is_blocked(info.name) or self.has_plugin(info.name):
+            return
+        try:
+            self.register(plugin, name=info.name)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            raise PluginError(f"plugin {info.name!r} ({info.module}) is invalid: {exc}") from None
+        self.infos[info.name] = info
+
+    def load_builtins(self, only: Iterable[str] | None = None) -> None:
+        wanted = None if only is None else set(only) | ESSENTIAL_PLUGINS
+        for name, module in BUILTIN_PLUGINS:
+            if (wanted is None or name in wanted) and not self.is_blocked(name):
+                self.add(_import(module, name, "builtin"), PluginInfo(name, "builtin", module))
+
+    def load_entry_points(self) -> None:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            self._load_entry_point(ep)
+
+    def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
+        if self.is_blocked(ep.name) or self.has_plugin(ep.name):
+            return
+        dist = ep.dist
+        dist_name = dist.metadata["Name"] if dist is not None else None
+        version = dist.version if dist is not None else None
+        where = f"entry point {ep.name} = {ep.value}"
+        if dist_name:
+            where += f" of distribution {dist_name} {version}"
+        try:
+            plugin = ep.load()
+        except Exception as exc:
+            raise PluginError(
+                f"plugin {ep.name!r} ({where}) failed to import: {_one_line(exc)}"
+            ) from exc
+        self.add(plugin, PluginInfo(ep.name, "entry point", ep.value, dist_name, version))
+
+    def enable(self, name: str, origin: str) -> None:
+        """Register a plugin named on the command line or in config.yaml.
+
+        ``name`` is a builtin plugin's name, an entry point's name, or an importable module.
+        """
+        if self.has_plugin(name):
+            return
+        builtin = dict(BUILTIN_PLUGINS).get(name)
+        if builtin is not None:
+            self.add(_import(builtin, name, origin), PluginInfo(name, "builtin", builtin))
+            return
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
+            self._load_entry_point(ep)
+            return
+        self.add(_import(name, name, origin), PluginInfo(name, origin, name))
+
+    def block(self, names: Iterable[str]) -> None:
+        aliases = {module: name for name, module in BUILTIN_PLUGINS}
+        for name in names:
+            canonical = aliases.get(name, name)
+            if canonical in ESSENTIAL_PLUGINS:
+                raise PluginError(f"plugin {canonical!r} is essential and cannot be disabled")
+            self.set_blocked(canonical)
+
+    def check_unknown_hooks(self) -> None:
+        """Every ``soulacy_*`` implementation must match a hook specification."""
+        known = [name for name in dir(self.hook) if name.startswith(HOOK_PREFIX)
+                 and getattr(self.hook, name).spec is not None]
+        problems = []
+        for name in dir(self.hook):
+            caller = getattr(self.hook, name)
+            if not name.startswith(HOOK_PREFIX) or caller.spec is not None:
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.hookimpl_opts.get("optionalhook"):
+                    continue
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                problems.append(
+                    f"plugin {impl.plugin_name!r} implements unknown hook {name!r}{hint}"
+                )
+        if problems:
+            raise PluginError("; ".join(problems))
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Name, origin, distribution, version and implemented hooks of every plugin."""
+        out = []
+        for name, plugin in self.list_name_plugin():
+            if plugin is None:
+                continue
+            info = self.infos.get(name) or PluginInfo(name, "registered", _module_name(plugin))
+            hooks = sorted(impl.name for impl in (self.get_hookcallers(plugin) or []))
+            out.append({**attrs.asdict(info), "hooks": hooks})
+        return out
+
+
+def _module_name(plugin: Any) -> str:
+    if isinstance(plugin, ModuleType):
+        return plugin.__name__
+    return f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(traceback.format_exception_only(exc)[-1].split())
+
+
+def _import(module: str, name: str, origin: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:
+        raise PluginError(
+            f"plugin {name!r} ({origin}, module {module}) failed to import: {_one_line(exc)}"
+        ) from exc
+
+
+def enable_tracing(pm: pluggy.PluginManager) -> None:
+    """Print every hook call and its result to stderr (``SOULACY_TRACE_PLUGINS=1``)."""
+    pm.trace.root.setwriter(sys.stderr.write)
+    pm.enable_tracing()

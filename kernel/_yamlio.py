@@ -1,0 +1,117 @@
+"""YAML files read and written with ruamel's round-trip mode.
+
+Round-trip keeps comments, quoting and key order, so a save changes only the lines whose values
+changed, and every key keeps its line and column for error messages.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from ._errors import ConfigError, ConfigIssue, Location
+
+
+def _round_trip(indent: int = 2, block_seq_indent: int = 2) -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap a person's long lines
+    yaml.indent(mapping=indent, sequence=indent + block_seq_indent, offset=block_seq_indent)
+    return yaml
+
+
+def parse_yaml(text: str, filename: str) -> CommentedMap:
+    """Parse a YAML document that must be a mapping (an empty file is an empty mapping)."""
+    try:
+        doc = _round_trip().load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = Location(filename, mark.line + 1, mark.column + 1) if mark else Location(filename)
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise ConfigError([ConfigIssue(loc, "", f"malformed YAML: {problem}")]) from None
+    if doc is None:
+        return CommentedMap()
+    if not isinstance(doc, CommentedMap):
+        raise ConfigError(
+            [ConfigIssue(Location(filename, 1, 1), "", "expected a mapping of keys at the top")]
+        )
+    return doc
+
+
+def load_yaml_file(path: Path) -> CommentedMap:
+    """Read ``path``; a missing file is an empty mapping, an unreadable one is an error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return CommentedMap()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([ConfigIssue(Location(str(path)), "", f"cannot read: {exc}")]) from None
+    return parse_yaml(text, str(path))
+
+
+def position(doc: Any, path: tuple[str | int, ...]) -> tuple[int, int] | None:
+    """The 1-based (line, column) of the key at ``path`` in a round-trip document, if known."""
+    node, found = doc, None
+    for part in path:
+        try:
+            if isinstance(node, CommentedMap) and part in node:
+                line, col = node.lc.key(part)
+            elif isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node):
+                line, col = node.lc.item(part)
+            else:
+                break
+        except (KeyError, TypeError):  # a key added in memory has no position yet
+            break
+        found = (line + 1, col + 1)
+        node = node[part]
+    return found
+
+
+def iter_leaves(node: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every dotted key path of a mapping tree that holds a non-mapping value."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            yield from iter_leaves(value, (*prefix, str(key)))
+    elif prefix:
+        yield prefix
+
+
+def dump_round_trip(doc: CommentedMap, original_text: str) -> str:
+    """Serialize ``doc`` with the indentation that the original file used."""
+    indent, block_seq_indent = 2, 2
+    if original_text.strip():
+        _, guessed_indent, guessed_seq = load_yaml_guess_indent(original_text)
+        indent = guessed_indent or 2
+        block_seq_indent = guessed_seq if guessed_seq is not None else indent
+    out = io.StringIO()
+    _round_trip(indent, block_seq_indent).dump(doc, out)
+    return out.getvalue()
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write through a temporary file in the same folder and rename it over ``path``.
+
+    A crash or a full disk leaves either the old file or the new one, never half of either.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

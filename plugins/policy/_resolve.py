@@ -1,0 +1,200 @@
+"""Resolution of the execution policy: request -> SOUL.yaml -> config.yaml -> default, then
+ceilings and model capacity. Pure functions of the loaded settings, so they are easy to test.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from soulacy.kernel import Settings
+
+from ._model import (
+    AGENT,
+    CEILING,
+    CONFIG,
+    DEFAULT,
+    DEFAULT_MAX_BUILD_ATTEMPTS,
+    ENVIRONMENT,
+    MODEL,
+    REQUEST,
+    AgentBudget,
+    ExecutionPolicy,
+    Limit,
+    ModelCapacity,
+    RequestOverrides,
+)
+
+N = TypeVar("N", int, float)
+ACCOMMODATED = "accommodates run"
+INHERITED = "inherited"
+
+
+def _workspace(config: Settings, path: str, *, unlimited_at: Any = 0) -> Limit[Any]:
+    """A workspace value with its source; ``unlimited_at`` is the value that means unlimited."""
+    value = config.get(path)
+    raw = getattr(value, "seconds", value)
+    loc = config.source_of(path)
+    if loc is None:
+        source = DEFAULT
+    else:
+        source = ENVIRONMENT if loc.file.startswith("environment") else CONFIG
+    return Limit(None if raw == unlimited_at else raw, source, str(loc) if loc else None)
+
+
+def _requested(value: Any, source: str, location: str | None) -> Limit[Any] | None:
+    """An agent's or request's value: None or 0 inherits, -1 (or a zero duration) is unlimited."""
+    if value is None:
+        return None
+    seconds = getattr(value, "seconds", None)
+    if seconds is not None:  # durations: "0" is an explicit "no deadline", not "inherit"
+        return Limit(None if seconds == 0 else seconds, source, location)
+    if value == 0:
+        return None
+    return Limit(None if value == -1 else value, source, location)
+
+
+def _first(*candidates: Limit[Any] | None) -> Limit[Any]:
+    for candidate in candidates:
+        if candidate is not None:
+            return candidate
+    raise AssertionError("the workspace value always resolves")
+
+
+def _cap(limit: Limit[N], ceiling: Limit[N], key: str) -> Limit[N]:
+    """A positive ceiling caps every value, an unlimited request included."""
+    if ceiling.value is None or ceiling.value <= 0:
+        return limit
+    if limit.value is None or limit.value > ceiling.value:
+        asked = "unlimited" if limit.value is None else limit.value
+        return Limit(ceiling.value, CEILING, ceiling.location,
+                     f"{key} = {ceiling.value} caps every agent (asked: {asked}, {limit.source})")
+    return limit
+
+
+class _Agent:
+    """Reads the policy keys of one SOUL.yaml (absent when the run has no agent file)."""
+
+    def __init__(self, settings: Settings | None) -> None:
+        self.settings = settings
+
+    def get(self, path: str) -> tuple[Any, str | None]:
+        if self.settings is None or not self.settings.is_set(path):
+            return None, None
+        loc = self.settings.source_of(path)
+        if loc is None:  # a mapping key such as "budget" set as a whole
+            loc = next((v for k, v in self.settings.sources.locations.items()
+                        if k.startswith(path + ".")), None)
+        return self.settings.get(path), str(loc) if loc else None
+
+    def limit(self, path: str) -> Limit[Any] | None:
+        value, loc = self.get(path)
+        return _requested(value, AGENT, loc)
+
+
+def _budget_dimension(dim: str, config: Settings, agent: _Agent, request: RequestOverrides
+                      ) -> Limit[int]:
+    req_budget: AgentBudget | None = request.budget
+    req_value = getattr(req_budget, dim) if req_budget is not None else None
+    agent_value, agent_loc = agent.get(f"budget.{dim}")
+    chosen = _first(
+        # An explicit budget with zero values requests unlimited for that dimension.
+        Limit(req_value or None, REQUEST) if req_value is not None else None,
+        Limit(agent_value or None, AGENT, agent_loc) if agent_value is not None else None,
+        _workspace(config, f"runtime.default_budget.{dim}"),
+    )
+    return _cap(chosen, _workspace(config, f"runtime.max_budget.{dim}"),
+                f"runtime.max_budget.{dim}")
+
+
+def _accommodate(http: Limit[float], run: Limit[float]) -> Limit[float]:
+    """The HTTP deadline must outlast the run it carries."""
+    if http.value is None:
+        return http
+    if run.value is None:
+        return Limit(None, ACCOMMODATED, http.location,
+                     "raised to unlimited to carry an unlimited run")
+    if run.value >= http.value:
+        return Limit(run.value + 60.0, ACCOMMODATED, http.location,
+                     "raised to the run timeout plus one minute to carry the run")
+    return http
+
+
+def resolve(
+    agent_id: str,
+    config: Settings,
+    agent_settings: Settings | None = None,
+    request: RequestOverrides | None = None,
+    capacity: ModelCapacity | None = None,
+) -> ExecutionPolicy:
+    """Resolve the execution policy of one run of ``agent_id``."""
+    request = request or RequestOverrides()
+    capacity = capacity or ModelCapacity()
+    agent = _Agent(agent_settings)
+    turn_ceiling = _workspace(config, "runtime.max_turns_ceiling")
+
+    turns_asked = _first(
+        _requested(request.max_turns, REQUEST, None),
+        agent.limit("max_turns"),
+        _workspace(config, "runtime.default_max_turns"),
+    )
+    steps_asked = _first(
+        _requested(request.reasoning_max_steps, REQUEST, None),
+        agent.limit("reasoning.max_steps"),
+        Limit(turns_asked.value, turns_asked.source, turns_asked.location,
+              "reasoning steps inherit the turn allowance"),
+    )
+
+    output = _first(
+        _requested(request.max_output_tokens, REQUEST, None),
+        agent.limit("llm.max_tokens"),
+        _workspace(config, "costs.default_max_output_tokens"),
+    )
+    output = _cap(output, _workspace(config, "costs.max_output_tokens_ceiling"),
+                  "costs.max_output_tokens_ceiling")
+    if capacity.max_output_tokens and (output.value is None
+                                       or output.value > capacity.max_output_tokens):
+        output = Limit(capacity.max_output_tokens, MODEL, None,
+                       f"the model produces at most {capacity.max_output_tokens} tokens per"
+                       f" response (asked: {output.value or 'unlimited'}, {output.source})")
+    context = (Limit(capacity.context_window, MODEL) if capacity.context_window
+               else Limit(None, "unknown", None, "the provider reports no context window"))
+
+    run = _first(
+        _requested(request.run_timeout, REQUEST, None),
+        agent.limit("run_timeout"),
+        _workspace(config, "runtime.timeouts.run"),
+    )
+    step = _workspace(config, "runtime.timeouts.step")
+    progress = _first(
+        _requested(request.no_progress_limit, REQUEST, None),
+        agent.limit("no_progress_limit"),
+        _workspace(config, "runtime.no_progress_limit"),
+    )
+    if progress.value is None:
+        progress = Limit(None, progress.source, progress.location, "0 disables stall detection")
+    attempts = _workspace(config, "llm.studio.max_build_attempts", unlimited_at=-1)
+    if attempts.value == 0:
+        attempts = Limit(DEFAULT_MAX_BUILD_ATTEMPTS, attempts.source, attempts.location,
+                         "0 selects the default")
+
+    return ExecutionPolicy(
+        agent_id=agent_id,
+        max_turns=_cap(turns_asked, turn_ceiling, "runtime.max_turns_ceiling"),
+        max_tokens=_budget_dimension("max_tokens", config, agent, request),
+        max_llm_calls=_budget_dimension("max_llm_calls", config, agent, request),
+        max_output_tokens=output,
+        reasoning_max_steps=_cap(steps_asked, turn_ceiling, "runtime.max_turns_ceiling"),
+        no_progress_limit=progress,
+        run_timeout=run,
+        http_timeout=_accommodate(_workspace(config, "runtime.timeouts.http"), run),
+        llm_timeout=_workspace(config, "runtime.timeouts.llm"),
+        step_timeout=step,
+        tool_timeout=_workspace(config, "runtime.timeouts.tool"),
+        reasoning_step_timeout=_first(agent.limit("reasoning.step_timeout"), step),
+        reasoning_total_timeout=_first(agent.limit("reasoning.total_timeout"), run),
+        max_build_tokens=_workspace(config, "llm.studio.max_build_tokens"),
+        max_build_cost_usd=_workspace(config, "llm.studio.max_build_cost_usd"),
+        max_build_attempts=attempts,
+        max_build_elapsed=_workspace(config, "llm.studio.max_build_elapsed"),
+        context_window=context,
+    )

@@ -1,0 +1,85 @@
+"""Rules of the execution policy that a type alone cannot say."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from soulacy.kernel import ConfigIssue, Location, Settings, format_duration
+
+UNLIMITED = float("inf")
+TIMEOUT_ORDER = ("tool", "llm", "step", "run", "http")
+
+# (dotted key, smallest allowed value, what the allowed values mean)
+WORKSPACE_RANGES = (
+    ("runtime.default_max_turns", 0, "0 means unlimited"),
+    ("runtime.max_turns_ceiling", 0, "0 means no ceiling"),
+    ("runtime.default_budget.max_tokens", 0, "0 means unlimited"),
+    ("runtime.default_budget.max_llm_calls", 0, "0 means unlimited"),
+    ("runtime.max_budget.max_tokens", 0, "0 means no ceiling"),
+    ("runtime.max_budget.max_llm_calls", 0, "0 means no ceiling"),
+    ("runtime.no_progress_limit", 0, "0 disables stall detection"),
+    ("costs.default_max_output_tokens", 0, "0 leaves it to the model's capacity"),
+    ("costs.max_output_tokens_ceiling", 0, "0 means no ceiling"),
+    ("llm.studio.max_build_tokens", 0, "0 means unlimited"),
+    ("llm.studio.max_build_cost_usd", 0, "0 means unlimited"),
+    ("llm.studio.max_build_attempts", -1, "-1 means unlimited, 0 selects the default"),
+)
+AGENT_RANGES = (
+    ("max_turns", -1, "0 or omitted inherits, -1 requests unlimited"),
+    ("budget.max_tokens", 0, "0 requests unlimited"),
+    ("budget.max_llm_calls", 0, "0 requests unlimited"),
+    ("no_progress_limit", 0, "0 disables stall detection"),
+    ("reasoning.max_steps", -1, "omitted inherits, -1 is unlimited"),
+    ("llm.max_tokens", 0, "0 or omitted inherits the workspace allowance"),
+)
+
+
+def _issue(settings: Settings, path: str, message: str, value: Any) -> ConfigIssue:
+    loc = settings.source_of(path) or Location(str(settings.file))
+    return ConfigIssue(loc, path, message, value, True)
+
+
+def _value(settings: Settings, path: str) -> Any:
+    try:
+        return settings.get(path)
+    except (KeyError, AttributeError):
+        return None
+
+
+def check_ranges(settings: Settings, ranges: tuple[tuple[str, int, str], ...]
+                 ) -> Iterator[ConfigIssue]:
+    for path, smallest, meaning in ranges:
+        value = _value(settings, path)
+        if value is not None and value < smallest:
+            yield _issue(settings, path, f"expected {smallest} or more ({meaning})", value)
+
+
+def check_timeout_order(settings: Settings) -> Iterator[ConfigIssue]:
+    """tool <= llm <= step <= run <= http, where "0" (no deadline) counts as infinity."""
+
+    def seconds(name: str) -> float:
+        value = settings.get(f"runtime.timeouts.{name}").seconds
+        return UNLIMITED if value == 0 else float(value)
+
+    for shorter, longer in zip(TIMEOUT_ORDER, TIMEOUT_ORDER[1:], strict=False):
+        if seconds(shorter) <= seconds(longer):
+            continue
+        path = f"runtime.timeouts.{longer}"
+        inner = settings.get(f"runtime.timeouts.{shorter}")
+        value = str(settings.get(path))
+        if longer == "http":
+            want = '"0"' if inner.seconds == 0 else f'at least {inner} (e.g. "{_plus_minute(inner)}")'
+            run = "no deadline" if inner.seconds == 0 else str(inner)
+            message = (f"the HTTP timeout cannot accommodate the run timeout ({run}):"
+                       f" a reply would be cut off while the run goes on; set it to {want}"
+                       ' ("0" means unlimited)')
+        else:
+            shown = "no deadline" if inner.seconds == 0 else str(inner)
+            message = (f"must be at least runtime.timeouts.{shorter} ({shown}), since the"
+                       f" {longer} deadline contains every {shorter} call")
+        yield _issue(settings, path, message, value)
+
+
+def _plus_minute(duration: Any) -> str:
+    return format_duration(duration.seconds + 60)
