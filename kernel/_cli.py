@@ -8,7 +8,7 @@ import json
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import attrs
 import trio
@@ -65,11 +65,20 @@ def _global_parser(add_help: bool) -> argparse.ArgumentParser:
         description="Soulacy: a plugin-based runtime for long-running LLM agents.",
         add_help=add_help,
     )
-    parser.add_argument("--workspace", "-w", metavar="DIR",
-                        help="workspace folder (default: $SOULACY_WORKSPACE or the current folder)")
-    parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="NAME",
-                        help="enable plugin NAME (a builtin, an entry point or a module);"
-                        " -p no:NAME disables it")
+    parser.add_argument(
+        "--workspace",
+        "-w",
+        metavar="DIR",
+        help="workspace folder (default: $SOULACY_WORKSPACE or the current folder)",
+    )
+    parser.add_argument(
+        "-p",
+        dest="plugins",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="enable plugin NAME (a builtin, an entry point or a module); -p no:NAME disables it",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     return parser
 
@@ -77,7 +86,7 @@ def _global_parser(add_help: bool) -> argparse.ArgumentParser:
 def _collect_commands(loaded: LoadedPlugins) -> list[CliCommand]:
     commands: dict[str, tuple[CliCommand, str]] = {}
     for impl in loaded.pm.hook.soulacy_cli_commands.get_hookimpls():
-        for command in impl.function() or ():
+        for command in cast("Sequence[CliCommand]", impl.function() or ()):
             if command.name in commands:
                 other = commands[command.name][1]
                 raise PluginError(
@@ -100,8 +109,9 @@ def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
             group = groups.get(words[0])
             if group is None:
                 holder = top.add_parser(words[0], help=f"{words[0]} commands")
-                group = holder.add_subparsers(dest=f"{words[0]}_command", metavar="COMMAND",
-                                              required=True)
+                group = holder.add_subparsers(
+                    dest=f"{words[0]}_command", metavar="COMMAND", required=True
+                )
                 groups[words[0]] = group
             sub = group.add_parser(words[1], help=command.help, description=command.help)
         command.configure(sub)
@@ -119,10 +129,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         args = parser.parse_args(args_list)
         ctx = CliContext(loaded)
         run: Runner = args._run
-        if inspect.iscoroutinefunction(run):
-            code = trio.run(run, args, ctx)
-        else:
-            code = run(args, ctx)
+        code = trio.run(run, args, ctx) if inspect.iscoroutinefunction(run) else run(args, ctx)
         return int(code or 0)
     except SoulacyError as exc:
         if early.debug:

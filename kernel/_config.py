@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
 from ruamel.yaml import YAML
 
 from ._converter import ConfigValueError, converter
@@ -27,13 +32,47 @@ ENV_PREFIX = "SOULACY_"
 # Keys that the original system's files carry. When no loaded plugin handles one of them, it is a
 # warning rather than an error, so that existing files keep loading with a plugin disabled.
 ORIGINAL_WORKSPACE_KEYS = frozenset(
-    {"runtime", "costs", "llm", "server", "plugins", "rate_limit", "memory", "search", "updates",
-     "support", "logging", "retention", "studio", "channels", "workspace"}
+    {
+        "runtime",
+        "costs",
+        "llm",
+        "server",
+        "plugins",
+        "rate_limit",
+        "memory",
+        "search",
+        "updates",
+        "support",
+        "logging",
+        "retention",
+        "studio",
+        "channels",
+        "workspace",
+    }
 )
 ORIGINAL_AGENT_KEYS = frozenset(
-    {"id", "name", "description", "llm", "system_prompt", "tools", "max_turns", "budget",
-     "run_timeout", "reasoning", "schedule", "outcome", "workflow", "confirm_tools",
-     "stream_reply", "enabled", "no_progress_limit", "memory", "skills", "channels"}
+    {
+        "id",
+        "name",
+        "description",
+        "llm",
+        "system_prompt",
+        "tools",
+        "max_turns",
+        "budget",
+        "run_timeout",
+        "reasoning",
+        "schedule",
+        "outcome",
+        "workflow",
+        "confirm_tools",
+        "stream_reply",
+        "enabled",
+        "no_progress_limit",
+        "memory",
+        "skills",
+        "channels",
+    }
 )
 
 
@@ -151,9 +190,9 @@ def _did_you_mean(key: str, choices: Iterable[str]) -> str:
 def _lookup(tree: Any, path: tuple[str | int, ...]) -> tuple[bool, Any]:
     node = tree
     for part in path:
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        in_map = isinstance(node, Mapping) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_map or in_list:
             node = node[part]
         else:
             return False, None
@@ -180,9 +219,10 @@ class _Loader:
         self.env_locations: dict[str, Location] = {}
         self.data = self._merge(doc, overrides or {})
 
-    def _merge(self, doc: Mapping[str, Any], overrides: Mapping[tuple[str, ...], tuple[str, Any]]
-               ) -> dict[str, Any]:
-        data = _plain(doc)
+    def _merge(
+        self, doc: Mapping[str, Any], overrides: Mapping[tuple[str, ...], tuple[str, Any]]
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = _plain(doc)
         for path, (var, value) in sorted(overrides.items()):
             node = data
             for part in path[:-1]:
@@ -213,7 +253,7 @@ class _Loader:
         for key, section in self.sections.items():
             path = tuple(key.split("."))
             found, raw = _lookup(self.data, path)
-            if not found or raw is None and attrs.has(section.type):
+            if not found or (raw is None and attrs.has(section.type)):
                 values[key] = section.make_default()
                 continue
             try:
@@ -235,7 +275,7 @@ class _Loader:
         return tree
 
     def _check_keys(self, data: Any, path: tuple[str, ...], tree: dict[str, Any]) -> None:
-        if not isinstance(data, Mapping):
+        if not isinstance(data, dict):  # _merge made every mapping a plain dict
             self.issue(path, "expected a mapping of keys")
             return
         for key in list(data):
@@ -259,7 +299,9 @@ class _Loader:
         if isinstance(exc, ClassValidationError | IterableValidationError):
             with_notes, without = exc.group_exceptions()
             for sub, note in with_notes:
-                step = note.name if isinstance(exc, ClassValidationError) else note.index
+                step: str | int = (
+                    note.name if isinstance(note, AttributeValidationNote) else (note.index)
+                )
                 self._collect(sub, (*path, step))
             for sub in without:
                 self._collect(sub, path)
@@ -320,8 +362,10 @@ def check_section_owners(sections: Iterable[OwnedSection]) -> list[str]:
         for (other_scope, other_key), other_plugin in seen.items():
             if other_scope != scope:
                 continue
-            if key == other_key or key.startswith(other_key + ".") or other_key.startswith(
-                key + "."
+            if (
+                key == other_key
+                or key.startswith(other_key + ".")
+                or other_key.startswith(key + ".")
             ):
                 problems.append(
                     f"plugins {other_plugin!r} and {owned.plugin!r} both claim the {scope}"
@@ -329,8 +373,6 @@ def check_section_owners(sections: Iterable[OwnedSection]) -> list[str]:
                 )
         seen[(scope, key)] = owned.plugin
     return problems
-
-
 
 
 def structure(data: Any, type_: Any, *, origin: str, key: str) -> Any:

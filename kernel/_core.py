@@ -59,13 +59,17 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 def soulacy_cli_commands() -> Sequence[CliCommand]:
     return [
         CliCommand("serve", "run the kernel and its services until SIGINT or SIGTERM", _serve),
-        CliCommand("plugins", "list loaded plugins and the hooks they implement", _plugins,
-                   _json_flag),
-        CliCommand("config show", "print the effective configuration", _config_show,
-                   _json_flag),
+        CliCommand(
+            "plugins", "list loaded plugins and the hooks they implement", _plugins, _json_flag
+        ),
+        CliCommand("config show", "print the effective configuration", _config_show, _json_flag),
         CliCommand("config get", "print one configuration value", _config_get, _configure_get),
-        CliCommand("config set", "change one value of config.yaml (validated, atomic)",
-                   _config_set, _configure_set),
+        CliCommand(
+            "config set",
+            "change one value of config.yaml (validated, atomic)",
+            _config_set,
+            _configure_set,
+        ),
         CliCommand("config validate", "check config.yaml and every SOUL.yaml", _config_validate),
     ]
 
@@ -97,11 +101,17 @@ async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_kernel(kernel=kernel):
             names = ", ".join(s.name for s in kernel.services()) or "none"
-            print(f"soulacy: serving {kernel.workspace} (services: {names}); Ctrl-C stops",
-                  file=ctx.err, flush=True)
+            print(
+                f"soulacy: serving {kernel.workspace} (services: {names}); Ctrl-C stops",
+                file=ctx.err,
+                flush=True,
+            )
             async for signum in signals:
-                print(f"soulacy: {signal.Signals(signum).name} received, shutting down",
-                      file=ctx.err, flush=True)
+                print(
+                    f"soulacy: {signal.Signals(signum).name} received, shutting down",
+                    file=ctx.err,
+                    flush=True,
+                )
                 break
     return 0
 
@@ -137,8 +147,9 @@ def _config_get(args: argparse.Namespace, ctx: CliContext) -> int:
     plain = json.loads(json.dumps(converter.unstructure(value), default=str))
     source = config.source_of(args.key)
     if args.json:
-        ctx.print_json({"key": args.key, "value": plain,
-                        "source": str(source) if source else "default"})
+        ctx.print_json(
+            {"key": args.key, "value": plain, "source": str(source) if source else "default"}
+        )
     else:
         ctx.print(_yaml_text(plain) if isinstance(plain, dict | list) else _scalar(plain))
     return 0

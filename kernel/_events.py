@@ -48,8 +48,9 @@ class EventStream:
         self._subscribers.append(send)
         return receive
 
-    async def emit(self, type: str, data: Mapping[str, Any] | None = None,
-                   run_id: str | None = None) -> Event:
+    async def emit(
+        self, type: str, data: Mapping[str, Any] | None = None, run_id: str | None = None
+    ) -> Event:
         event = Event(type, dict(data or {}), run_id, next(self._seq))
         for result in self._kernel.hook.soulacy_event(kernel=self._kernel, event=event):
             if inspect.isawaitable(result):

@@ -6,7 +6,7 @@ import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import attrs
 import trio
@@ -109,15 +109,27 @@ class Kernel:
         ``SOULACY_DISABLE_PLUGIN_AUTOLOAD`` is set); ``extra_plugins`` are objects registered as
         they are (tests use this for throwaway plugins).
         """
-        loaded = load_plugins(workspace, plugins=plugins, builtins=builtins, autoload=autoload,
-                              extra_plugins=extra_plugins, environ=environ, trace=trace)
+        loaded = load_plugins(
+            workspace,
+            plugins=plugins,
+            builtins=builtins,
+            autoload=autoload,
+            extra_plugins=extra_plugins,
+            environ=environ,
+            trace=trace,
+        )
         return cls.from_plugins(loaded)
 
     @classmethod
     def from_plugins(cls, loaded: LoadedPlugins) -> Kernel:
         """Validate the configuration against already loaded plugins and configure them."""
-        config = load_settings(loaded.config_file, loaded.doc, loaded.sections,
-                               scope="workspace", environ=loaded.environ)
+        config = load_settings(
+            loaded.config_file,
+            loaded.doc,
+            loaded.sections,
+            scope="workspace",
+            environ=loaded.environ,
+        )
         kernel = cls(loaded.root, loaded.pm, loaded.sections, config, loaded.environ)
         kernel._check_config(config)
         loaded.pm.hook.soulacy_configure(kernel=kernel)
@@ -129,17 +141,26 @@ class Kernel:
     def config_file(self) -> Path:
         return self.workspace / CONFIG_FILE
 
-    def validate_config(self, doc: Mapping[str, Any], environ: Mapping[str, str] | None = None
-                        ) -> Settings:
+    def validate_config(
+        self, doc: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    ) -> Settings:
         """Validate a config.yaml document against the loaded plugins' sections and rules."""
-        config = load_settings(self.config_file, doc, self.sections, scope="workspace",
-                               environ=self.environ if environ is None else environ)
+        config = load_settings(
+            self.config_file,
+            doc,
+            self.sections,
+            scope="workspace",
+            environ=self.environ if environ is None else environ,
+        )
         self._check_config(config)
         return config
 
     def _check_config(self, config: Settings) -> None:
-        issues = [i for found in self.hook.soulacy_validate_config(kernel=self, config=config)
-                  for i in found or ()]
+        issues = [
+            i
+            for found in self.hook.soulacy_validate_config(kernel=self, config=config)
+            for i in found or ()
+        ]
         if issues:
             raise ConfigError(issues)
 
@@ -189,8 +210,11 @@ class Kernel:
             loc = settings.source_of("id")
             raise UsageError(f"{loc}: id: {declared!r} does not match the folder name {agent_id!r}")
         spec = AgentSpec(agent_id, settings)
-        issues = [i for found in self.hook.soulacy_validate_agent(kernel=self, agent=spec)
-                  for i in found or ()]
+        issues = [
+            i
+            for found in self.hook.soulacy_validate_agent(kernel=self, agent=spec)
+            for i in found or ()
+        ]
         if issues:
             raise ConfigError(issues)
         self._agents[agent_id] = spec
@@ -213,11 +237,14 @@ class Kernel:
 
         Asks the ``soulacy_resolve_policy`` hook (the builtin ``policy`` plugin by default).
         """
-        policy = self.hook.soulacy_resolve_policy(kernel=self, agent_id=agent_id,
-                                                  overrides=overrides or {})
+        policy = self.hook.soulacy_resolve_policy(
+            kernel=self, agent_id=agent_id, overrides=overrides or {}
+        )
         if policy is None:
-            raise PluginError("no loaded plugin resolves execution policy"
-                              " (is the builtin 'policy' plugin disabled?)")
+            raise PluginError(
+                "no loaded plugin resolves execution policy"
+                " (is the builtin 'policy' plugin disabled?)"
+            )
         return policy
 
     # -- services ----------------------------------------------------------------------------
@@ -265,7 +292,9 @@ def load_plugins(
         enable_tracing(pm)
     pm.block(blocked)
     pm.load_builtins(builtins)
-    if autoload if autoload is not None else not _truthy(env.get("SOULACY_DISABLE_PLUGIN_AUTOLOAD")):
+    if autoload is None:
+        autoload = not _truthy(env.get("SOULACY_DISABLE_PLUGIN_AUTOLOAD"))
+    if autoload:
         pm.load_entry_points()
     for name, origin in enable:
         pm.enable(name, origin)
@@ -276,8 +305,9 @@ def load_plugins(
     return LoadedPlugins(root, config_file, doc, pm, _collect_sections(pm), env)
 
 
-def _plugin_selection(config_file: Path, doc: Mapping[str, Any], cli: Sequence[str]
-                      ) -> PluginSelection:
+def _plugin_selection(
+    config_file: Path, doc: Mapping[str, Any], cli: Sequence[str]
+) -> PluginSelection:
     # The plugins section decides which plugins load, so it is read before any plugin is.
     owned = [OwnedSection(ConfigSection("plugins", PluginsConfig), "core")]
     subset = {"plugins": doc["plugins"]} if "plugins" in doc else {}
@@ -290,7 +320,7 @@ def _collect_sections(pm: SoulacyPluginManager) -> list[OwnedSection]:
     # Called per implementation (not through the relay) so that a conflict names both plugins.
     owned = []
     for impl in pm.hook.soulacy_config_sections.get_hookimpls():
-        for section in impl.function() or ():
+        for section in cast("Sequence[ConfigSection]", impl.function() or ()):
             owned.append(OwnedSection(section, impl.plugin_name))
     problems = check_section_owners(owned)
     if problems:

@@ -146,8 +146,11 @@ class SoulacyPluginManager(pluggy.PluginManager):
 
     def check_unknown_hooks(self) -> None:
         """Every ``soulacy_*`` implementation must match a hook specification."""
-        known = [name for name in dir(self.hook) if name.startswith(HOOK_PREFIX)
-                 and getattr(self.hook, name).spec is not None]
+        known = [
+            name
+            for name in dir(self.hook)
+            if name.startswith(HOOK_PREFIX) and getattr(self.hook, name).spec is not None
+        ]
         problems = []
         for name in dir(self.hook):
             caller = getattr(self.hook, name)

@@ -11,8 +11,6 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cattrs.errors import ClassValidationError
-
 from soulacy.kernel import (
     AgentSpec,
     CliCommand,
@@ -89,8 +87,9 @@ def soulacy_validate_agent(agent: AgentSpec) -> Sequence[ConfigIssue]:
 def _overrides(raw: Mapping[str, Any] | RequestOverrides | None) -> RequestOverrides:
     if isinstance(raw, RequestOverrides):
         return raw
-    overrides: RequestOverrides = structure(dict(raw or {}), RequestOverrides,
-                                            origin="request", key="overrides")
+    overrides: RequestOverrides = structure(
+        dict(raw or {}), RequestOverrides, origin="request", key="overrides"
+    )
     issues = list(check_ranges_of(overrides))
     if issues:
         raise ConfigError(issues)
@@ -99,17 +98,19 @@ def _overrides(raw: Mapping[str, Any] | RequestOverrides | None) -> RequestOverr
 
 def check_ranges_of(overrides: RequestOverrides) -> list[ConfigIssue]:
     """The same ranges as the agent keys of the same meaning."""
+    budget = overrides.budget or AgentBudget()
     checks = {
         "max_turns": (overrides.max_turns, -1),
         "no_progress_limit": (overrides.no_progress_limit, 0),
         "reasoning_max_steps": (overrides.reasoning_max_steps, -1),
         "max_output_tokens": (overrides.max_output_tokens, 0),
-        "budget.max_tokens": (overrides.budget and overrides.budget.max_tokens, 0),
-        "budget.max_llm_calls": (overrides.budget and overrides.budget.max_llm_calls, 0),
+        "budget.max_tokens": (budget.max_tokens, 0),
+        "budget.max_llm_calls": (budget.max_llm_calls, 0),
     }
     return [
-        ConfigIssue(Location("request"), f"overrides.{name}", f"expected {low} or more",
-                    value, True)
+        ConfigIssue(
+            Location("request"), f"overrides.{name}", f"expected {low} or more", value, True
+        )
         for name, (value, low) in checks.items()
         if value is not None and value < low
     ]
@@ -119,15 +120,22 @@ def check_ranges_of(overrides: RequestOverrides) -> list[ConfigIssue]:
 def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> ExecutionPolicy:
     agent = kernel.agent(agent_id)
     llm = agent.section("llm")
-    capacity = kernel.hook.soulacy_model_capacity(kernel=kernel, provider=llm.provider,
-                                                  model=llm.model)
+    capacity = kernel.hook.soulacy_model_capacity(
+        kernel=kernel, provider=llm.provider, model=llm.model
+    )
     return resolve(agent_id, kernel.config, agent.settings, _overrides(overrides), capacity)
 
 
 @hookimpl
 def soulacy_cli_commands() -> Sequence[CliCommand]:
-    return [CliCommand("policy show", "the resolved execution policy of an agent, with sources",
-                       _policy_show, _configure_show)]
+    return [
+        CliCommand(
+            "policy show",
+            "the resolved execution policy of an agent, with sources",
+            _policy_show,
+            _configure_show,
+        )
+    ]
 
 
 def _configure_show(parser: argparse.ArgumentParser) -> None:

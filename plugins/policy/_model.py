@@ -132,8 +132,11 @@ class Limit(Generic[T]):
 
     def to_dict(self, *, duration: bool = False) -> dict[str, Any]:
         shown: Any = "unlimited" if self.value is None else self.value
-        out: dict[str, Any] = {"value": shown, "unlimited": self.value is None,
-                               "source": self.source}
+        out: dict[str, Any] = {
+            "value": shown,
+            "unlimited": self.value is None,
+            "source": self.source,
+        }
         if duration and self.value is not None:
             out["text"] = format_duration(self.value)
         if self.location:
@@ -146,10 +149,18 @@ class Limit(Generic[T]):
         return "unlimited" if self.value is None else str(self.value)
 
 
-DURATION_FIELDS = frozenset({
-    "run_timeout", "http_timeout", "llm_timeout", "step_timeout", "tool_timeout",
-    "reasoning_step_timeout", "reasoning_total_timeout", "max_build_elapsed",
-})
+DURATION_FIELDS = frozenset(
+    {
+        "run_timeout",
+        "http_timeout",
+        "llm_timeout",
+        "step_timeout",
+        "tool_timeout",
+        "reasoning_step_timeout",
+        "reasoning_total_timeout",
+        "max_build_elapsed",
+    }
+)
 
 
 @attrs.frozen
@@ -181,8 +192,9 @@ class ExecutionPolicy:
     context_window: Limit[int]
 
     def limits(self) -> Mapping[str, Limit[Any]]:
-        return {a.name: getattr(self, a.name) for a in attrs.fields(type(self))
-                if a.name != "agent_id"}
+        return {
+            a.name: getattr(self, a.name) for a in attrs.fields(type(self)) if a.name != "agent_id"
+        }
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"agent_id": self.agent_id}

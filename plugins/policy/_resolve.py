@@ -66,8 +66,12 @@ def _cap(limit: Limit[N], ceiling: Limit[N], key: str) -> Limit[N]:
         return limit
     if limit.value is None or limit.value > ceiling.value:
         asked = "unlimited" if limit.value is None else limit.value
-        return Limit(ceiling.value, CEILING, ceiling.location,
-                     f"{key} = {ceiling.value} caps every agent (asked: {asked}, {limit.source})")
+        return Limit(
+            ceiling.value,
+            CEILING,
+            ceiling.location,
+            f"{key} = {ceiling.value} caps every agent (asked: {asked}, {limit.source})",
+        )
     return limit
 
 
@@ -82,8 +86,10 @@ class _Agent:
             return None, None
         loc = self.settings.source_of(path)
         if loc is None:  # a mapping key such as "budget" set as a whole
-            loc = next((v for k, v in self.settings.sources.locations.items()
-                        if k.startswith(path + ".")), None)
+            loc = next(
+                (v for k, v in self.settings.sources.locations.items() if k.startswith(path + ".")),
+                None,
+            )
         return self.settings.get(path), str(loc) if loc else None
 
     def limit(self, path: str) -> Limit[Any] | None:
@@ -91,8 +97,9 @@ class _Agent:
         return _requested(value, AGENT, loc)
 
 
-def _budget_dimension(dim: str, config: Settings, agent: _Agent, request: RequestOverrides
-                      ) -> Limit[int]:
+def _budget_dimension(
+    dim: str, config: Settings, agent: _Agent, request: RequestOverrides
+) -> Limit[int]:
     req_budget: AgentBudget | None = request.budget
     req_value = getattr(req_budget, dim) if req_budget is not None else None
     agent_value, agent_loc = agent.get(f"budget.{dim}")
@@ -102,8 +109,9 @@ def _budget_dimension(dim: str, config: Settings, agent: _Agent, request: Reques
         Limit(agent_value or None, AGENT, agent_loc) if agent_value is not None else None,
         _workspace(config, f"runtime.default_budget.{dim}"),
     )
-    return _cap(chosen, _workspace(config, f"runtime.max_budget.{dim}"),
-                f"runtime.max_budget.{dim}")
+    return _cap(
+        chosen, _workspace(config, f"runtime.max_budget.{dim}"), f"runtime.max_budget.{dim}"
+    )
 
 
 def _accommodate(http: Limit[float], run: Limit[float]) -> Limit[float]:
@@ -111,11 +119,16 @@ def _accommodate(http: Limit[float], run: Limit[float]) -> Limit[float]:
     if http.value is None:
         return http
     if run.value is None:
-        return Limit(None, ACCOMMODATED, http.location,
-                     "raised to unlimited to carry an unlimited run")
+        return Limit(
+            None, ACCOMMODATED, http.location, "raised to unlimited to carry an unlimited run"
+        )
     if run.value >= http.value:
-        return Limit(run.value + 60.0, ACCOMMODATED, http.location,
-                     "raised to the run timeout plus one minute to carry the run")
+        return Limit(
+            run.value + 60.0,
+            ACCOMMODATED,
+            http.location,
+            "raised to the run timeout plus one minute to carry the run",
+        )
     return http
 
 
@@ -140,8 +153,12 @@ def resolve(
     steps_asked = _first(
         _requested(request.reasoning_max_steps, REQUEST, None),
         agent.limit("reasoning.max_steps"),
-        Limit(turns_asked.value, turns_asked.source, turns_asked.location,
-              "reasoning steps inherit the turn allowance"),
+        Limit(
+            turns_asked.value,
+            turns_asked.source,
+            turns_asked.location,
+            "reasoning steps inherit the turn allowance",
+        ),
     )
 
     output = _first(
@@ -149,15 +166,26 @@ def resolve(
         agent.limit("llm.max_tokens"),
         _workspace(config, "costs.default_max_output_tokens"),
     )
-    output = _cap(output, _workspace(config, "costs.max_output_tokens_ceiling"),
-                  "costs.max_output_tokens_ceiling")
-    if capacity.max_output_tokens and (output.value is None
-                                       or output.value > capacity.max_output_tokens):
-        output = Limit(capacity.max_output_tokens, MODEL, None,
-                       f"the model produces at most {capacity.max_output_tokens} tokens per"
-                       f" response (asked: {output.value or 'unlimited'}, {output.source})")
-    context = (Limit(capacity.context_window, MODEL) if capacity.context_window
-               else Limit(None, "unknown", None, "the provider reports no context window"))
+    output = _cap(
+        output,
+        _workspace(config, "costs.max_output_tokens_ceiling"),
+        "costs.max_output_tokens_ceiling",
+    )
+    if capacity.max_output_tokens and (
+        output.value is None or output.value > capacity.max_output_tokens
+    ):
+        output = Limit(
+            capacity.max_output_tokens,
+            MODEL,
+            None,
+            f"the model produces at most {capacity.max_output_tokens} tokens per"
+            f" response (asked: {output.value or 'unlimited'}, {output.source})",
+        )
+    context = (
+        Limit(capacity.context_window, MODEL)
+        if capacity.context_window
+        else Limit(None, "unknown", None, "the provider reports no context window")
+    )
 
     run = _first(
         _requested(request.run_timeout, REQUEST, None),
@@ -174,8 +202,9 @@ def resolve(
         progress = Limit(None, progress.source, progress.location, "0 disables stall detection")
     attempts = _workspace(config, "llm.studio.max_build_attempts", unlimited_at=-1)
     if attempts.value == 0:
-        attempts = Limit(DEFAULT_MAX_BUILD_ATTEMPTS, attempts.source, attempts.location,
-                         "0 selects the default")
+        attempts = Limit(
+            DEFAULT_MAX_BUILD_ATTEMPTS, attempts.source, attempts.location, "0 selects the default"
+        )
 
     return ExecutionPolicy(
         agent_id=agent_id,

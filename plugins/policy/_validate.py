@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,8 +48,9 @@ def _value(settings: Settings, path: str) -> Any:
         return None
 
 
-def check_ranges(settings: Settings, ranges: tuple[tuple[str, int, str], ...]
-                 ) -> Iterator[ConfigIssue]:
+def check_ranges(
+    settings: Settings, ranges: tuple[tuple[str, int, str], ...]
+) -> Iterator[ConfigIssue]:
     for path, smallest, meaning in ranges:
         value = _value(settings, path)
         if value is not None and value < smallest:
@@ -62,24 +64,28 @@ def check_timeout_order(settings: Settings) -> Iterator[ConfigIssue]:
         value = settings.get(f"runtime.timeouts.{name}").seconds
         return UNLIMITED if value == 0 else float(value)
 
-    for shorter, longer in zip(TIMEOUT_ORDER, TIMEOUT_ORDER[1:], strict=False):
+    for shorter, longer in itertools.pairwise(TIMEOUT_ORDER):
         if seconds(shorter) <= seconds(longer):
             continue
         path = f"runtime.timeouts.{longer}"
         inner = settings.get(f"runtime.timeouts.{shorter}")
         value = str(settings.get(path))
         if longer == "http":
-            want = '"0"' if inner.seconds == 0 else f'at least {inner} (e.g. "{_plus_minute(inner)}")'
+            want = '"0"' if inner.seconds == 0 else f'at least {inner} (e.g. "{_plus(inner)}")'
             run = "no deadline" if inner.seconds == 0 else str(inner)
-            message = (f"the HTTP timeout cannot accommodate the run timeout ({run}):"
-                       f" a reply would be cut off while the run goes on; set it to {want}"
-                       ' ("0" means unlimited)')
+            message = (
+                f"the HTTP timeout cannot accommodate the run timeout ({run}):"
+                f" a reply would be cut off while the run goes on; set it to {want}"
+                ' ("0" means unlimited)'
+            )
         else:
             shown = "no deadline" if inner.seconds == 0 else str(inner)
-            message = (f"must be at least runtime.timeouts.{shorter} ({shown}), since the"
-                       f" {longer} deadline contains every {shorter} call")
+            message = (
+                f"must be at least runtime.timeouts.{shorter} ({shown}), since the"
+                f" {longer} deadline contains every {shorter} call"
+            )
         yield _issue(settings, path, message, value)
 
 
-def _plus_minute(duration: Any) -> str:
+def _plus(duration: Any) -> str:
     return format_duration(duration.seconds + 60)

@@ -1,0 +1,144 @@
+"""Hook-level testing for Soulacy and its plugins (a pytest plugin, entry point ``pytest11``).
+
+Fixtures:
+
+* ``workspace`` — a :class:`Workspace` in a temporary folder, to write config.yaml and agents;
+* ``make_kernel`` — build a :class:`~soulacy.kernel.Kernel` on that workspace with the plugins a
+  test chooses (entry-point autoloading is off and the environment is empty unless asked);
+* ``kernel`` — ``make_kernel()`` with the builtin plugins;
+* ``hook_recorder`` — a :class:`HookRecorder` on ``kernel``.
+
+And :func:`throwaway_plugin`, to register a plugin made of a few functions.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from ruamel.yaml import YAML
+
+from ._kernel import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, Kernel
+
+__all__ = ["HookCall", "HookRecorder", "Workspace", "throwaway_plugin"]
+
+
+@attrs.define
+class HookCall:
+    """One recorded hook call: its name, keyword arguments and (once finished) result."""
+
+    name: str
+    kwargs: dict[str, Any]
+    result: Any = None
+    exception: BaseException | None = None
+
+    def __getattr__(self, key: str) -> Any:  # call.agent_id reads the keyword argument
+        try:
+            return self.kwargs[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+class HookRecorder:
+    """Records every hook call of a plugin manager, built on ``add_hookcall_monitoring``."""
+
+    def __init__(self, pm: Any) -> None:
+        self.calls: list[HookCall] = []
+        self._open: list[HookCall] = []
+        self._undo = pm.add_hookcall_monitoring(self._before, self._after)
+
+    def _before(self, hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        call = HookCall(hook_name, dict(kwargs))
+        self.calls.append(call)
+        self._open.append(call)
+
+    def _after(
+        self, outcome: Any, hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> None:
+        call = self._open.pop()
+        call.exception = outcome.exception
+        if outcome.exception is None:
+            call.result = outcome.get_result()
+
+    def getcalls(self, name: str) -> list[HookCall]:
+        return [call for call in self.calls if call.name == name]
+
+    def assert_called(self, name: str, **kwargs: Any) -> HookCall:
+        """The last call of hook ``name`` whose arguments include ``kwargs``; fails if none."""
+        for call in reversed(self.getcalls(name)):
+            if all(call.kwargs.get(k) == v for k, v in kwargs.items()):
+                return call
+        seen = [c.kwargs for c in self.getcalls(name)]
+        raise AssertionError(f"hook {name} was not called with {kwargs!r}; calls: {seen!r}")
+
+    def finish(self) -> None:
+        self._undo()
+
+
+def throwaway_plugin(name: str = "throwaway", **hooks: Callable[..., Any]) -> Any:
+    """A plugin object whose hook implementations are the given ``soulacy_*`` functions."""
+    unknown = [key for key in hooks if not key.startswith("soulacy_")]
+    if unknown:
+        raise TypeError(f"hook implementations must be named soulacy_*: {unknown}")
+    return types.SimpleNamespace(name=name, **hooks)
+
+
+@attrs.define
+class Workspace:
+    """A workspace folder for a test: config.yaml plus ``agents/<id>/SOUL.yaml``."""
+
+    path: Path
+
+    def write_config(self, content: str | Mapping[str, Any]) -> Path:
+        return self._write(self.path / CONFIG_FILE, content)
+
+    def write_agent(self, agent_id: str, content: str | Mapping[str, Any]) -> Path:
+        return self._write(self.path / AGENTS_DIR / agent_id / AGENT_FILE, content)
+
+    @staticmethod
+    def _write(path: Path, content: str | Mapping[str, Any]) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            path.write_text(content, encoding="utf-8")
+        else:
+            with path.open("w", encoding="utf-8") as fh:
+                YAML(typ="safe", pure=True).dump(dict(content), fh)
+        return path
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    """An empty workspace in a temporary folder."""
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return Workspace(folder)
+
+
+@pytest.fixture
+def make_kernel(workspace: Workspace) -> Callable[..., Kernel]:
+    """Build kernels on the test's workspace; keyword arguments go to ``Kernel.load``."""
+
+    def make(**options: Any) -> Kernel:
+        options.setdefault("autoload", False)
+        options.setdefault("environ", {})
+        return Kernel.load(workspace.path, **options)
+
+    return make
+
+
+@pytest.fixture
+def kernel(make_kernel: Callable[..., Kernel]) -> Kernel:
+    """A kernel with the builtin plugins on an empty workspace."""
+    return make_kernel()
+
+
+@pytest.fixture
+def hook_recorder(kernel: Kernel) -> Iterator[HookRecorder]:
+    """Records the hook calls ``kernel`` makes during the test."""
+    recorder = HookRecorder(kernel.pm)
+    yield recorder
+    recorder.finish()
