@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import signal
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -20,8 +22,11 @@ from ._cli import CliCommand, CliContext
 from ._config import ConfigSection, parse_scalar
 from ._converter import converter
 from ._errors import UsageError
-from ._kernel import PluginsConfig, open_kernel
+from ._kernel import AGENT_FILE, AGENTS_DIR, Kernel, PluginsConfig, open_kernel
+from ._yamlio import atomic_write
 from .hookspecs import hookimpl
+
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 @attrs.frozen
@@ -41,10 +46,19 @@ class AgentLLM:
     allowed_providers: list[str] = attrs.Factory(list)
 
 
+@attrs.frozen
+class DefaultModel:
+    """``llm.default`` in config.yaml: the workspace provider and model new agents start with."""
+
+    provider: str | None = None
+    model: str | None = None
+
+
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [
         ConfigSection("plugins", PluginsConfig, doc="plugins to enable and disable"),
+        ConfigSection("llm.default", DefaultModel, doc="provider and model of new agents"),
         ConfigSection("id", str | None, scope="agent", doc="the agent's id (its folder name)"),
         ConfigSection("name", str | None, scope="agent"),
         ConfigSection("description", str | None, scope="agent"),
@@ -71,6 +85,13 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
             _configure_set,
         ),
         CliCommand("config validate", "check config.yaml and every SOUL.yaml", _config_validate),
+        CliCommand("agents list", "list the workspace's agents", _agents_list, _json_flag),
+        CliCommand(
+            "agents new",
+            "create agents/ID/SOUL.yaml that inherits the workspace policy",
+            _agents_new,
+            _configure_new,
+        ),
     ]
 
 
@@ -177,3 +198,69 @@ def _config_validate(args: argparse.Namespace, ctx: CliContext) -> int:
     agents = kernel.agent_ids()
     ctx.print(f"ok: {kernel.config_file} and {len(agents)} agent file(s) are valid")
     return 0
+
+
+def _agents_list(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    rows = []
+    for agent_id in kernel.agent_ids():
+        agent = kernel.agent(agent_id)
+        rows.append(
+            {
+                "id": agent_id,
+                "name": agent.section("name"),
+                "enabled": agent.section("enabled"),
+                "file": str(agent.file),
+            }
+        )
+    if args.json:
+        ctx.print_json(rows)
+    else:
+        for row in rows:
+            state = "" if row["enabled"] else " (disabled)"
+            ctx.print(f"{row['id']}{state}: {row['name'] or ''}".rstrip(": "))
+    return 0
+
+
+def _configure_new(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="agent id: letters, digits, '-' and '_'")
+    parser.add_argument("--name", help="display name (default: the id)")
+    parser.add_argument("--description", default="", help="one line on what the agent is for")
+
+
+def _agents_new(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    path = new_agent(kernel, args.id, name=args.name, description=args.description)
+    ctx.print(f"created {path}")
+    return 0
+
+
+def new_agent(
+    kernel: Kernel, agent_id: str, *, name: str | None = None, description: str = ""
+) -> Path:
+    """Write ``agents/ID/SOUL.yaml`` for a new agent and return its path.
+
+    The agent starts with the workspace provider and its default model, and writes no turn,
+    budget, timeout or output limits, so it inherits the workspace policy; ``top_p`` is left to
+    the provider. An existing agent is never overwritten.
+    """
+    if not _AGENT_ID.fullmatch(agent_id):
+        raise UsageError(f"agent id {agent_id!r}: expected letters, digits, '-' and '_'")
+    path = kernel.workspace / AGENTS_DIR / agent_id / AGENT_FILE
+    if path.exists():
+        raise UsageError(f"{path} already exists; nothing was written")
+    default: DefaultModel = kernel.config.section("llm.default")
+    llm = {k: v for k, v in (("provider", default.provider), ("model", default.model)) if v}
+    doc: dict[str, Any] = {
+        "id": agent_id,
+        "name": name or agent_id,
+        "description": description,
+        "system_prompt": "You are a helpful assistant.",
+    }
+    if llm:
+        doc["llm"] = llm
+    doc["tools"] = []
+    out = io.StringIO()
+    YAML(typ="safe", pure=True).dump(doc, out)
+    atomic_write(path, out.getvalue())
+    return path
