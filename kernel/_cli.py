@@ -125,6 +125,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     early, _ = _global_parser(add_help=False).parse_known_args(args_list)
     try:
         loaded = load_plugins(early.workspace, plugins=early.plugins, environ=environ)
+        if loaded.issues:
+            Kernel.from_plugins(loaded)  # raises every problem of config.yaml together
         parser = _build_parser(_collect_commands(loaded))
         args = parser.parse_args(args_list)
         ctx = CliContext(loaded)

@@ -209,7 +209,9 @@ class _Loader:
         sections: Iterable[OwnedSection],
         original_keys: frozenset[str],
         overrides: Mapping[tuple[str, ...], tuple[str, Any]] | None = None,
+        check_keys: bool = True,
     ) -> None:
+        self.check_keys = check_keys
         self.file = file
         self.doc = doc
         self.sections = {owned.section.key: owned.section for owned in sections}
@@ -248,7 +250,8 @@ class _Loader:
         self.issues.append(ConfigIssue(self.location(path), dotted, message, value, found))
 
     def load(self) -> Settings:
-        self._check_keys(self.data, (), self._key_tree())
+        if self.check_keys:
+            self._check_keys(self.data, (), self._key_tree())
         values: dict[str, Any] = {}
         for key, section in self.sections.items():
             path = tuple(key.split("."))
@@ -261,7 +264,7 @@ class _Loader:
             except Exception as exc:  # cattrs reports every problem of the section at once
                 self._collect(exc, path)
         if self.issues:
-            raise ConfigError(self.issues)
+            raise ConfigError(sorted(self.issues, key=_by_position))
         return Settings(self.file, values, SourceMap(self._sources()), tuple(self.warnings))
 
     def _key_tree(self) -> dict[str, Any]:
@@ -330,6 +333,10 @@ class _Loader:
         return out
 
 
+def _by_position(issue: ConfigIssue) -> tuple[int, int]:
+    return (issue.location.line or 0, issue.location.column or 0)
+
+
 def _plain(node: Any) -> Any:
     if isinstance(node, Mapping):
         return {k: _plain(v) for k, v in node.items()}
@@ -345,12 +352,16 @@ def load_settings(
     *,
     scope: Scope,
     environ: Mapping[str, str] | None = None,
+    check_keys: bool = True,
 ) -> Settings:
-    """Validate ``doc`` (parsed from ``file``) against the sections declared for ``scope``."""
+    """Validate ``doc`` (parsed from ``file``) against the sections declared for ``scope``.
+
+    ``check_keys=False`` validates the declared sections only and ignores other keys.
+    """
     chosen = [owned for owned in sections if owned.section.scope == scope]
     original = ORIGINAL_WORKSPACE_KEYS if scope == "workspace" else ORIGINAL_AGENT_KEYS
     overrides = env_overrides(environ) if environ is not None else None
-    return _Loader(file, doc, chosen, original, overrides).load()
+    return _Loader(file, doc, chosen, original, overrides, check_keys).load()
 
 
 def check_section_owners(sections: Iterable[OwnedSection]) -> list[str]:

@@ -13,7 +13,7 @@ import trio
 
 from ._config import ConfigSection, OwnedSection, Settings, check_section_owners, load_settings
 from ._config_edit import apply_changes
-from ._errors import ConfigError, PluginError, UsageError
+from ._errors import ConfigError, ConfigIssue, PluginError, UsageError
 from ._events import EventStream
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing
 from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
@@ -123,6 +123,7 @@ class Kernel:
     @classmethod
     def from_plugins(cls, loaded: LoadedPlugins) -> Kernel:
         """Validate the configuration against already loaded plugins and configure them."""
+        # Validating the whole file finds the plugins section's problems again, with the rest.
         config = load_settings(
             loaded.config_file,
             loaded.doc,
@@ -266,6 +267,7 @@ class LoadedPlugins:
     pm: SoulacyPluginManager
     sections: Sequence[OwnedSection]
     environ: Mapping[str, str]
+    issues: Sequence[ConfigIssue] = ()  # problems of the plugins section, reported with the rest
 
 
 def load_plugins(
@@ -285,7 +287,14 @@ def load_plugins(
         raise UsageError(f"workspace {str(root)!r} is not a folder")
     config_file = root / CONFIG_FILE
     doc = load_yaml_file(config_file)
-    enable, blocked = _plugin_selection(config_file, doc, plugins).resolve()
+    issues: list[ConfigIssue] = []
+    try:
+        selection = _plugin_selection(config_file, doc, plugins)
+    except ConfigError as exc:
+        # Go on with the command line's choice alone, so that every other problem of the
+        # file is found too and all are reported together.
+        issues, selection = exc.issues, PluginSelection(cli=plugins)
+    enable, blocked = selection.resolve()
 
     pm = SoulacyPluginManager()
     if trace if trace is not None else _truthy(env.get("SOULACY_TRACE_PLUGINS")):
@@ -302,7 +311,7 @@ def load_plugins(
         name = getattr(plugin, "name", None) or f"extra-{index}-{type(plugin).__name__}"
         pm.add(plugin, PluginInfo(str(name), "test", type(plugin).__module__))
     pm.check_unknown_hooks()
-    return LoadedPlugins(root, config_file, doc, pm, _collect_sections(pm), env)
+    return LoadedPlugins(root, config_file, doc, pm, _collect_sections(pm), env, issues)
 
 
 def _plugin_selection(
@@ -310,8 +319,7 @@ def _plugin_selection(
 ) -> PluginSelection:
     # The plugins section decides which plugins load, so it is read before any plugin is.
     owned = [OwnedSection(ConfigSection("plugins", PluginsConfig), "core")]
-    subset = {"plugins": doc["plugins"]} if "plugins" in doc else {}
-    config = load_settings(config_file, subset, owned, scope="workspace")
+    config = load_settings(config_file, doc, owned, scope="workspace", check_keys=False)
     section: PluginsConfig = config.section("plugins")
     return PluginSelection(section.enable, section.disable, cli)
 
