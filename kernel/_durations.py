@@ -32,7 +32,7 @@ class Duration:
         if s in ("0", "-0", "+0"):
             return cls(0.0)
         sign = 1.0
-        if s[:1] in "+-":
+        if s and s[0] in "+-":
             sign = -1.0 if s[0] == "-" else 1.0
             s = s[1:]
         pos, total = 0, 0.0

@@ -15,7 +15,7 @@ from ._config import ConfigSection, OwnedSection, Settings, check_section_owners
 from ._config_edit import apply_changes
 from ._errors import ConfigError, ConfigIssue, PluginError, UsageError
 from ._events import EventStream
-from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing
+from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
 from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
 
 CONFIG_FILE = "config.yaml"
@@ -309,7 +309,7 @@ def load_plugins(
         pm.enable(name, origin)
     for index, plugin in enumerate(extra_plugins):
         name = getattr(plugin, "name", None) or f"extra-{index}-{type(plugin).__name__}"
-        pm.add(plugin, PluginInfo(str(name), "test", type(plugin).__module__))
+        pm.add(plugin, PluginInfo(str(name), "test", module_name(plugin)))
     pm.check_unknown_hooks()
     return LoadedPlugins(root, config_file, doc, pm, _collect_sections(pm), env, issues)
 

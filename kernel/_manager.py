@@ -90,7 +90,10 @@ class SoulacyPluginManager(pluggy.PluginManager):
         try:
             self.register(plugin, name=info.name)
         except (pluggy.PluginValidationError, ValueError) as exc:
-            raise PluginError(f"plugin {info.name!r} ({info.module}) is invalid: {exc}") from None
+            message = " ".join(str(exc).split())
+            raise PluginError(
+                f"plugin {info.name!r} ({info.module}) is invalid: {message}"
+            ) from None
         self.infos[info.name] = info
 
     def load_builtins(self, only: Iterable[str] | None = None) -> None:
@@ -157,7 +160,7 @@ class SoulacyPluginManager(pluggy.PluginManager):
             if not name.startswith(HOOK_PREFIX) or caller.spec is not None:
                 continue
             for impl in caller.get_hookimpls():
-                if impl.hookimpl_opts.get("optionalhook"):
+                if impl.optionalhook:
                     continue
                 close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -173,13 +176,13 @@ class SoulacyPluginManager(pluggy.PluginManager):
         for name, plugin in self.list_name_plugin():
             if plugin is None:
                 continue
-            info = self.infos.get(name) or PluginInfo(name, "registered", _module_name(plugin))
+            info = self.infos.get(name) or PluginInfo(name, "registered", module_name(plugin))
             hooks = sorted(impl.name for impl in (self.get_hookcallers(plugin) or []))
             out.append({**attrs.asdict(info), "hooks": hooks})
         return out
 
 
-def _module_name(plugin: Any) -> str:
+def module_name(plugin: Any) -> str:
     if isinstance(plugin, ModuleType):
         return plugin.__name__
     return f"{type(plugin).__module__}.{type(plugin).__qualname__}"

@@ -1,0 +1,34 @@
+"""Shared helpers of the test suite (fixtures come from soulacy.kernel.testing)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+
+def run_soulacy(
+    args: Sequence[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``soulacy`` launcher in a subprocess with a clean SOULACY_* environment."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
+    clean.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "soulacy.kernel.cli", *args],
+        cwd=cwd,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def soulacy_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``soulacy_cli(args, cwd=..., env=...)`` runs the launcher in a subprocess."""
+    return run_soulacy
