@@ -86,6 +86,8 @@ class Kernel:
         self.sections = tuple(sections)
         self.events = EventStream(self)
         self.stopping = trio.Event()
+        # What each running service handed to task_status.started() (an HTTP server's URLs).
+        self.started: dict[str, Any] = {}
         self._agents: dict[str, AgentSpec] = {}
 
     # -- loading -----------------------------------------------------------------------------
@@ -358,7 +360,7 @@ async def open_kernel(
     kernel = kernel or Kernel.load(workspace, **load_options)
     async with trio.open_nursery() as services:
         for service in kernel.services():
-            await services.start(_serve, service)
+            kernel.started[service.name] = await services.start(_serve, service)
         try:
             yield kernel
         finally:

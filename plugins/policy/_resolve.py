@@ -53,6 +53,13 @@ def _requested(value: Any, source: str, location: str | None) -> Limit[Any] | No
     return Limit(None if value == -1 else value, source, location)
 
 
+def _disabling(value: Any, source: str, location: str | None) -> Limit[Any] | None:
+    """A value for which 0 is an explicit choice (it disables the check): only None inherits."""
+    if value is None:
+        return None
+    return Limit(None if value == 0 else value, source, location)
+
+
 def _first(*candidates: Limit[Any] | None) -> Limit[Any]:
     for candidate in candidates:
         if candidate is not None:
@@ -193,9 +200,11 @@ def resolve(
         _workspace(config, "runtime.timeouts.run"),
     )
     step = _workspace(config, "runtime.timeouts.step")
+    # no_progress_limit: 0 disables stall detection; it does not inherit.
+    agent_progress, agent_progress_loc = agent.get("no_progress_limit")
     progress = _first(
-        _requested(request.no_progress_limit, REQUEST, None),
-        agent.limit("no_progress_limit"),
+        _disabling(request.no_progress_limit, REQUEST, None),
+        _disabling(agent_progress, AGENT, agent_progress_loc),
         _workspace(config, "runtime.no_progress_limit"),
     )
     if progress.value is None:

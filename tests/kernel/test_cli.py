@@ -1,0 +1,165 @@
+"""The soulacy launcher: config commands edit files safely; bad input is one clear paragraph."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from soulacy.kernel.cli import main
+from soulacy.kernel.testing import Workspace
+
+CONFIG = """\
+# Workspace settings, kept by hand.
+runtime:
+  default_max_turns: 20     # an old default, kept on purpose
+  timeouts:
+    run: "48h"              # quoted on purpose
+costs:
+  default_max_output_tokens: 4096
+"""
+
+
+@pytest.fixture
+def cli(workspace: Workspace, capsys: pytest.CaptureFixture[str]) -> Callable[..., Any]:
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(["--workspace", str(workspace.path), *args], environ={})
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_config_set_changes_only_the_changed_line(
+    workspace: Workspace, cli: Callable[..., Any]
+) -> None:
+    path = workspace.write_config(CONFIG)
+    code, out, _ = cli("config", "set", "runtime.timeouts.run", "24h")
+    assert code == 0, out
+    before, after = CONFIG.splitlines(), path.read_text().splitlines()
+    changed = [(b, a) for b, a in zip(before, after, strict=True) if b != a]
+    assert changed == [
+        (
+            '    run: "48h"              # quoted on purpose',
+            '    run: "24h"              # quoted on purpose',
+        )
+    ]
+
+
+def test_config_set_adds_a_missing_key_and_keeps_everything_else(
+    workspace: Workspace, cli: Callable[..., Any]
+) -> None:
+    path = workspace.write_config(CONFIG)
+    code, _, err = cli("config", "set", "runtime.max_turns_ceiling", "50")
+    assert code == 0, err
+    text = path.read_text()
+    assert "  max_turns_ceiling: 50\n" in text
+    assert [line for line in text.splitlines() if "max_turns_ceiling" not in line] == (
+        CONFIG.splitlines()
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("runtime.default_max_turns", "many", "runtime.default_max_turns: expected an integer"),
+        ("runtime.defualt_max_turns", "5", "did you mean 'default_max_turns'?"),
+        ("runtime.timeouts.run", "5x", "expected a duration"),
+        ("runtime.timeouts.http", "1h", "the HTTP timeout cannot accommodate the run timeout"),
+        ("runtime.default_max_turns", "-4", "expected 0 or more (0 means unlimited)"),
+    ],
+)
+def test_an_invalid_value_leaves_the_file_byte_for_byte_untouched(
+    workspace: Workspace, cli: Callable[..., Any], key: str, value: str, message: str
+) -> None:
+    path = workspace.write_config(CONFIG)
+    before = path.read_bytes()
+    code, out, err = cli("config", "set", key, value)
+    assert code == 2
+    assert message in err
+    assert err.startswith("soulacy: error: invalid configuration: ")
+    assert "Traceback" not in err
+    assert path.read_bytes() == before
+    assert not list(path.parent.glob(".config.yaml.*"))  # no temporary file left behind
+
+
+def test_config_set_of_the_saved_value_changes_nothing(
+    workspace: Workspace, cli: Callable[..., Any]
+) -> None:
+    path = workspace.write_config(CONFIG)
+    before = path.read_bytes()
+    code, out, _ = cli("config", "set", "runtime.default_max_turns", "20")
+    assert code == 0
+    assert "unchanged" in out
+    assert path.read_bytes() == before
+
+
+def test_config_get_and_show_report_values_and_sources(
+    workspace: Workspace, cli: Callable[..., Any]
+) -> None:
+    workspace.write_config(CONFIG)
+    code, out, _ = cli("config", "get", "runtime.default_max_turns")
+    assert (code, out) == (0, "20\n")
+    code, out, _ = cli("config", "get", "runtime.timeouts.http", "--json")
+    assert json.loads(out) == {
+        "key": "runtime.timeouts.http",
+        "value": "48h1m",
+        "source": "default",
+    }
+    code, out, _ = cli("config", "show", "--json")
+    shown = json.loads(out)
+    assert shown["config"]["runtime"]["default_max_turns"] == 20
+    assert shown["config"]["runtime"]["max_turns_ceiling"] == 0
+    assert shown["sources"]["runtime.default_max_turns"].endswith("config.yaml:3:3")
+    assert "runtime.max_turns_ceiling" not in shown["sources"]
+
+
+def test_config_get_of_an_unknown_key_is_a_usage_error(
+    workspace: Workspace, cli: Callable[..., Any]
+) -> None:
+    code, _, err = cli("config", "get", "runtime.nope")
+    assert code == 2
+    assert err == "soulacy: error: unknown configuration key 'runtime.nope'\n"
+
+
+def test_config_validate_reports_every_problem_in_one_run(
+    workspace: Workspace, cli: Callable[..., Any]
+) -> None:
+    workspace.write_config("runtime:\n  default_max_turns: x\ncosts:\n  nope: 1\n")
+    workspace.write_agent("bot", "max_turns: -5\n")
+    code, _, err = cli("config", "validate")
+    assert code == 2
+    assert "(2 problems)" in err
+    workspace.write_config("")
+    code, _, err = cli("config", "validate")
+    assert code == 2
+    assert "SOUL.yaml:1:1: max_turns: expected -1 or more" in err
+    workspace.write_agent("bot", "max_turns: -1\n")
+    code, out, _ = cli("config", "validate")
+    assert code == 0
+    assert "1 agent file(s) are valid" in out
+
+
+def test_debug_shows_the_traceback(workspace: Workspace, cli: Callable[..., Any]) -> None:
+    workspace.write_config("runtime: [\n")
+    code, _, err = cli("config", "show")
+    assert code == 2
+    assert "Traceback" not in err
+    assert err.count("\n") == 1  # one paragraph
+    code, _, err = cli("--debug", "config", "show")
+    assert code == 2
+    assert "Traceback" in err
+
+
+def test_the_real_launcher_exits_2_on_bad_input(
+    workspace: Workspace, soulacy_cli: Callable[..., Any]
+) -> None:
+    workspace.write_config("plugins:\n  enable: [no_such_plugin_mod]\n")
+    result = soulacy_cli(["plugins"], cwd=workspace.path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "soulacy: error: plugin 'no_such_plugin_mod' (config.yaml, module no_such_plugin_mod)"
+        " failed to import: ModuleNotFoundError: No module named 'no_such_plugin_mod'\n"
+    )

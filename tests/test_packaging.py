@@ -1,0 +1,74 @@
+"""The wheel carries every package folder: a package missing from the mapping fails here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MAPPING = {
+    "kernel": "soulacy/kernel",
+    "plugins": "soulacy/plugins",
+    "contrib": "soulacy/contrib",
+    "sdk": "soulacy/sdk",
+}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    (wheel,) = out.glob("soulacy-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheel_files(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return set(zf.namelist())
+
+
+def expected_files() -> set[str]:
+    found = set()
+    for folder, target in MAPPING.items():
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".typed") and "__pycache__" not in path.parts:
+                found.add(f"{target}/{path.relative_to(ROOT / folder).as_posix()}")
+    return found
+
+
+def test_every_source_file_of_every_package_folder_is_in_the_wheel(wheel_files: set[str]) -> None:
+    missing = sorted(expected_files() - wheel_files)
+    assert not missing, f"not in the wheel (add the package to pyproject.toml): {missing}"
+
+
+def test_the_wheel_is_typed_and_has_no_top_level_init(wheel_files: set[str]) -> None:
+    for target in MAPPING.values():
+        assert f"{target}/py.typed" in wheel_files
+    assert "soulacy/__init__.py" not in wheel_files  # soulacy is a namespace package
+
+
+def test_the_wheel_declares_the_launcher_and_the_pytest_plugin(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        text = zf.read(name).decode()
+    assert "soulacy = soulacy.kernel.cli:main" in text
+    assert "soulacy = soulacy.kernel.testing" in text
