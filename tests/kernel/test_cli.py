@@ -76,7 +76,7 @@ def test_an_invalid_value_leaves_the_file_byte_for_byte_untouched(
 ) -> None:
     path = workspace.write_config(CONFIG)
     before = path.read_bytes()
-    code, out, err = cli("config", "set", key, value)
+    code, _out, err = cli("config", "set", key, value)
     assert code == 2
     assert message in err
     assert err.startswith("soulacy: error: invalid configuration: ")

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.lowlevel
 
 from soulacy.kernel import Event, Kernel, hookimpl, open_kernel
 from soulacy.kernel.testing import Workspace, throwaway_plugin
@@ -86,7 +87,7 @@ async def test_events_reach_observers_then_subscribers_in_order(
 
         @hookimpl
         async def soulacy_event(self, event: Event) -> None:  # awaited by the kernel
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             seen.append(event.type)
 
     kernel = make_kernel(extra_plugins=[Observer()])
@@ -126,7 +127,7 @@ def test_serve_stops_cleanly_on_a_signal(workspace: Workspace, signum: int) -> N
     line = proc.stderr.readline()  # printed once every service is ready
     assert "soulacy: serving" in line
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    _out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert f"{signal.Signals(signum).name} received, shutting down" in err
