@@ -26,15 +26,12 @@ from soulacy.kernel import (
     hookimpl,
     structure,
 )
+from soulacy.kernel.policy import DURATION_FIELDS, ExecutionPolicy, Limit, ModelCapacity
 
 from ._model import (
-    DURATION_FIELDS,
     AgentBudget,
     Budget,
     CostsConfig,
-    ExecutionPolicy,
-    Limit,
-    ModelCapacity,
     Reasoning,
     RequestOverrides,
     RuntimeConfig,

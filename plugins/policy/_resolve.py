@@ -7,22 +7,20 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from soulacy.kernel import Settings
-
-from ._model import (
+from soulacy.kernel.policy import (
     AGENT,
     CEILING,
     CONFIG,
     DEFAULT,
-    DEFAULT_MAX_BUILD_ATTEMPTS,
     ENVIRONMENT,
     MODEL,
     REQUEST,
-    AgentBudget,
     ExecutionPolicy,
     Limit,
     ModelCapacity,
-    RequestOverrides,
 )
+
+from ._model import DEFAULT_MAX_BUILD_ATTEMPTS, AgentBudget, RequestOverrides
 
 N = TypeVar("N", int, float)
 ACCOMMODATED = "accommodates run"

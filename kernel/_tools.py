@@ -1,0 +1,148 @@
+"""Tools: Python callables with JSON-schema parameters, validated before every call."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._errors import UsageError
+from ._messages import ToolSpec
+
+_JSON_TYPES: dict[Any, str] = {
+    str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object",
+}
+
+
+@attrs.frozen
+class Tool:
+    """A callable the model may call. ``function`` takes the arguments as keywords and may be
+    ``async``; what it returns is the tool's result (text, or data rendered as JSON).
+
+    ``normalize`` optionally maps a result to what counts for progress detection (a tool whose
+    results carry a timestamp can strip it).
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    function: Callable[..., Any]
+    normalize: Callable[[Any], Any] | None = None
+
+    @classmethod
+    def from_function(cls, function: Callable[..., Any], name: str | None = None,
+                      description: str | None = None) -> Tool:
+        """Derive the schema from the signature's type hints and the description from the
+        docstring's first paragraph."""
+        doc = inspect.getdoc(function) or ""
+        return cls(
+            name=name or function.__name__,
+            description=description or doc.split("\n\n")[0].replace("\n", " "),
+            parameters=schema_of(function),
+            function=function,
+        )
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+def _json_type(hint: Any) -> dict[str, Any]:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _json_type(options[0]) if len(options) == 1 else {}
+    if origin is typing.Literal:
+        return {"enum": list(typing.get_args(hint))}
+    if origin in (list, Sequence, tuple):
+        args = typing.get_args(hint)
+        return {"type": "array", **({"items": _json_type(args[0])} if args else {})}
+    if origin in (dict, Mapping):
+        return {"type": "object"}
+    return {"type": _JSON_TYPES[hint]} if hint in _JSON_TYPES else {}
+
+
+def schema_of(function: Callable[..., Any]) -> dict[str, Any]:
+    """A JSON schema of ``function``'s keyword parameters."""
+    hints = typing.get_type_hints(function)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        properties[param.name] = _json_type(hints.get(param.name, Any))
+        if param.default is param.empty:
+            required.append(param.name)
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}
+
+
+def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> list[str]:
+    """Problems of ``arguments`` against the subset of JSON schema tools use (empty if none)."""
+    return _check(schema, arguments, "arguments")
+
+
+def _check(schema: Mapping[str, Any], value: Any, where: str) -> list[str]:
+    problems: list[str] = []
+    expected = schema.get("type")
+    if expected and not _is_type(value, expected):
+        return [f"{where}: expected {expected}, got {type(value).__name__}"]
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{where}: expected one of {list(schema['enum'])!r}, got {value!r}"]
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        for key in schema.get("required", ()):
+            if key not in value:
+                problems.append(f"{where}.{key}: required")
+        for key, item in value.items():
+            if key in props:
+                problems.extend(_check(props[key], item, f"{where}.{key}"))
+            elif schema.get("additionalProperties") is False:
+                problems.append(f"{where}.{key}: unexpected argument")
+    if isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            problems.extend(_check(schema["items"], item, f"{where}[{index}]"))
+    return problems
+
+
+def _is_type(value: Any, expected: str) -> bool:
+    if expected == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    python = {"string": str, "boolean": bool, "array": list, "object": dict, "null": type(None)}
+    return isinstance(value, python.get(expected, object))
+
+
+def load_file_tool(reference: str, base: Path) -> Tool:
+    """Load ``"file.py:function"`` (relative to ``base``, the agent's folder) as a tool."""
+    file_part, _, function_name = reference.partition(":")
+    path = (base / file_part).resolve()
+    if not function_name or not path.is_file():
+        raise UsageError(
+            f"tool {reference!r}: expected 'file.py:function' naming a file that exists"
+            f" (looked for {path})"
+        )
+    module_name = f"soulacy_agent_tools_{abs(hash(str(path)))}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise UsageError(f"tool {reference!r}: {path} failed to import: {exc}") from exc
+        sys.modules[module_name] = module
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise UsageError(f"tool {reference!r}: {path} has no function {function_name!r}")
+    return Tool.from_function(function)
