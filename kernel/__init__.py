@@ -6,8 +6,9 @@ Everything a plugin author needs is re-exported here; the underscored modules ar
 from __future__ import annotations
 
 from ._cli import CliCommand, CliContext
-from ._config import ConfigSection, Settings, parse_scalar, structure
+from ._config import ConfigSection, Settings, load_document, parse_scalar, structure
 from ._durations import Duration, format_duration
+from ._engine import RunRequest, RunResult
 from ._errors import (
     ConfigError,
     ConfigIssue,
@@ -19,6 +20,7 @@ from ._errors import (
 from ._events import Event, EventStream
 from ._kernel import AgentSpec, Kernel, LoadedPlugins, Service, load_plugins, open_kernel
 from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
+from ._tools import Tool
 from .hookspecs import hookimpl, hookspec
 
 __all__ = [
@@ -37,14 +39,18 @@ __all__ = [
     "Location",
     "PluginError",
     "PluginInfo",
+    "RunRequest",
+    "RunResult",
     "Service",
     "Settings",
     "SoulacyError",
     "SoulacyPluginManager",
+    "Tool",
     "UsageError",
     "format_duration",
     "hookimpl",
     "hookspec",
+    "load_document",
     "load_plugins",
     "open_kernel",
     "parse_scalar",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -140,6 +141,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `soulacy … | head`: the reader left; that is not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 __all__ = ["CliCommand", "CliContext", "UsageError", "main"]

@@ -24,7 +24,7 @@ from ruamel.yaml import YAML
 
 from ._converter import ConfigValueError, converter
 from ._errors import ConfigError, ConfigIssue, Location
-from ._yamlio import position
+from ._yamlio import load_yaml_file, position
 
 Scope = Literal["workspace", "agent"]
 ENV_PREFIX = "SOULACY_"
@@ -395,3 +395,21 @@ def structure(data: Any, type_: Any, *, origin: str, key: str) -> Any:
     owned = [OwnedSection(ConfigSection(key, type_), "kernel")]
     doc = {key: data} if data is not None else {}
     return _Loader(Path(origin), doc, owned, frozenset()).load().section(key)
+
+
+def load_document(file: Path, type_: Any) -> Any:
+    """Load a whole YAML file strictly as the attrs class ``type_`` (errors point at lines)."""
+    attrs.resolve_types(type_)
+    owned = [
+        OwnedSection(ConfigSection(field.name, field.type, default=_field_default(field)), "kernel")
+        for field in attrs.fields(type_)
+    ]
+    settings = _Loader(file, load_yaml_file(file), owned, frozenset()).load()
+    return type_(**{field.name: settings.section(field.name) for field in attrs.fields(type_)})
+
+
+def _field_default(field: Any) -> Any:
+    default = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return default.factory
+    return None if default is attrs.NOTHING else (lambda: default)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import re
 import signal
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,14 @@ from ruamel.yaml import YAML
 from ._cli import CliCommand, CliContext
 from ._config import ConfigSection, parse_scalar
 from ._converter import converter
+from ._demo import REQUEST as DEMO_REQUEST
+from ._demo import write_demo_workspace
 from ._errors import UsageError
 from ._kernel import AGENT_FILE, AGENTS_DIR, Kernel, PluginsConfig, open_kernel
+from ._providers import ProviderConfig
 from ._yamlio import atomic_write
 from .hookspecs import hookimpl
+from .policy import ModelCapacity
 
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
@@ -59,6 +65,9 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [
         ConfigSection("plugins", PluginsConfig, doc="plugins to enable and disable"),
         ConfigSection("llm.default", DefaultModel, doc="provider and model of new agents"),
+        ConfigSection(
+            "llm.providers", dict[str, ProviderConfig], default=dict, doc="model providers by name"
+        ),
         ConfigSection("id", str | None, scope="agent", doc="the agent's id (its folder name)"),
         ConfigSection("name", str | None, scope="agent"),
         ConfigSection("description", str | None, scope="agent"),
@@ -67,6 +76,13 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
         ConfigSection("tools", list[str], scope="agent", default=list),
         ConfigSection("enabled", bool, scope="agent", default=True),
     ]
+
+
+@hookimpl(trylast=True)
+def soulacy_model_capacity(
+    kernel: Kernel, provider: str | None, model: str | None
+) -> ModelCapacity | None:
+    return kernel.model_capacity(provider, model)
 
 
 @hookimpl
@@ -85,6 +101,15 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
             _configure_set,
         ),
         CliCommand("config validate", "check config.yaml and every SOUL.yaml", _config_validate),
+        CliCommand(
+            "run", "run one request of a conversation and print the reply", _run, _configure_run
+        ),
+        CliCommand(
+            "demo",
+            "run the demo agent on the scripted model (no network, no key)",
+            _demo,
+            _configure_demo,
+        ),
         CliCommand("agents list", "list the workspace's agents", _agents_list, _json_flag),
         CliCommand(
             "agents new",
@@ -264,3 +289,161 @@ def new_agent(
     YAML(typ="safe", pure=True).dump(doc, out)
     atomic_write(path, out.getvalue())
     return path
+
+
+# Exit codes of `soulacy run` and `soulacy demo`, by how the run ended.
+RUN_EXIT_CODES = {"completed": 0, "failed": 1, "incomplete": 3, "cancelled": 4}
+
+
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("agent", help="agent id")
+    parser.add_argument("text", help="the request")
+    parser.add_argument("--session", help="conversation id (default: a new one)")
+    parser.add_argument("--run-id", help="run id (default: a new one)")
+    parser.add_argument("--stream", action="store_true", help="print the reply as it arrives")
+    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")
+
+
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keep", metavar="DIR", help="write the demo workspace here and keep it")
+    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")
+
+
+async def _run(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    return await _run_and_print(
+        kernel,
+        ctx,
+        args.agent,
+        args.text,
+        json_out=args.json,
+        session_id=args.session,
+        run_id=args.run_id,
+        stream=args.stream,
+    )
+
+
+async def _demo(args: argparse.Namespace, ctx: CliContext) -> int:
+    with tempfile.TemporaryDirectory(prefix="soulacy-demo-") as tmp:
+        folder = write_demo_workspace(Path(args.keep or tmp))
+        kernel = Kernel.load(
+            folder,
+            plugins=ctx.plugins.cli_plugins,
+            environ={k: v for k, v in ctx.plugins.environ.items() if not k.startswith("SOULACY_")},
+        )
+        if not args.json:
+            ctx.print(f"demo workspace: {folder}")
+            ctx.print(f"request: {DEMO_REQUEST}")
+        code = await _run_and_print(
+            kernel, ctx, "demo", DEMO_REQUEST, json_out=args.json, show_limits=True
+        )
+    return code
+
+
+async def _run_and_print(
+    kernel: Kernel,
+    ctx: CliContext,
+    agent_id: str,
+    text: str,
+    *,
+    json_out: bool,
+    show_limits: bool = False,
+    **options: Any,
+) -> int:
+    live = ctx.err.isatty() and not json_out
+    limits: dict[str, Any] = {}
+    steps: list[str] = []
+    events = kernel.events.subscribe(buffer=math.inf)
+    stream = bool(options.get("stream"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_watch, events, ctx, live, limits, steps, stream)
+        try:
+            result = await kernel.run(agent_id, text, **options)
+        except BaseException:
+            nursery.cancel_scope.cancel()
+            raise
+        # the watcher ends on its own at run.completed, once it has printed everything
+    if json_out:
+        ctx.print_json(
+            {
+                "reply": result.reply,
+                "metadata": result.metadata(),
+                "limits": limits if show_limits else None,
+            }
+        )
+        return RUN_EXIT_CODES[result.status]
+    if steps and show_limits:
+        ctx.print("tool calls:")
+        for step in steps:
+            ctx.print(f"  {step}")
+    if not stream:
+        ctx.print(result.reply)
+    meta = result.metadata()
+    ctx.print("")
+    ctx.print(
+        f"status: {meta['status']}"
+        + (f" ({meta['incomplete_reason']})" if meta["incomplete_reason"] else "")
+        + f" · verification: {meta['verification']}"
+    )
+    ctx.print(
+        f"turns: {meta['turns']} · model calls: {meta['llm_calls']}"
+        f" · tool calls: {meta['tool_calls']} · tokens: {meta['tokens']['total']}"
+    )
+    ctx.print(f"run: {meta['run_id']} · session: {meta['session_id']}")
+    if meta["error"]:
+        ctx.print(f"error: {meta['error']}")
+    if show_limits:
+        ctx.print("limits (resolved execution policy):")
+        for name, limit in limits.items():
+            if name == "agent_id":
+                continue
+            value = limit.get("text", limit["value"])
+            ctx.print(f"  {name}: {value} ({limit['source']})")
+    return RUN_EXIT_CODES[result.status]
+
+
+async def _watch(
+    events: Any,
+    ctx: CliContext,
+    live: bool,
+    limits: dict[str, Any],
+    steps: list[str],
+    stream: bool,
+) -> None:
+    tokens = 0
+    calls: dict[str, str] = {}
+    async for event in events:
+        if event.type == "run.limits":
+            limits.update(event.data)
+        elif event.type == "tool.result":
+            error = " (error)" if event.data["is_error"] else ""
+            call = calls.get(event.data["id"], event.data["name"])
+            steps.append(f"{call} -> {event.data['preview']}{error}")
+        elif event.type == "text.delta" and stream:
+            print(event.data["text"], end="", file=ctx.out, flush=True)
+        elif event.type == "llm.result":
+            tokens += event.data["input_tokens"] + event.data["output_tokens"]
+            if live:
+                print(
+                    f"\r\x1b[Kturn {event.data['turn']} · {tokens} tokens",
+                    end="",
+                    file=ctx.err,
+                    flush=True,
+                )
+        elif event.type == "tool.call":
+            arguments = json.dumps(event.data["arguments"], sort_keys=True)
+            calls[event.data["id"]] = f"{event.data['name']}({arguments})"
+            if not live:
+                continue
+            print(
+                f"\r\x1b[Kturn {event.data['turn']} · {tokens} tokens · tool {event.data['name']}",
+                end="",
+                file=ctx.err,
+                flush=True,
+            )
+        elif event.type == "run.completed":
+            if live:
+                print("\r\x1b[K", end="", file=ctx.err, flush=True)
+            if stream:
+                print(file=ctx.out)
+            return

@@ -13,10 +13,16 @@ import trio
 
 from ._config import ConfigSection, OwnedSection, Settings, check_section_owners, load_settings
 from ._config_edit import apply_changes
+from ._contracts import ConversationStore, MemoryConversationStore
+from ._conversations import ConversationRegistry
+from ._engine import Engine, RunRequest, RunResult
 from ._errors import ConfigError, ConfigIssue, PluginError, UsageError
 from ._events import EventStream
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
+from ._providers import Provider, ProviderConfig, ProviderType
+from ._tools import Tool, load_file_tool
 from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
+from .policy import ModelCapacity
 
 CONFIG_FILE = "config.yaml"
 AGENT_FILE = "SOUL.yaml"
@@ -89,6 +95,10 @@ class Kernel:
         # What each running service handed to task_status.started() (an HTTP server's URLs).
         self.started: dict[str, Any] = {}
         self._agents: dict[str, AgentSpec] = {}
+        self.conversations = ConversationRegistry()
+        self._engine: Engine | None = None
+        self._providers: dict[str, Provider] = {}
+        self._store: ConversationStore | None = None
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -250,6 +260,125 @@ class Kernel:
             )
         return policy
 
+    # -- runs ------------------------------------------------------------------------------
+
+    async def run(self, agent_id: str, text: str, **options: Any) -> RunResult:
+        """Run one request of a conversation and return how it ended.
+
+        ``options`` are the other fields of :class:`RunRequest` (``session_id``, ``run_id``,
+        ``overrides``, ``stream`` …). Limits, timeouts and cancellation end the run with an
+        honest status rather than an exception; a parent's cancellation still propagates.
+        """
+        if self._engine is None:
+            self._engine = Engine(self)
+        return await self._engine.run(RunRequest(agent_id, text, **options))
+
+    def cancel_run(self, run_id: str) -> bool:
+        """Cancel the run with this id, running or queued; False when there is none."""
+        return self.conversations.cancel_run(run_id) > 0
+
+    def cancel_conversation(self, agent_id: str, session_id: str) -> int:
+        """Cancel the active and queued runs of one conversation; returns how many."""
+        return self.conversations.cancel_conversation((agent_id, session_id))
+
+    def conversation_store(self) -> ConversationStore:
+        if self._store is None:
+            store = self.hook.soulacy_conversation_store(kernel=self)
+            self._store = store if store is not None else MemoryConversationStore()
+        return self._store
+
+    # -- providers and tools -------------------------------------------------------------------
+
+    def provider_types(self) -> dict[str, ProviderType]:
+        found: dict[str, tuple[ProviderType, str]] = {}
+        for impl in self.hook.soulacy_provider_types.get_hookimpls():
+            for kind in cast("Sequence[ProviderType]", impl.function() or ()):
+                if kind.name in found:
+                    raise PluginError(
+                        f"plugins {found[kind.name][1]!r} and {impl.plugin_name!r}"
+                        f" both define the provider type {kind.name!r}"
+                    )
+                found[kind.name] = (kind, impl.plugin_name)
+        return {name: kind for name, (kind, _) in found.items()}
+
+    def provider_config(self, name: str) -> ProviderConfig:
+        configured: Mapping[str, ProviderConfig] = self.config.section("llm.providers")
+        if name in configured:
+            return configured[name]
+        if name in self.provider_types():
+            return ProviderConfig(type=name)
+        raise UsageError(
+            f"unknown provider {name!r}: configure it under llm.providers in {self.config_file}"
+            f" (configured: {', '.join(sorted(configured)) or 'none'};"
+            f" types: {', '.join(sorted(self.provider_types())) or 'none'})"
+        )
+
+    def provider(self, name: str) -> Provider:
+        """The provider configured as ``name`` (built once, then reused)."""
+        if name not in self._providers:
+            config = self.provider_config(name)
+            kind = self.provider_types().get(config.type)
+            if kind is None:
+                known = ", ".join(sorted(self.provider_types())) or "none"
+                raise UsageError(
+                    f"llm.providers.{name}.type: no loaded plugin provides"
+                    f" {config.type!r} (known: {known})"
+                )
+            self._providers[name] = kind.create(name, config, self)
+        return self._providers[name]
+
+    def model_of(self, agent: AgentSpec) -> tuple[str, str | None]:
+        """The provider name and model an agent uses: its own, else the workspace default."""
+        llm, default = agent.section("llm"), self.config.section("llm.default")
+        name = llm.provider or default.provider
+        if not name:
+            raise UsageError(
+                f"agent {agent.id!r} names no llm.provider in {agent.file} and"
+                f" llm.default.provider is not set in {self.config_file}"
+            )
+        model = llm.model or self.provider_config(name).model or default.model
+        return name, model
+
+    def provider_for(self, agent: AgentSpec) -> tuple[Provider, str | None]:
+        name, model = self.model_of(agent)
+        return self.provider(name), model
+
+    def model_capacity(self, provider: str | None, model: str | None) -> ModelCapacity | None:
+        """Capacity from config.yaml when stated there, else as the provider reports it."""
+        if provider is None:
+            provider = self.config.section("llm.default").provider
+            if provider is None:
+                return None
+        config = self.provider_config(provider)
+        reported = self.provider(provider).capacity(model or config.model) or ModelCapacity()
+        return ModelCapacity(
+            context_window=config.context_window or reported.context_window,
+            max_output_tokens=config.max_output_tokens or reported.max_output_tokens,
+        )
+
+    def tools_for(self, agent: AgentSpec) -> list[Tool]:
+        """The tools an agent's SOUL.yaml lists, by name or as ``file.py:function``."""
+        listed: list[str] = agent.section("tools")
+        if not listed:
+            return []
+        contributed: dict[str, Tool] = {}
+        for tools in self.hook.soulacy_tools(kernel=self, agent_id=agent.id):
+            for tool in tools or ():
+                contributed.setdefault(tool.name, tool)
+        chosen = []
+        for entry in listed:
+            if ":" in entry:
+                chosen.append(load_file_tool(entry, agent.file.parent))
+            elif entry in contributed:
+                chosen.append(contributed[entry])
+            else:
+                known = ", ".join(sorted(contributed)) or "none"
+                raise UsageError(
+                    f"{agent.file}: tools: no loaded plugin provides a tool named"
+                    f" {entry!r} (provided: {known}; or use 'file.py:function')"
+                )
+        return chosen
+
     # -- services ----------------------------------------------------------------------------
 
     def services(self) -> list[Service]:
@@ -270,6 +399,7 @@ class LoadedPlugins:
     sections: Sequence[OwnedSection]
     environ: Mapping[str, str]
     issues: Sequence[ConfigIssue] = ()  # problems of the plugins section, reported with the rest
+    cli_plugins: Sequence[str] = ()  # the -p values it was loaded with
 
 
 def load_plugins(
@@ -313,7 +443,9 @@ def load_plugins(
         name = getattr(plugin, "name", None) or f"extra-{index}-{type(plugin).__name__}"
         pm.add(plugin, PluginInfo(str(name), "test", module_name(plugin)))
     pm.check_unknown_hooks()
-    return LoadedPlugins(root, config_file, doc, pm, _collect_sections(pm), env, issues)
+    return LoadedPlugins(
+        root, config_file, doc, pm, _collect_sections(pm), env, issues, tuple(plugins)
+    )
 
 
 def _plugin_selection(

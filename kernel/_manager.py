@@ -29,6 +29,7 @@ HOOK_PREFIX = "soulacy_"
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("core", "soulacy.kernel._core"),
     ("policy", "soulacy.plugins.policy"),
+    ("scripted", "soulacy.plugins.scripted"),
 )
 # Plugins the kernel cannot work without; they cannot be disabled.
 ESSENTIAL_PLUGINS = frozenset({"core"})

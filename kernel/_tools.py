@@ -17,7 +17,12 @@ from ._errors import UsageError
 from ._messages import ToolSpec
 
 _JSON_TYPES: dict[Any, str] = {
-    str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object",
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
 }
 
 
@@ -37,8 +42,9 @@ class Tool:
     normalize: Callable[[Any], Any] | None = None
 
     @classmethod
-    def from_function(cls, function: Callable[..., Any], name: str | None = None,
-                      description: str | None = None) -> Tool:
+    def from_function(
+        cls, function: Callable[..., Any], name: str | None = None, description: str | None = None
+    ) -> Tool:
         """Derive the schema from the signature's type hints and the description from the
         docstring's first paragraph."""
         doc = inspect.getdoc(function) or ""
@@ -80,8 +86,12 @@ def schema_of(function: Callable[..., Any]) -> dict[str, Any]:
         properties[param.name] = _json_type(hints.get(param.name, Any))
         if param.default is param.empty:
             required.append(param.name)
-    return {"type": "object", "properties": properties, "required": required,
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> list[str]:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from ._errors import ConfigIssue
     from ._events import Event
     from ._kernel import AgentSpec, Kernel, Service
+    from ._providers import ProviderType
+    from ._tools import Tool
 
 hookspec = pluggy.HookspecMarker("soulacy")
 hookimpl = pluggy.HookimplMarker("soulacy")
@@ -107,11 +109,12 @@ def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> Any
 
 
 @hookspec
-def soulacy_providers(kernel: Kernel) -> Sequence[Any]:
-    """Contribute model providers (clients of a model API), each with a unique ``name``.
+def soulacy_provider_types() -> Sequence[ProviderType]:
+    """Contribute kinds of model provider (``openai``, ``scripted`` …) as ``ProviderType``s.
 
-    Called when the kernel first needs a provider. Every plugin's list is collected; a provider
-    reports its context window and output capacity, which the execution policy respects.
+    Every plugin's list is collected; a name taken twice is an error naming both plugins. An
+    entry of ``llm.providers`` in config.yaml picks its kind with ``type:``; an agent may also
+    name a kind directly (``llm: {provider: scripted}``) to use it with its defaults.
     """
 
 
@@ -128,8 +131,12 @@ def soulacy_model_capacity(kernel: Kernel, provider: str | None, model: str | No
 
 
 @hookspec
-def soulacy_tools(kernel: Kernel, agent_id: str) -> Sequence[Any]:
-    """Contribute tools that agent ``agent_id`` may call. Every plugin's list is collected."""
+def soulacy_tools(kernel: Kernel, agent_id: str) -> Sequence[Tool]:
+    """Contribute tools by name for agent ``agent_id``. Every plugin's list is collected.
+
+    An agent is offered exactly the tools its SOUL.yaml ``tools:`` lists: names of contributed
+    tools, or ``file.py:function`` references to Python files beside the agent.
+    """
 
 
 @hookspec(firstresult=True)

@@ -1,0 +1,79 @@
+"""What the run engine expects of the objects that per-run hooks return."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+import attrs
+
+from ._messages import Message
+
+VerdictKind = Literal["progress", "repeated", "stalled"]
+
+
+@attrs.frozen
+class Verdict:
+    """A progress detector's judgement of one tool result.
+
+    ``stalled`` ends the run as incomplete (reason ``no_progress``) with ``evidence``;
+    ``warning``, when set, is appended to the tool result so that the model reads it.
+    """
+
+    kind: VerdictKind
+    warning: str | None = None
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+class ProgressDetector(Protocol):
+    """Judges every tool result of one run (``soulacy_make_progress_detector``)."""
+
+    def observe(
+        self, tool: str, arguments: Mapping[str, Any], result: Any, is_error: bool
+    ) -> Verdict: ...
+
+
+class Compactor(Protocol):
+    """Builds the message list sent to the model under an input allowance
+    (``soulacy_make_compactor``). It must not mutate ``messages``."""
+
+    def compact(self, messages: Sequence[Message], allowance: int | None) -> Sequence[Message]: ...
+
+
+class PassThrough:
+    """The compactor used when no plugin provides one: sends the messages as they are."""
+
+    def compact(self, messages: Sequence[Message], allowance: int | None) -> Sequence[Message]:
+        return messages
+
+
+class ConversationStore(Protocol):
+    """Conversation history (``soulacy_conversation_store``); the kernel's default keeps it in
+    memory for the life of the process."""
+
+    async def load_history(self, agent_id: str, session_id: str) -> list[Message]: ...
+
+    async def append(
+        self, agent_id: str, session_id: str, run_id: str, messages: Sequence[Message]
+    ) -> None: ...
+
+    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
+
+
+class MemoryConversationStore:
+    """History in memory: for tests, demos and ``--no-store`` runs. Lost when the process ends."""
+
+    def __init__(self) -> None:
+        self._messages: dict[tuple[str, str], list[Message]] = {}
+        self.runs: dict[str, dict[str, Any]] = {}
+
+    async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
+        return list(self._messages.get((agent_id, session_id), ()))
+
+    async def append(
+        self, agent_id: str, session_id: str, run_id: str, messages: Sequence[Message]
+    ) -> None:
+        self._messages.setdefault((agent_id, session_id), []).extend(messages)
+
+    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        self.runs[run_id] = dict(metadata)

@@ -1,0 +1,505 @@
+"""The classic tool loop: model turn, tool calls, repeat, under the resolved execution policy.
+
+The engine decides nothing on its own: limits come from the policy hook, the view sent to the
+model from the compactor hook, stall verdicts from the progress hook, permissions from the
+permission hook. It only enforces what they answer, and always ends with a terminal event that
+says honestly how the run ended.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from ._contracts import Compactor, PassThrough, ProgressDetector, Verdict
+from ._conversations import RunHandle
+from ._messages import Message, ModelRequest, ToolCall
+from ._providers import ContextLengthExceeded, ProviderError
+from ._tools import Tool, validate_arguments
+
+if TYPE_CHECKING:
+    from ._kernel import Kernel
+    from .policy import ExecutionPolicy, Limit
+
+Status = Literal["completed", "incomplete", "failed", "cancelled"]
+Verification = Literal["verified", "unverified", "failed"]
+
+PREVIEW_CHARS = 200  # of a tool result, in its event
+NUDGE_EMPTY = (
+    "[soulacy] Your last reply was empty. Continue the task: call a tool, or give your final"
+    " answer."
+)
+NUDGE_PROGRESS = (
+    "[soulacy] Your last reply only said that you are working on it. Continue the task now:"
+    " call a tool, or give your final answer."
+)
+# A reply that only announces work ("Let me check that.", "Working on it...") is not an answer.
+_PROGRESS_ONLY = re.compile(
+    r"^(ok(ay)?[,.!]?\s*|sure[,.!]?\s*)?("
+    r"(i'?m|i am) (still )?(working on it|on it|looking into it|checking)"
+    r"|working on it|one moment|just a moment|stand by|please wait"
+    r"|let me (check|look|see|think|try|continue|start|work)[^.!?]*"
+    r"|i('ll| will) (now )?(check|look|start|continue|proceed|work|get started)[^.!?]*"
+    r")[.!…]*(\.\.\.)?$",
+    re.IGNORECASE,
+)
+
+
+def is_progress_only(text: str) -> bool:
+    """True for a short reply that only says the model is working on it."""
+    stripped = text.strip()
+    return len(stripped) <= 160 and bool(_PROGRESS_ONLY.match(stripped))
+
+
+@attrs.frozen
+class RunRequest:
+    """One request to an agent: a user's text in a conversation (``session_id``)."""
+
+    agent_id: str
+    text: str
+    session_id: str | None = None
+    run_id: str | None = None
+    user_id: str | None = None
+    principal: str | None = None
+    overrides: Mapping[str, Any] = attrs.field(factory=dict)
+    stream: bool = False
+
+
+@attrs.define
+class RunResult:
+    """How a run ended. ``status`` is never ``completed`` when a limit stopped the run."""
+
+    run_id: str
+    session_id: str
+    agent_id: str
+    reply: str = ""
+    status: Status = "failed"
+    verification: Verification = "unverified"
+    incomplete_reason: str | None = None
+    error: str | None = None
+    turns: int = 0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    evidence: Mapping[str, Any] | None = None
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    def metadata(self) -> dict[str, Any]:
+        """The reply metadata: what transports, stores and terminal events carry."""
+        return {
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "agent_id": self.agent_id,
+            "status": self.status,
+            "verification": self.verification,
+            "incomplete_reason": self.incomplete_reason,
+            "error": self.error,
+            "turns": self.turns,
+            "llm_calls": self.llm_calls,
+            "tool_calls": self.tool_calls,
+            "tokens": {
+                "input": self.input_tokens,
+                "output": self.output_tokens,
+                "total": self.input_tokens + self.output_tokens,
+            },
+            "evidence": dict(self.evidence) if self.evidence else None,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "duration_s": round(self.finished_at - self.started_at, 6),
+        }
+
+
+@attrs.frozen
+class ToolOutcome:
+    content: str
+    is_error: bool
+    value: Any = None
+
+
+class _Stop(Exception):
+    """Ends the loop with a status; raised inside the run, caught by it."""
+
+    def __init__(
+        self,
+        status: Status,
+        reason: str | None = None,
+        error: str | None = None,
+        evidence: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(reason or error or status)
+        self.status, self.reason, self.error, self.evidence = status, reason, error, evidence
+
+
+def _seconds(limit: Limit[float]) -> float:
+    return math.inf if limit.value is None else float(limit.value)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class Run:
+    """The state of one run: read by the per-run hooks (compactor, progress detector)."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        request: RunRequest,
+        run_id: str,
+        session_id: str,
+        policy: ExecutionPolicy,
+    ) -> None:
+        self.kernel = kernel
+        self.request = request
+        self.run_id = run_id
+        self.session_id = session_id
+        self.agent_id = request.agent_id
+        self.policy = policy
+        self.messages: list[Message] = []
+        self.first_new = 0  # index of the run's own first message (after loaded history)
+        self.outcomes: dict[str, ToolOutcome] = {}  # by tool-call id: replay never re-executes
+        self.result = RunResult(run_id, session_id, request.agent_id, started_at=time.time())
+
+
+class Engine:
+    """Runs agents for one kernel."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    async def run(self, request: RunRequest) -> RunResult:
+        kernel = self.kernel
+        run_id = request.run_id or uuid.uuid4().hex
+        session_id = request.session_id or uuid.uuid4().hex
+        policy: ExecutionPolicy = kernel.resolve_policy(request.agent_id, request.overrides)
+        handle = kernel.conversations.register(run_id, (request.agent_id, session_id))
+        run = Run(kernel, request, run_id, session_id, policy)
+        try:
+            with handle.scope:
+                async with kernel.conversations.turn(handle):
+                    await self._drive(run, handle)
+            if handle.scope.cancelled_caught:
+                self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
+        except BaseException as exc:
+            if run.result.finished_at == 0.0:  # a parent's cancellation or an engine bug
+                cancelled = isinstance(exc, trio.Cancelled)
+                self._finish(
+                    run,
+                    "cancelled" if cancelled else "failed",
+                    "cancelled by caller" if cancelled else None,
+                    error=None if cancelled else f"{type(exc).__name__}: {exc}",
+                )
+                with trio.CancelScope(shield=True):
+                    await self._complete(run)
+            raise
+        finally:
+            kernel.conversations.unregister(handle)
+        await self._complete(run)
+        return run.result
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _drive(self, run: Run, handle: RunHandle) -> None:
+        kernel, policy, request = self.kernel, run.policy, run.request
+        agent = kernel.agent(request.agent_id)
+        provider, model = kernel.provider_for(agent)
+        tools = {tool.name: tool for tool in kernel.tools_for(agent)}
+        specs = [tool.spec for tool in tools.values()]
+        compactor: Compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run) or (
+            PassThrough()
+        )
+        detector: ProgressDetector | None = kernel.hook.soulacy_make_progress_detector(
+            kernel=kernel, run=run
+        )
+        store = kernel.conversation_store()
+        llm = agent.section("llm")
+
+        history = await store.load_history(run.agent_id, run.session_id)
+        prompt = agent.section("system_prompt")
+        if prompt and not (history and history[0].role == "system"):
+            run.messages.append(Message("system", prompt))
+        run.messages.extend(history)
+        run.first_new = len(run.messages)
+        run.messages.append(Message("user", request.text))
+
+        await self._emit(
+            run,
+            "run.started",
+            {
+                "agent_id": run.agent_id,
+                "session_id": run.session_id,
+                "user_id": request.user_id,
+                "text": request.text,
+            },
+        )
+        await self._emit(run, "run.limits", policy.to_dict())
+
+        with trio.move_on_after(_seconds(policy.run_timeout)) as run_scope:
+            try:
+                await self._loop(run, provider, model, llm, tools, specs, compactor, detector)
+            except _Stop as stop:
+                self._finish(run, stop.status, stop.reason, stop.error, stop.evidence)
+        if run_scope.cancelled_caught:
+            self._finish(run, "incomplete", "run_timeout")
+        await store.append(run.agent_id, run.session_id, run.run_id, run.messages[run.first_new :])
+
+    async def _loop(
+        self,
+        run: Run,
+        provider: Any,
+        model: str | None,
+        llm: Any,
+        tools: Mapping[str, Tool],
+        specs: Sequence[Any],
+        compactor: Compactor,
+        detector: ProgressDetector | None,
+    ) -> None:
+        policy, result = run.policy, run.result
+        allowance = _input_allowance(policy)
+        idle_replies = 0  # consecutive empty or progress-only replies
+        idle_limit = policy.no_progress_limit.value
+        while True:
+            self._check_budget(run)
+            result.turns += 1
+            with trio.move_on_after(_seconds(policy.step_timeout)) as step_scope:
+                reply = await self._call_model(
+                    run, provider, model, llm, specs, compactor, allowance
+                )
+                message = reply.message
+                run.messages.append(message)
+                if message.tool_calls:
+                    idle_replies = 0
+                    for call in message.tool_calls:
+                        await self._call_tool(run, tools, call, detector)
+                    continue
+                text = message.content.strip()
+                if text and not is_progress_only(text):
+                    result.reply = message.content
+                    self._finish(run, "completed")
+                    return
+                # Repair: nudge the model, keep the tools available; the turn counts.
+                idle_replies += 1
+                if idle_limit is not None and idle_replies >= idle_limit:
+                    raise _Stop(
+                        "incomplete",
+                        "no_progress",
+                        evidence={
+                            "idle_replies": idle_replies,
+                            "last_reply": message.content[:200],
+                        },
+                    )
+                run.messages.append(Message("user", NUDGE_PROGRESS if text else NUDGE_EMPTY))
+            if step_scope.cancelled_caught:
+                raise _Stop("incomplete", "step_timeout")
+
+    def _check_budget(self, run: Run) -> None:
+        policy, result = run.policy, run.result
+        if policy.max_turns.value is not None and result.turns >= policy.max_turns.value:
+            raise _Stop("incomplete", "max_turns")
+        if policy.max_llm_calls.value is not None and (
+            result.llm_calls >= policy.max_llm_calls.value
+        ):
+            raise _Stop("incomplete", "max_llm_calls")
+        used = result.input_tokens + result.output_tokens
+        if policy.max_tokens.value is not None and used >= policy.max_tokens.value:
+            raise _Stop("incomplete", "max_tokens")
+
+    async def _call_model(
+        self,
+        run: Run,
+        provider: Any,
+        model: str | None,
+        llm: Any,
+        specs: Sequence[Any],
+        compactor: Compactor,
+        allowance: int | None,
+    ) -> Any:
+        policy, result = run.policy, run.result
+        retried = False
+        while True:
+            view = compactor.compact(run.messages, allowance)
+            request = ModelRequest(
+                messages=view,
+                tools=specs,
+                model=model,
+                max_output_tokens=policy.max_output_tokens.value,
+                temperature=llm.temperature,
+                top_p=llm.top_p,
+                tool_choice=llm.tool_choice,
+                stream=run.request.stream,
+            )
+            await self._emit(run, "llm.call", {"turn": result.turns, "messages": len(view)})
+            started = time.perf_counter()
+            result.llm_calls += 1
+            try:
+                with trio.move_on_after(_seconds(policy.llm_timeout)) as llm_scope:
+                    reply = await provider.complete(
+                        request, self._text_sink(run) if run.request.stream else None
+                    )
+            except ContextLengthExceeded as exc:
+                if retried or exc.limit is None:
+                    raise _Stop("failed", "context_length", error=str(exc)) from exc
+                retried = True  # compact to the provider's actual limit, and retry once
+                allowance = max(0, exc.limit - (policy.max_output_tokens.value or 0))
+                continue
+            except ProviderError as exc:
+                raise _Stop("failed", "provider_error", error=str(exc)) from exc
+            if llm_scope.cancelled_caught:
+                raise _Stop("incomplete", "llm_timeout")
+            result.input_tokens += reply.usage.input_tokens
+            result.output_tokens += reply.usage.output_tokens
+            await self._emit(
+                run,
+                "llm.result",
+                {
+                    "turn": result.turns,
+                    "input_tokens": reply.usage.input_tokens,
+                    "output_tokens": reply.usage.output_tokens,
+                    "finish_reason": reply.finish_reason,
+                    "tool_calls": len(reply.message.tool_calls),
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                },
+            )
+            return reply
+
+    def _text_sink(self, run: Run) -> Any:
+        async def sink(delta: str) -> None:
+            await self._emit(run, "text.delta", {"text": delta})
+
+        return sink
+
+    async def _call_tool(
+        self, run: Run, tools: Mapping[str, Tool], call: ToolCall, detector: ProgressDetector | None
+    ) -> None:
+        result = run.result
+        replayed = call.id in run.outcomes
+        await self._emit(
+            run,
+            "tool.call",
+            {
+                "turn": result.turns,
+                "id": call.id,
+                "name": call.name,
+                "arguments": dict(call.arguments),
+                "replayed": replayed,
+            },
+        )
+        if replayed:
+            outcome = run.outcomes[call.id]  # a replayed id reuses its result and its status
+        else:
+            result.tool_calls += 1
+            outcome = await self._execute(run, tools, call)
+            run.outcomes[call.id] = outcome
+        verdict = Verdict("progress")
+        if detector is not None:
+            tool = tools.get(call.name)
+            seen = tool.normalize(outcome.value) if tool and tool.normalize else outcome.content
+            verdict = detector.observe(call.name, call.arguments, seen, outcome.is_error)
+        content = outcome.content
+        if verdict.warning:
+            content = f"{content}\n\n[soulacy] {verdict.warning}"
+        run.messages.append(
+            Message(
+                "tool", content, tool_call_id=call.id, name=call.name, is_error=outcome.is_error
+            )
+        )
+        await self._emit(
+            run,
+            "tool.result",
+            {
+                "id": call.id,
+                "name": call.name,
+                "is_error": outcome.is_error,
+                "replayed": replayed,
+                "verdict": verdict.kind,
+                "chars": len(outcome.content),
+                "preview": outcome.content[:PREVIEW_CHARS],
+            },
+        )
+        if verdict.kind == "stalled":
+            raise _Stop("incomplete", "no_progress", evidence=verdict.evidence)
+
+    async def _execute(self, run: Run, tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
+        tool = tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(tools)) or "none"
+            return ToolOutcome(f"error: unknown tool {call.name!r} (available: {known})", True)
+        problems = validate_arguments(tool.parameters, dict(call.arguments))
+        if problems:
+            return ToolOutcome("error: invalid arguments: " + "; ".join(problems), True)
+        allowed = self.kernel.hook.soulacy_tool_permission(
+            kernel=self.kernel, agent_id=run.agent_id, tool_name=call.name, arguments=call.arguments
+        )
+        if allowed is False:
+            return ToolOutcome(f"error: permission denied for tool {call.name!r}", True)
+        timeout = run.policy.tool_timeout
+        with trio.move_on_after(_seconds(timeout)) as scope:
+            try:
+                value = tool.function(**call.arguments)
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                return ToolOutcome(f"error: {type(exc).__name__}: {exc}", True)
+            return ToolOutcome(_render(value), False, value)
+        assert scope.cancelled_caught
+        return ToolOutcome(f"error: tool {call.name!r} timed out after {timeout.value}s", True)
+
+    # -- endings ---------------------------------------------------------------------------
+
+    def _finish(
+        self,
+        run: Run,
+        status: Status,
+        reason: str | None = None,
+        error: str | None = None,
+        evidence: Mapping[str, Any] | None = None,
+    ) -> None:
+        result = run.result
+        if result.finished_at:
+            return
+        result.status = status
+        result.incomplete_reason = reason if status != "completed" else None
+        result.error = error
+        result.evidence = evidence
+        if status != "completed" and not result.reply:
+            result.reply = _last_text(run.messages[run.first_new :])
+        result.finished_at = time.time()
+
+    async def _complete(self, run: Run) -> None:
+        metadata = run.result.metadata()
+        await self.kernel.conversation_store().finish_run(run.run_id, metadata)
+        await self._emit(run, "run.completed", {**metadata, "reply": run.result.reply})
+
+    async def _emit(self, run: Run, type: str, data: Mapping[str, Any]) -> None:
+        await self.kernel.events.emit(type, data, run_id=run.run_id)
+
+
+def _input_allowance(policy: ExecutionPolicy) -> int | None:
+    """Context window minus the output reservation, never negative; None when unknown."""
+    window = policy.context_window.value
+    if window is None:
+        return None
+    return max(0, window - (policy.max_output_tokens.value or 0))
+
+
+def _last_text(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.role == "assistant" and message.content.strip():
+            return message.content
+    return ""

@@ -1,0 +1,82 @@
+"""Model providers: the protocol a model client implements, its configuration and errors."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from ._errors import SoulacyError
+from ._messages import ModelReply, ModelRequest
+from .policy import ModelCapacity
+
+if TYPE_CHECKING:
+    from ._kernel import Kernel
+
+TextSink = Callable[[str], Awaitable[None]]
+
+
+class Provider(Protocol):
+    """A client of one model API, configured under ``llm.providers.<name>``."""
+
+    name: str
+
+    def capacity(self, model: str | None) -> ModelCapacity | None:
+        """The model's context window and output capacity, when the provider knows them."""
+
+    async def complete(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelReply:
+        """Call the model once. With ``request.stream``, text deltas go to ``on_text`` as they
+        arrive; the reply is complete either way."""
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+
+@attrs.frozen
+class ProviderConfig:
+    """One entry of ``llm.providers`` in config.yaml.
+
+    ``type`` picks the implementation (``openai``, ``scripted``, …); ``api_key_env`` names an
+    environment variable so that keys stay out of files; ``context_window`` and
+    ``max_output_tokens`` state the model's capacity when the API does not report it.
+    """
+
+    type: str
+    base_url: str | None = None
+    api_key: str | None = None
+    api_key_env: str | None = None
+    model: str | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    max_retries: int = 5
+    stream: bool = False
+    options: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen
+class ProviderType:
+    """A kind of provider a plugin contributes: ``create(name, config, kernel)`` builds one."""
+
+    name: str
+    create: Callable[[str, ProviderConfig, Kernel], Provider]
+
+
+class ProviderError(SoulacyError):
+    """A model call failed for a reason the provider reported (after its retries)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+
+
+class ContextLengthExceeded(ProviderError):
+    """The provider refused the input as too long; ``limit`` is its actual limit in tokens."""
+
+    def __init__(
+        self, message: str, *, limit: int | None = None, requested: int | None = None
+    ) -> None:
+        super().__init__(message, status=400)
+        self.limit = limit
+        self.requested = requested

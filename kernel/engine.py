@@ -1,0 +1,30 @@
+"""Public names of the run engine and of what per-run hooks return."""
+
+from ._contracts import (
+    Compactor,
+    ConversationStore,
+    MemoryConversationStore,
+    PassThrough,
+    ProgressDetector,
+    Verdict,
+)
+from ._engine import Run, RunRequest, RunResult, Status, Verification, is_progress_only
+from ._tools import Tool, schema_of, validate_arguments
+
+__all__ = [
+    "Compactor",
+    "ConversationStore",
+    "MemoryConversationStore",
+    "PassThrough",
+    "ProgressDetector",
+    "Run",
+    "RunRequest",
+    "RunResult",
+    "Status",
+    "Tool",
+    "Verdict",
+    "Verification",
+    "is_progress_only",
+    "schema_of",
+    "validate_arguments",
+]
