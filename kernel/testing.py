@@ -99,6 +99,23 @@ class Workspace:
     def write_agent(self, agent_id: str, content: str | Mapping[str, Any]) -> Path:
         return self._write(self.path / AGENTS_DIR / agent_id / AGENT_FILE, content)
 
+    def scripted_agent(
+        self,
+        agent_id: str,
+        steps: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[str] = (),
+        repeat: bool = False,
+        **keys: Any,
+    ) -> Path:
+        """An agent on the scripted model (the builtin ``scripted`` plugin) playing ``steps``:
+        each a ``{"text": ...}`` or ``{"tool": name, "arguments": {...}, "id": ...}`` reply.
+        ``keys`` are more SOUL.yaml keys (``max_turns=3``, ``budget={...}``)."""
+        script = f"{AGENTS_DIR}/{agent_id}/script.yaml"
+        self._write(self.path / script, {"steps": [dict(s) for s in steps], "repeat": repeat})
+        soul = {"llm": {"provider": "scripted", "model": script}, "tools": list(tools), **keys}
+        return self.write_agent(agent_id, soul)
+
     @staticmethod
     def _write(path: Path, content: str | Mapping[str, Any]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)

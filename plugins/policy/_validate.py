@@ -81,8 +81,8 @@ def check_timeout_order(settings: Settings) -> Iterator[ConfigIssue]:
         else:
             shown = "no deadline" if inner.seconds == 0 else str(inner)
             message = (
-                f"must be at least runtime.timeouts.{shorter} ({shown}), since the"
-                f" {longer} deadline contains every {shorter} call"
+                f"must be at least runtime.timeouts.{shorter} ({shown}): timeouts grow"
+                " tool <= llm <= step <= run <= http, with 0 meaning no deadline"
             )
         yield _issue(settings, path, message, value)
 
