@@ -30,6 +30,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("core", "soulacy.kernel._core"),
     ("policy", "soulacy.plugins.policy"),
     ("scripted", "soulacy.plugins.scripted"),
+    ("openai", "soulacy.plugins.openai"),
 )
 # Plugins the kernel cannot work without; they cannot be disabled.
 ESSENTIAL_PLUGINS = frozenset({"core"})

@@ -65,10 +65,18 @@ class ProviderType:
 class ProviderError(SoulacyError):
     """A model call failed for a reason the provider reported (after its retries)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.retry_after = retry_after  # seconds the provider asked us to wait, if it did
 
 
 class ContextLengthExceeded(ProviderError):

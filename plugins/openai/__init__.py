@@ -1,0 +1,166 @@
+"""The builtin ``openai`` provider: OpenAI-compatible Chat Completions over httpx.
+
+It serves OpenAI and the servers that speak its protocol (vLLM, Ollama, llama.cpp, LM Studio…)::
+
+    llm:
+      providers:
+        local:
+          type: openai
+          base_url: http://127.0.0.1:8000/v1
+          api_key_env: LOCAL_API_KEY     # or api_key; optional for local servers
+          model: qwen2.5-7b-instruct
+          context_window: 32768
+          max_output_tokens: 8192
+          stream: true
+
+Retries 429 and 5xx answers (and dropped connections) with backoff, honouring ``Retry-After``;
+a context-length refusal becomes ``ContextLengthExceeded`` carrying the server's actual limit.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections.abc import Sequence
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import attrs
+import httpx
+import trio
+
+from soulacy.kernel import Kernel, UsageError, hookimpl
+from soulacy.kernel.messages import ModelReply, ModelRequest
+from soulacy.kernel.policy import ModelCapacity
+from soulacy.kernel.providers import (
+    ContextLengthExceeded,
+    ProviderConfig,
+    ProviderError,
+    ProviderType,
+    TextSink,
+)
+
+from . import _wire
+
+__all__ = ["OpenAIProvider"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+MAX_BACKOFF = 60.0
+
+
+class OpenAIProvider:
+    def __init__(self, name: str, config: ProviderConfig, environ: Any = os.environ) -> None:
+        self.name = name
+        self.config = config
+        key = config.api_key
+        if key is None and config.api_key_env:
+            key = environ.get(config.api_key_env)
+            if key is None:
+                raise UsageError(
+                    f"llm.providers.{name}.api_key_env: the environment variable"
+                    f" {config.api_key_env} is not set"
+                )
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.AsyncClient(
+            base_url=config.base_url or DEFAULT_BASE_URL, headers=headers, timeout=None
+        )
+
+    def capacity(self, model: str | None) -> ModelCapacity | None:
+        if self.config.context_window or self.config.max_output_tokens:
+            return ModelCapacity(self.config.context_window, self.config.max_output_tokens)
+        return None
+
+    async def complete(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelReply:
+        stream = request.stream or self.config.stream
+        body = _wire.request_body(
+            attrs.evolve(request, stream=stream),
+            request.model or self.config.model,
+            self.config.options,
+        )
+        attempt = 0
+        while True:
+            try:
+                if stream:
+                    return await self._stream(body, on_text)
+                response = await self._client.post("/chat/completions", json=body)
+                if response.status_code == 200:
+                    return _wire.reply(response.json())
+                failure = self._failure(response.status_code, response.text, response.headers)
+            except httpx.TransportError as exc:
+                failure = ProviderError(
+                    f"provider {self.name!r}: {type(exc).__name__}: {exc}", retryable=True
+                )
+            if not failure.retryable or attempt >= self.config.max_retries:
+                raise failure
+            await trio.sleep(self._delay(failure, attempt))
+            attempt += 1
+
+    async def _stream(self, body: dict[str, Any], on_text: TextSink | None) -> ModelReply:
+        assembler = _wire.StreamAssembler()
+        async with self._client.stream("POST", "/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode("utf-8", "replace")
+                raise self._failure(response.status_code, text, response.headers)
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                delta = assembler.feed(json.loads(data))
+                if delta and on_text is not None:
+                    await on_text(delta)
+        return assembler.reply()
+
+    def _failure(self, status: int, text: str, headers: httpx.Headers) -> ProviderError:
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = {"error": {"message": text[:500]}}
+        if not isinstance(body, dict):
+            body = {"error": {"message": str(body)[:500]}}
+        exceeded, limit, requested = _wire.context_limit(status, body)
+        error = body.get("error")
+        detail = error.get("message") if isinstance(error, dict) else text[:500]
+        message = f"provider {self.name!r} answered {status}: {detail}"
+        if exceeded:
+            return ContextLengthExceeded(message, limit=limit, requested=requested)
+        return ProviderError(
+            message,
+            status=status,
+            retryable=status == 429 or status >= 500,
+            retry_after=_retry_after(headers.get("retry-after")),
+        )
+
+    def _delay(self, failure: ProviderError, attempt: int) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, MAX_BACKOFF)
+        return min(0.5 * 2.0**attempt, MAX_BACKOFF)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds or as an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.datetime.now(when.tzinfo)).total_seconds())
+
+
+def _create(name: str, config: ProviderConfig, kernel: Kernel) -> OpenAIProvider:
+    return OpenAIProvider(name, config, kernel.environ)
+
+
+@hookimpl
+def soulacy_provider_types() -> Sequence[ProviderType]:
+    return [ProviderType("openai", _create)]
