@@ -379,6 +379,12 @@ class Kernel:
                 )
         return chosen
 
+    async def aclose(self) -> None:
+        """Close what the kernel opened for its runs (provider connections)."""
+        providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            await provider.aclose()
+
     # -- services ----------------------------------------------------------------------------
 
     def services(self) -> list[Service]:
@@ -490,14 +496,18 @@ async def open_kernel(
     to finish on their own, and whatever still runs is then cancelled.
     """
     kernel = kernel or Kernel.load(workspace, **load_options)
-    async with trio.open_nursery() as services:
-        for service in kernel.services():
-            kernel.started[service.name] = await services.start(_serve, service)
-        try:
-            yield kernel
-        finally:
-            kernel.stopping.set()
-            services.cancel_scope.deadline = trio.current_time() + grace_period
+    try:
+        async with trio.open_nursery() as services:
+            for service in kernel.services():
+                kernel.started[service.name] = await services.start(_serve, service)
+            try:
+                yield kernel
+            finally:
+                kernel.stopping.set()
+                services.cancel_scope.deadline = trio.current_time() + grace_period
+    finally:
+        with trio.CancelScope(shield=True):  # after the services, which may still use them
+            await kernel.aclose()
 
 
 async def _serve(service: Service, *, task_status: trio.TaskStatus[Any]) -> None:

@@ -102,12 +102,16 @@ class OpenAIProvider:
             if response.status_code != 200:
                 text = (await response.aread()).decode("utf-8", "replace")
                 raise self._failure(response.status_code, text, response.headers)
+            done = False
+            # Read to the end rather than break at [DONE]: an abandoned httpx line iterator is
+            # an async generator left for the garbage collector.
             async for line in response.aiter_lines():
-                if not line.startswith("data:"):
+                if done or not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
-                    break
+                    done = True
+                    continue
                 delta = assembler.feed(json.loads(data))
                 if delta and on_text is not None:
                     await on_text(delta)
