@@ -175,8 +175,8 @@ async def test_a_context_length_error_carries_the_servers_actual_limit(
         Answer(
             {
                 "error": {
-                    "message": "This model's maximum context length is 4096 tokens. However, your messages"
-                    " resulted in 5000 tokens.",
+                    "message": "This model's maximum context length is 4096 tokens."
+                    " However, your messages resulted in 5000 tokens.",
                     "code": "context_length_exceeded",
                 }
             },
