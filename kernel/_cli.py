@@ -134,9 +134,12 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         run: Runner = args._run
         code = trio.run(run, args, ctx) if inspect.iscoroutinefunction(run) else run(args, ctx)
         return int(code or 0)
-    except SoulacyError as exc:
+    except (SoulacyError, BaseExceptionGroup) as raised:
+        exc = _soulacy_error(raised)
+        if exc is None:
+            raise
         if early.debug:
-            traceback.print_exc()
+            traceback.print_exception(raised)
         print(f"soulacy: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -145,6 +148,13 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _soulacy_error(exc: BaseException) -> SoulacyError | None:
+    """The error to report: itself, or the one inside a group raised through a nursery."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, SoulacyError) else None
 
 
 __all__ = ["CliCommand", "CliContext", "UsageError", "main"]
