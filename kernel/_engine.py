@@ -408,8 +408,12 @@ class Engine:
             run.outcomes[call.id] = outcome
         verdict = Verdict("progress")
         if detector is not None:
+            # Structured results are judged by their value, so that volatile fields can be
+            # dropped; a tool may declare its own normalizer.
             tool = tools.get(call.name)
-            seen = tool.normalize(outcome.value) if tool and tool.normalize else outcome.content
+            seen = outcome.content if outcome.is_error or outcome.value is None else outcome.value
+            if tool is not None and tool.normalize is not None and not outcome.is_error:
+                seen = tool.normalize(outcome.value)
             verdict = detector.observe(call.name, call.arguments, seen, outcome.is_error)
         content = outcome.content
         if verdict.warning:

@@ -29,6 +29,7 @@ HOOK_PREFIX = "soulacy_"
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("core", "soulacy.kernel._core"),
     ("policy", "soulacy.plugins.policy"),
+    ("progress", "soulacy.plugins.progress"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
 )

@@ -330,7 +330,9 @@ async def test_timeouts_end_the_run_as_incomplete(
     reason: str,
 ) -> None:
     workspace.write_config(config)
-    workspace.scripted_agent("a", steps, repeat=True, tools=ALL_TOOLS, max_turns=-1)
+    workspace.scripted_agent(
+        "a", steps, repeat=True, tools=ALL_TOOLS, max_turns=-1, no_progress_limit=0
+    )
     result = await load().run("a", "go")
     assert (result.status, result.incomplete_reason) == ("incomplete", reason)
 
@@ -339,7 +341,8 @@ async def test_an_unlimited_run_timeout_is_still_stopped_by_a_parent_deadline(
     workspace: Workspace, load: Callable[..., Kernel], autojump_clock: trio.abc.Clock
 ) -> None:
     workspace.write_config('runtime:\n  timeouts: {run: "0", http: "0"}\n')
-    workspace.scripted_agent("a", [{"tool": "slow"}], repeat=True, tools=ALL_TOOLS)
+    workspace.scripted_agent("a", [{"tool": "slow"}], repeat=True, tools=ALL_TOOLS,
+                             max_turns=-1, no_progress_limit=0)
     kernel = load()
     events = record(kernel)
     with trio.move_on_after(3600) as parent:

@@ -1,0 +1,74 @@
+"""The builtin progress detector: stall detection by tool-result signatures.
+
+A liveness heuristic, not proof of success: it only ever stops a run as ``incomplete`` with
+reason ``no_progress``; it never marks a run as successful. Configure it in config.yaml::
+
+    progress:
+      window: 30                       # results remembered per run
+      volatile_fields: [timestamp, request_id, duration_ms]   # ignored in structured results
+
+The threshold is the resolved ``no_progress_limit`` (20 by default, 0 disables).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Location, Settings, hookimpl
+
+from ._detector import SignatureDetector, normalize_text, signature
+
+__all__ = ["ProgressConfig", "SignatureDetector", "normalize_text", "signature"]
+
+DEFAULT_VOLATILE_FIELDS = (
+    "timestamp",
+    "time",
+    "ts",
+    "date",
+    "now",
+    "created",
+    "created_at",
+    "updated_at",
+    "request_id",
+    "requestId",
+    "trace_id",
+    "span_id",
+    "duration",
+    "duration_ms",
+    "elapsed",
+    "elapsed_ms",
+    "latency_ms",
+    "took",
+    "etag",
+)
+
+
+@attrs.frozen
+class ProgressConfig:
+    window: int = 30
+    volatile_fields: list[str] = attrs.Factory(lambda: list(DEFAULT_VOLATILE_FIELDS))
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [ConfigSection("progress", ProgressConfig, doc="stall detection")]
+
+
+@hookimpl
+def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
+    window = config.section("progress").window
+    if window < 2:
+        loc = config.source_of("progress.window") or Location(str(config.file))
+        return [ConfigIssue(loc, "progress.window", "expected 2 or more", window, True)]
+    return []
+
+
+@hookimpl
+def soulacy_make_progress_detector(kernel: Kernel, run: Any) -> SignatureDetector:
+    config: ProgressConfig = kernel.config.section("progress")
+    return SignatureDetector(
+        run.policy.no_progress_limit.value, config.window, config.volatile_fields
+    )
