@@ -239,7 +239,8 @@ class _Loader:
     def location(self, path: tuple[str | int, ...]) -> Location:
         dotted = ".".join(str(p) for p in path)
         for key, loc in self.env_locations.items():
-            if dotted == key or dotted.startswith(key + "."):
+            # the variable set this value, or something below it (an unknown key, say)
+            if dotted == key or dotted.startswith(key + ".") or key.startswith(dotted + "."):
                 return loc
         pos = position(self.doc, path)
         return Location(str(self.file), *pos) if pos else Location(str(self.file))

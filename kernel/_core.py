@@ -21,11 +21,11 @@ import trio
 from ruamel.yaml import YAML
 
 from ._cli import CliCommand, CliContext
-from ._config import ConfigSection, parse_scalar
+from ._config import ConfigSection, Settings, parse_scalar
 from ._converter import converter
 from ._demo import REQUEST as DEMO_REQUEST
 from ._demo import write_demo_workspace
-from ._errors import UsageError
+from ._errors import ConfigIssue, Location, UsageError
 from ._kernel import AGENT_FILE, AGENTS_DIR, Kernel, PluginsConfig, open_kernel
 from ._providers import ProviderConfig
 from ._yamlio import atomic_write
@@ -76,6 +76,20 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
         ConfigSection("tools", list[str], scope="agent", default=list),
         ConfigSection("enabled", bool, scope="agent", default=True),
     ]
+
+
+@hookimpl
+def soulacy_validate_config(kernel: Kernel, config: Settings) -> Sequence[ConfigIssue]:
+    types = kernel.provider_types()
+    issues = []
+    for name, provider in config.section("llm.providers").items():
+        if provider.type not in types:
+            path = f"llm.providers.{name}.type"
+            loc = config.source_of(path) or Location(str(config.file))
+            known = ", ".join(sorted(types)) or "none"
+            message = f"no loaded plugin provides this provider type (known: {known})"
+            issues.append(ConfigIssue(loc, path, message, provider.type, True))
+    return issues
 
 
 @hookimpl(trylast=True)
@@ -178,10 +192,24 @@ def _config_show(args: argparse.Namespace, ctx: CliContext) -> int:
     config = ctx.kernel().config
     if args.json:
         sources = {k: str(v) for k, v in config.sources.locations.items()}
-        ctx.print_json({"config": config.to_dict(), "sources": sources})
+        ctx.print_json({"config": redact(config.to_dict()), "sources": sources})
     else:
-        ctx.print(_yaml_text(config.to_dict()))
+        ctx.print(_yaml_text(redact(config.to_dict())))
     return 0
+
+
+SECRET_KEYS = re.compile(r"(api_key|token|secret|password)s?$", re.IGNORECASE)
+
+
+def redact(data: Any, key: str = "") -> Any:
+    """Hide the values of secret-looking keys (an API key in config.yaml) from printouts."""
+    if isinstance(data, dict):
+        return {k: redact(v, str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact(v, key) for v in data]
+    if SECRET_KEYS.search(key) and data:
+        return "***"
+    return data
 
 
 def _config_get(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -190,7 +218,8 @@ def _config_get(args: argparse.Namespace, ctx: CliContext) -> int:
         value = config.get(args.key)
     except (KeyError, AttributeError):
         raise UsageError(f"unknown configuration key {args.key!r}") from None
-    plain = json.loads(json.dumps(converter.unstructure(value), default=str))
+    last_key = args.key.rsplit(".", 1)[-1]
+    plain = redact(json.loads(json.dumps(converter.unstructure(value), default=str)), last_key)
     source = config.source_of(args.key)
     if args.json:
         ctx.print_json(

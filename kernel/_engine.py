@@ -22,6 +22,7 @@ import trio
 
 from ._contracts import Compactor, PassThrough, ProgressDetector, Verdict
 from ._conversations import RunHandle
+from ._errors import UsageError
 from ._messages import Message, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
 from ._tools import Tool, validate_arguments
@@ -187,6 +188,11 @@ class Engine:
         kernel = self.kernel
         run_id = request.run_id or uuid.uuid4().hex
         session_id = request.session_id or uuid.uuid4().hex
+        agent = kernel.agent(request.agent_id)
+        if not agent.section("enabled"):
+            raise UsageError(
+                f"agent {request.agent_id!r} is disabled (enabled: false in {agent.file})"
+            )
         policy: ExecutionPolicy = kernel.resolve_policy(request.agent_id, request.overrides)
         handle = kernel.conversations.register(run_id, (request.agent_id, session_id))
         run = Run(kernel, request, run_id, session_id, policy)

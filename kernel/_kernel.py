@@ -16,7 +16,7 @@ from ._config_edit import apply_changes
 from ._contracts import ConversationStore, MemoryConversationStore
 from ._conversations import ConversationRegistry
 from ._engine import Engine, RunRequest, RunResult
-from ._errors import ConfigError, ConfigIssue, PluginError, UsageError
+from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
 from ._providers import Provider, ProviderConfig, ProviderType
@@ -219,11 +219,13 @@ class Kernel:
             )
         settings = load_settings(path, load_yaml_file(path), self.sections, scope="agent")
         declared = settings.get("id") if settings.is_set("id") else None
-        if declared is not None and declared != agent_id:
-            loc = settings.source_of("id")
-            raise UsageError(f"{loc}: id: {declared!r} does not match the folder name {agent_id!r}")
         spec = AgentSpec(agent_id, settings)
-        issues = [
+        issues = []
+        if declared is not None and declared != agent_id:
+            loc = settings.source_of("id") or Location(str(path))
+            message = f"does not match the folder name {agent_id!r}"
+            issues.append(ConfigIssue(loc, "id", message, declared, True))
+        issues += [
             i
             for found in self.hook.soulacy_validate_agent(kernel=self, agent=spec)
             for i in found or ()
@@ -347,8 +349,12 @@ class Kernel:
         """Capacity from config.yaml when stated there, else as the provider reports it."""
         if provider is None:
             provider = self.config.section("llm.default").provider
-            if provider is None:
-                return None
+        if (
+            provider is None
+            or (provider not in self.config.section("llm.providers")
+            and (provider not in self.provider_types()))
+        ):
+            return None  # unknown here; a run with it fails with a clear error instead
         config = self.provider_config(provider)
         reported = self.provider(provider).capacity(model or config.model) or ModelCapacity()
         return ModelCapacity(
@@ -427,7 +433,7 @@ def load_plugins(
     doc = load_yaml_file(config_file)
     issues: list[ConfigIssue] = []
     try:
-        selection = _plugin_selection(config_file, doc, plugins)
+        selection = _plugin_selection(config_file, doc, plugins, env)
     except ConfigError as exc:
         # Go on with the command line's choice alone, so that every other problem of the
         # file is found too and all are reported together.
@@ -455,11 +461,14 @@ def load_plugins(
 
 
 def _plugin_selection(
-    config_file: Path, doc: Mapping[str, Any], cli: Sequence[str]
+    config_file: Path, doc: Mapping[str, Any], cli: Sequence[str], environ: Mapping[str, str]
 ) -> PluginSelection:
     # The plugins section decides which plugins load, so it is read before any plugin is.
     owned = [OwnedSection(ConfigSection("plugins", PluginsConfig), "core")]
-    config = load_settings(config_file, doc, owned, scope="workspace", check_keys=False)
+    plugin_env = {k: v for k, v in environ.items() if k.startswith("SOULACY_PLUGINS__")}
+    config = load_settings(
+        config_file, doc, owned, scope="workspace", environ=plugin_env, check_keys=False
+    )
     section: PluginsConfig = config.section("plugins")
     return PluginSelection(section.enable, section.disable, cli)
 

@@ -64,8 +64,14 @@ def check_timeout_order(settings: Settings) -> Iterator[ConfigIssue]:
         value = settings.get(f"runtime.timeouts.{name}").seconds
         return UNLIMITED if value == 0 else float(value)
 
+    def fits(shorter: str, longer: str) -> bool:
+        inner, outer = seconds(shorter), seconds(longer)
+        if longer == "http":  # the HTTP deadline must outlast the run: equal cuts the reply off
+            return outer == UNLIMITED or inner < outer
+        return inner <= outer
+
     for shorter, longer in itertools.pairwise(TIMEOUT_ORDER):
-        if seconds(shorter) <= seconds(longer):
+        if fits(shorter, longer):
             continue
         path = f"runtime.timeouts.{longer}"
         inner = settings.get(f"runtime.timeouts.{shorter}")

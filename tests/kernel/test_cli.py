@@ -163,3 +163,52 @@ def test_the_real_launcher_exits_2_on_bad_input(
         "soulacy: error: plugin 'no_such_plugin_mod' (config.yaml, module no_such_plugin_mod)"
         " failed to import: ModuleNotFoundError: No module named 'no_such_plugin_mod'\n"
     )
+
+
+def test_secrets_are_not_printed(workspace: Workspace, cli: Callable[..., Any]) -> None:
+    workspace.write_config(
+        "llm:\n  providers:\n    p:\n      type: openai\n      api_key: sk-very-secret\n"
+    )
+    code, out, _ = cli("config", "show")
+    assert code == 0
+    assert "sk-very-secret" not in out
+    assert "api_key: '***'" in out
+    code, out, _ = cli("config", "get", "llm.providers.p.api_key")
+    assert (code, out) == (0, "***\n")
+
+
+def test_an_unknown_provider_type_is_a_config_error(
+    workspace: Workspace, cli: Callable[..., Any]
+) -> None:
+    workspace.write_config("llm:\n  providers:\n    p:\n      type: nonsense\n")
+    code, _, err = cli("config", "validate")
+    assert code == 2
+    assert "llm.providers.p.type: no loaded plugin provides this provider type" in err
+
+
+def test_plugins_can_be_disabled_from_the_environment(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"SOULACY_PLUGINS__DISABLE": "[progress]"}
+    code = main(["--workspace", str(workspace.path), "plugins", "--json"], environ=env)
+    names = [p["name"] for p in json.loads(capsys.readouterr().out)]
+    assert code == 0
+    assert "progress" not in names
+
+
+def test_a_command_clashing_with_a_group_names_both_plugins(
+    workspace: Workspace,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "clash_mod.py").write_text(
+        "from soulacy.kernel import CliCommand\n"
+        "def soulacy_cli_commands():\n"
+        "    return [CliCommand('demo hello', 'x', lambda args, ctx: 0)]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["--workspace", str(workspace.path), "-p", "clash_mod", "plugins"], environ={})
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "plugins 'core' and 'clash_mod' clash: 'demo' is a command of 'core'" in err

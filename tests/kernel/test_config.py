@@ -206,3 +206,24 @@ def test_validate_all_reports_every_agent_problem_together(
     with pytest.raises(ConfigError) as info:
         load("").validate_all()
     assert len(info.value.issues) == 2
+
+
+def test_an_unknown_key_from_the_environment_names_the_variable(
+    load: Callable[..., Kernel],
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load("", environ={"SOULACY_FOO__BAR": "1"})
+    (issue,) = info.value.issues
+    assert str(issue).startswith("environment variable SOULACY_FOO__BAR: foo: unknown key")
+
+
+def test_a_mismatched_agent_id_is_reported_with_the_other_problems(
+    workspace: Workspace, load: Callable[..., Kernel]
+) -> None:
+    workspace.write_agent("a", "id: b\n")
+    workspace.write_agent("c", "enabled: maybe\n")
+    with pytest.raises(ConfigError) as info:
+        load("").validate_all()
+    messages = [str(issue) for issue in info.value.issues]
+    assert any("id: does not match the folder name 'a' (got 'b')" in m for m in messages)
+    assert len(messages) == 2

@@ -341,8 +341,9 @@ async def test_an_unlimited_run_timeout_is_still_stopped_by_a_parent_deadline(
     workspace: Workspace, load: Callable[..., Kernel], autojump_clock: trio.abc.Clock
 ) -> None:
     workspace.write_config('runtime:\n  timeouts: {run: "0", http: "0"}\n')
-    workspace.scripted_agent("a", [{"tool": "slow"}], repeat=True, tools=ALL_TOOLS,
-                             max_turns=-1, no_progress_limit=0)
+    workspace.scripted_agent(
+        "a", [{"tool": "slow"}], repeat=True, tools=ALL_TOOLS, max_turns=-1, no_progress_limit=0
+    )
     kernel = load()
     events = record(kernel)
     with trio.move_on_after(3600) as parent:
@@ -506,3 +507,11 @@ async def test_tools_from_a_python_file_beside_the_agent(
     await kernel.run("a", "double 21")
     (result,) = [e.data for e in drain(events) if e.type == "tool.result"]
     assert (result["preview"], result["is_error"]) == ("42", False)
+
+
+async def test_a_disabled_agent_does_not_run(
+    workspace: Workspace, load: Callable[..., Kernel]
+) -> None:
+    workspace.scripted_agent("a", [{"text": "hi"}], enabled=False)
+    with pytest.raises(Exception, match=r"agent 'a' is disabled \(enabled: false in"):
+        await load().run("a", "go")
