@@ -7,7 +7,8 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from ._messages import Message
+from ._errors import SoulacyError
+from ._messages import Message, ToolSpec
 
 VerdictKind = Literal["progress", "repeated", "stalled"]
 
@@ -34,17 +35,43 @@ class ProgressDetector(Protocol):
 
 
 class Compactor(Protocol):
-    """Builds the message list sent to the model under an input allowance
-    (``soulacy_make_compactor``). It must not mutate ``messages``."""
+    """Builds the message list sent to the model under an input allowance in tokens
+    (``soulacy_make_compactor``); ``None`` means the allowance is unknown.
 
-    def compact(self, messages: Sequence[Message], allowance: int | None) -> Sequence[Message]: ...
+    It must not mutate ``messages`` (the run's own record). When what must be kept (system
+    instructions and ``tools`` schemas) cannot fit, it raises :class:`ContextOverflow`. It may
+    also define ``calibrate(view, reported_input_tokens)``, which the engine calls after each
+    model call with the provider's own count of what was sent.
+    """
+
+    def compact(
+        self, messages: Sequence[Message], allowance: int | None, tools: Sequence[ToolSpec] = ()
+    ) -> Sequence[Message]: ...
 
 
 class PassThrough:
     """The compactor used when no plugin provides one: sends the messages as they are."""
 
-    def compact(self, messages: Sequence[Message], allowance: int | None) -> Sequence[Message]:
+    def compact(
+        self, messages: Sequence[Message], allowance: int | None, tools: Sequence[ToolSpec] = ()
+    ) -> Sequence[Message]:
         return messages
+
+
+class ContextOverflow(SoulacyError):
+    """What must be sent (system instructions and tool schemas) exceeds the input allowance.
+
+    Dropping the task cannot resolve that conflict, so the run fails with the sizes measured
+    and the provider's actual limit, when known.
+    """
+
+    def __init__(
+        self, message: str, *, required: int, allowance: int, limit: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.required = required
+        self.allowance = allowance
+        self.limit = limit
 
 
 class ConversationStore(Protocol):

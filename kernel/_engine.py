@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
-from ._contracts import Compactor, PassThrough, ProgressDetector, Verdict
+from ._contracts import Compactor, ContextOverflow, PassThrough, ProgressDetector, Verdict
 from ._conversations import RunHandle
 from ._errors import UsageError
 from ._messages import Message, ModelRequest, ToolCall
@@ -339,7 +339,10 @@ class Engine:
         policy, result = run.policy, run.result
         retried = False
         while True:
-            view = compactor.compact(run.messages, allowance)
+            try:
+                view = compactor.compact(run.messages, allowance, specs)
+            except ContextOverflow as exc:
+                raise _Stop("failed", "context_overflow", error=str(exc)) from exc
             request = ModelRequest(
                 messages=view,
                 tools=specs,
@@ -370,6 +373,9 @@ class Engine:
                 raise _Stop("incomplete", "llm_timeout")
             result.input_tokens += reply.usage.input_tokens
             result.output_tokens += reply.usage.output_tokens
+            calibrate = getattr(compactor, "calibrate", None)
+            if calibrate is not None and reply.usage.input_tokens:
+                calibrate(view, reply.usage.input_tokens)  # estimates learn from real usage
             await self._emit(
                 run,
                 "llm.result",

@@ -349,10 +349,9 @@ class Kernel:
         """Capacity from config.yaml when stated there, else as the provider reports it."""
         if provider is None:
             provider = self.config.section("llm.default").provider
-        if (
-            provider is None
-            or (provider not in self.config.section("llm.providers")
-            and (provider not in self.provider_types()))
+        if provider is None or (
+            provider not in self.config.section("llm.providers")
+            and (provider not in self.provider_types())
         ):
             return None  # unknown here; a run with it fails with a clear error instead
         config = self.provider_config(provider)

@@ -2,6 +2,7 @@
 
 from ._contracts import (
     Compactor,
+    ContextOverflow,
     ConversationStore,
     MemoryConversationStore,
     PassThrough,
@@ -13,6 +14,7 @@ from ._tools import Tool, schema_of, validate_arguments
 
 __all__ = [
     "Compactor",
+    "ContextOverflow",
     "ConversationStore",
     "MemoryConversationStore",
     "PassThrough",
