@@ -30,6 +30,8 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("core", "soulacy.kernel._core"),
     ("policy", "soulacy.plugins.policy"),
     ("progress", "soulacy.plugins.progress"),
+    ("compaction", "soulacy.plugins.compaction"),
+    ("sqlite_store", "soulacy.plugins.sqlite_store"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
 )

@@ -1,0 +1,1 @@
+"""Extractive context compaction (being built)."""
