@@ -72,35 +72,3 @@ class ContextOverflow(SoulacyError):
         self.required = required
         self.allowance = allowance
         self.limit = limit
-
-
-class ConversationStore(Protocol):
-    """Conversation history (``soulacy_conversation_store``); the kernel's default keeps it in
-    memory for the life of the process."""
-
-    async def load_history(self, agent_id: str, session_id: str) -> list[Message]: ...
-
-    async def append(
-        self, agent_id: str, session_id: str, run_id: str, messages: Sequence[Message]
-    ) -> None: ...
-
-    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None: ...
-
-
-class MemoryConversationStore:
-    """History in memory: for tests, demos and ``--no-store`` runs. Lost when the process ends."""
-
-    def __init__(self) -> None:
-        self._messages: dict[tuple[str, str], list[Message]] = {}
-        self.runs: dict[str, dict[str, Any]] = {}
-
-    async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
-        return list(self._messages.get((agent_id, session_id), ()))
-
-    async def append(
-        self, agent_id: str, session_id: str, run_id: str, messages: Sequence[Message]
-    ) -> None:
-        self._messages.setdefault((agent_id, session_id), []).extend(messages)
-
-    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
-        self.runs[run_id] = dict(metadata)

@@ -25,6 +25,7 @@ from ._conversations import RunHandle
 from ._errors import UsageError
 from ._messages import Message, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
+from ._store import RunRecord, StorageError, ToolRecord
 from ._tools import Tool, validate_arguments
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ class RunResult:
     evidence: Mapping[str, Any] | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
+    proof: Mapping[str, Any] | None = None  # sha256 and receipt count of the stored proof
 
     def metadata(self) -> dict[str, Any]:
         """The reply metadata: what transports, stores and terminal events carry."""
@@ -118,6 +120,7 @@ class RunResult:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "duration_s": round(self.finished_at - self.started_at, 6),
+            **({"proof": dict(self.proof)} if self.proof else {}),
         }
 
 
@@ -176,6 +179,16 @@ class Run:
         self.first_new = 0  # index of the run's own first message (after loaded history)
         self.outcomes: dict[str, ToolOutcome] = {}  # by tool-call id: replay never re-executes
         self.result = RunResult(run_id, session_id, request.agent_id, started_at=time.time())
+        self.record = RunRecord(
+            run_id,
+            request.agent_id,
+            session_id,
+            request.user_id,
+            request.principal,
+            started_at=self.result.started_at,
+        )
+        self.recorded = 0  # messages[:recorded] are stored (or came from the store)
+        self.pending_tools: list[ToolRecord] = []
 
 
 class Engine:
@@ -236,12 +249,16 @@ class Engine:
         store = kernel.conversation_store()
         llm = agent.section("llm")
 
+        await store.start_run(run.record)
+        # Tool calls already executed under this run id (a retry after a crash) replay.
+        for call_id, done in (await store.load_tool_records(run.run_id)).items():
+            run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
         history = await store.load_history(run.agent_id, run.session_id)
         prompt = agent.section("system_prompt")
         if prompt and not (history and history[0].role == "system"):
             run.messages.append(Message("system", prompt))
         run.messages.extend(history)
-        run.first_new = len(run.messages)
+        run.first_new = run.recorded = len(run.messages)
         run.messages.append(Message("user", request.text))
 
         await self._emit(
@@ -263,7 +280,6 @@ class Engine:
                 self._finish(run, stop.status, stop.reason, stop.error, stop.evidence)
         if run_scope.cancelled_caught:
             self._finish(run, "incomplete", "run_timeout")
-        await store.append(run.agent_id, run.session_id, run.run_id, run.messages[run.first_new :])
 
     async def _loop(
         self,
@@ -281,6 +297,7 @@ class Engine:
         idle_replies = 0  # consecutive empty or progress-only replies
         idle_limit = policy.no_progress_limit.value
         while True:
+            await self._record(run)  # each turn is durable before the next one starts
             self._check_budget(run)
             result.turns += 1
             with trio.move_on_after(_seconds(policy.step_timeout)) as step_scope:
@@ -418,6 +435,16 @@ class Engine:
             result.tool_calls += 1
             outcome = await self._execute(run, tools, call)
             run.outcomes[call.id] = outcome
+            run.pending_tools.append(
+                ToolRecord(
+                    run.run_id,
+                    call.id,
+                    call.name,
+                    dict(call.arguments),
+                    outcome.content,
+                    outcome.is_error,
+                )
+            )
         verdict = Verdict("progress")
         if detector is not None:
             # Structured results are judged by their value, so that volatile fields can be
@@ -497,9 +524,32 @@ class Engine:
             result.reply = _last_text(run.messages[run.first_new :])
         result.finished_at = time.time()
 
+    async def _record(self, run: Run) -> None:
+        """Store the messages and tool calls not stored yet, in one step."""
+        messages = run.messages[run.recorded :]
+        if not messages and not run.pending_tools:
+            return
+        await self.kernel.conversation_store().record_turn(run.record, messages, run.pending_tools)
+        run.recorded = len(run.messages)
+        run.pending_tools = []
+
     async def _complete(self, run: Run) -> None:
+        kernel = self.kernel
+        proof = None
+        try:
+            await self._record(run)
+            store = kernel.conversation_store()
+            await store.finish_run(run.run_id, run.result.metadata())
+            proof = await kernel.proof_store().finalize_proof(run.run_id, run.result.metadata())
+        except StorageError as exc:
+            # What could not be stored is said, never passed off as stored.
+            run.result.status = "failed"
+            run.result.incomplete_reason = "storage_error"
+            run.result.error = str(exc)
         metadata = run.result.metadata()
-        await self.kernel.conversation_store().finish_run(run.run_id, metadata)
+        if proof is not None:
+            metadata["proof"] = {"sha256": proof.sha256, "receipts": proof.receipts}
+        run.result.proof = metadata.get("proof")
         await self._emit(run, "run.completed", {**metadata, "reply": run.result.reply})
 
     async def _emit(self, run: Run, type: str, data: Mapping[str, Any]) -> None:

@@ -13,13 +13,13 @@ import trio
 
 from ._config import ConfigSection, OwnedSection, Settings, check_section_owners, load_settings
 from ._config_edit import apply_changes
-from ._contracts import ConversationStore, MemoryConversationStore
 from ._conversations import ConversationRegistry
 from ._engine import Engine, RunRequest, RunResult
 from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
 from ._providers import Provider, ProviderConfig, ProviderType
+from ._store import ConversationStore, MemoryStore, ProofStore
 from ._tools import Tool, load_file_tool
 from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
 from .policy import ModelCapacity
@@ -99,6 +99,8 @@ class Kernel:
         self._engine: Engine | None = None
         self._providers: dict[str, Provider] = {}
         self._store: ConversationStore | None = None
+        self._proofs: ProofStore | None = None
+        self._memory: MemoryStore | None = None  # used when no plugin provides a store
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -284,10 +286,22 @@ class Kernel:
         return self.conversations.cancel_conversation((agent_id, session_id))
 
     def conversation_store(self) -> ConversationStore:
+        """The store of history, runs and tool records (memory when no plugin provides one)."""
         if self._store is None:
             store = self.hook.soulacy_conversation_store(kernel=self)
-            self._store = store if store is not None else MemoryConversationStore()
+            self._store = store if store is not None else self._memory_store()
         return self._store
+
+    def proof_store(self) -> ProofStore:
+        if self._proofs is None:
+            store = self.hook.soulacy_proof_store(kernel=self)
+            self._proofs = store if store is not None else self._memory_store()
+        return self._proofs
+
+    def _memory_store(self) -> MemoryStore:
+        if self._memory is None:
+            self._memory = MemoryStore()
+        return self._memory
 
     # -- providers and tools -------------------------------------------------------------------
 

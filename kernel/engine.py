@@ -3,8 +3,6 @@
 from ._contracts import (
     Compactor,
     ContextOverflow,
-    ConversationStore,
-    MemoryConversationStore,
     PassThrough,
     ProgressDetector,
     Verdict,
@@ -15,8 +13,6 @@ from ._tools import Tool, schema_of, validate_arguments
 __all__ = [
     "Compactor",
     "ContextOverflow",
-    "ConversationStore",
-    "MemoryConversationStore",
     "PassThrough",
     "ProgressDetector",
     "Run",

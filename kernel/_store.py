@@ -1,0 +1,279 @@
+"""What stores keep, the protocols they implement, and the in-memory store.
+
+One object may serve all three storage hooks (the SQLite plugin's does): conversation history
+with reply metadata and runs; tool records and proofs; workflow checkpoints. Failures are
+raised as :class:`StorageError`, never read as "no data".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, cast
+
+import attrs
+
+from ._errors import SoulacyError
+from ._messages import Message, Role, ToolCall
+
+RECEIPT_FIELD_CHARS = 4000  # each text field of a receipt is bounded; the count of receipts is not
+
+
+class StorageError(SoulacyError):
+    """A store could not read or write (locked, read-only, full, corrupt …)."""
+
+
+@attrs.frozen
+class RunRecord:
+    """A run's identity and how it ended (``status`` is ``running`` until it does)."""
+
+    run_id: str
+    agent_id: str
+    session_id: str
+    user_id: str | None = None
+    principal: str | None = None
+    status: str = "running"
+    verification: str | None = None
+    incomplete_reason: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    started_at: float = attrs.field(factory=time.time)
+    finished_at: float | None = None
+
+
+@attrs.frozen
+class HistoryEntry:
+    """One stored message of a conversation, with the reply metadata of its run once known."""
+
+    id: int
+    agent_id: str
+    session_id: str
+    run_id: str | None
+    role: str
+    content: str
+    tokens: int | None
+    created_at: float
+    metadata: Mapping[str, Any] | None = None
+    tool_call_id: str | None = None
+    tool_calls: Sequence[Mapping[str, Any]] = ()
+    name: str | None = None
+    is_error: bool = False
+
+    def message(self) -> Message:
+        calls = tuple(ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in self.tool_calls)
+        role = cast("Role", self.role)
+        return Message(role, self.content, calls, self.tool_call_id, self.name, self.is_error)
+
+
+@attrs.frozen
+class ToolRecord:
+    """An executed tool call, by id: replay of the same id reuses it, even after a restart."""
+
+    run_id: str
+    call_id: str
+    name: str
+    arguments: Mapping[str, Any]
+    content: str
+    is_error: bool
+    created_at: float = attrs.field(factory=time.time)
+
+
+@attrs.frozen
+class ProofRecord:
+    """A run's final proof as canonical JSON, with its sha256."""
+
+    run_id: str
+    sha256: str
+    body: str  # canonical JSON
+    receipts: int
+    created_at: float = attrs.field(factory=time.time)
+
+    def data(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.body)
+        return value
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 kept: the same data always hashes the same."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def bounded(text: str, limit: int = RECEIPT_FIELD_CHARS) -> tuple[str, bool]:
+    """Cut ``text`` to ``limit`` characters with a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text, False
+    dropped = len(text) - limit
+    return f"{text[:limit]}…[{dropped} more characters not kept]", True
+
+
+def receipt(record: ToolRecord) -> dict[str, Any]:
+    """A proof receipt of one tool call: every call is kept, each text field bounded."""
+    arguments, args_cut = bounded(canonical_json(record.arguments))
+    result, result_cut = bounded(record.content)
+    out: dict[str, Any] = {
+        "call_id": record.call_id,
+        "tool": record.name,
+        "arguments": arguments,
+        "result": result,
+        "is_error": record.is_error,
+        "at": record.created_at,
+    }
+    if args_cut or result_cut:
+        out["truncated"] = {
+            "arguments": args_cut,
+            "result": result_cut,
+            "result_chars": len(record.content),
+        }
+    return out
+
+
+def make_proof(
+    run_id: str,
+    metadata: Mapping[str, Any],
+    records: Sequence[ToolRecord],
+    assertions: Sequence[Mapping[str, Any]] = (),
+) -> ProofRecord:
+    """Build the proof of a finished run from its tool records (in call order)."""
+    body = canonical_json(
+        {
+            "run_id": run_id,
+            "agent_id": metadata.get("agent_id"),
+            "session_id": metadata.get("session_id"),
+            "status": metadata.get("status"),
+            "verification": metadata.get("verification"),
+            "incomplete_reason": metadata.get("incomplete_reason"),
+            "assertions": list(assertions),
+            "receipts": [receipt(r) for r in records],
+        }
+    )
+    return ProofRecord(run_id, hashlib.sha256(body.encode()).hexdigest(), body, len(records))
+
+
+class ConversationStore(Protocol):
+    """History with reply metadata, runs and tool records (``soulacy_conversation_store``)."""
+
+    async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
+        """The messages of a conversation, oldest first, to continue it."""
+
+    async def start_run(self, run: RunRecord) -> None:
+        """Record a run as started (status ``running``)."""
+
+    async def record_turn(
+        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+    ) -> None:
+        """Durably add one turn's messages and executed tool calls, in one step."""
+
+    async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
+        """The executed tool calls of a run by call id (replay survives a restart)."""
+
+    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        """Record how a run ended, and set the reply metadata of its history entries (only
+        those of this run)."""
+
+    async def history(self, session_id: str, agent_id: str | None = None) -> list[HistoryEntry]:
+        """Stored entries of a conversation with their metadata, oldest first."""
+
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]: ...
+
+
+class ProofStore(Protocol):
+    """Proofs of finished runs (``soulacy_proof_store``)."""
+
+    async def finalize_proof(
+        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Mapping[str, Any]] = ()
+    ) -> ProofRecord:
+        """Build and store the run's proof from its tool records, once; a second call returns
+        the stored proof. Concurrent finalizations wait for each other rather than fail."""
+
+    async def get_proof(self, run_id: str) -> ProofRecord | None: ...
+
+
+class MemoryStore:
+    """Everything in memory: for tests, demos and ``--no-store`` runs; gone with the process."""
+
+    def __init__(self) -> None:
+        self._entries: list[HistoryEntry] = []
+        self._by_conversation: dict[tuple[str, str], list[HistoryEntry]] = {}
+        self._runs: dict[str, RunRecord] = {}
+        self._tools: dict[str, dict[str, ToolRecord]] = {}
+        self._proofs: dict[str, ProofRecord] = {}
+        self._run_metadata: dict[str, dict[str, Any]] = {}
+
+    async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
+        return [e.message() for e in self._by_conversation.get((agent_id, session_id), ())]
+
+    async def start_run(self, run: RunRecord) -> None:
+        self._runs[run.run_id] = run
+
+    async def record_turn(
+        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+    ) -> None:
+        conversation = self._by_conversation.setdefault((run.agent_id, run.session_id), [])
+        for m in messages:
+            entry = HistoryEntry(
+                len(self._entries) + 1,
+                run.agent_id,
+                run.session_id,
+                run.run_id,
+                m.role,
+                m.content,
+                None,
+                time.time(),
+                None,
+                m.tool_call_id,
+                [
+                    {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
+                    for c in m.tool_calls
+                ],
+                m.name,
+                m.is_error,
+            )
+            self._entries.append(entry)
+            conversation.append(entry)
+        for record in tools:
+            self._tools.setdefault(record.run_id, {})[record.call_id] = record
+
+    async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
+        return dict(self._tools.get(run_id, {}))
+
+    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        run = self._runs.get(run_id)
+        if run is not None:
+            self._runs[run_id] = attrs.evolve(
+                run,
+                status=metadata.get("status", run.status),
+                verification=metadata.get("verification"),
+                incomplete_reason=metadata.get("incomplete_reason"),
+                metadata=dict(metadata),
+                finished_at=time.time(),
+            )
+        self._run_metadata[run_id] = dict(metadata)
+
+    async def history(self, session_id: str, agent_id: str | None = None) -> list[HistoryEntry]:
+        return [
+            attrs.evolve(e, metadata=self._run_metadata.get(e.run_id or ""))
+            for (a, s), entries in self._by_conversation.items()
+            for e in entries
+            if s == session_id and (agent_id is None or a == agent_id)
+        ]
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        return self._runs.get(run_id)
+
+    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
+        runs = [r for r in self._runs.values() if agent_id is None or r.agent_id == agent_id]
+        return sorted(runs, key=lambda r: r.started_at, reverse=True)[:limit]
+
+    async def finalize_proof(
+        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Mapping[str, Any]] = ()
+    ) -> ProofRecord:
+        if run_id not in self._proofs:
+            records = list(self._tools.get(run_id, {}).values())  # in call order
+            self._proofs[run_id] = make_proof(run_id, metadata, records, assertions)
+        return self._proofs[run_id]
+
+    async def get_proof(self, run_id: str) -> ProofRecord | None:
+        return self._proofs.get(run_id)
