@@ -99,7 +99,8 @@ def _collect_commands(loaded: LoadedPlugins) -> list[CliCommand]:
         words = name.split()
         if not 1 <= len(words) <= 2:
             raise PluginError(f"plugin {plugin!r}: command name {name!r} must be one or two words")
-        if len(words) == 2 and words[0] in commands:
+        # A plugin may define both "runs" and "runs show"; another plugin may not.
+        if len(words) == 2 and words[0] in commands and commands[words[0]][1] != plugin:
             other = commands[words[0]][1]
             raise PluginError(
                 f"plugins {other!r} and {plugin!r} clash: {words[0]!r} is a command of"
@@ -112,16 +113,23 @@ def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
     parser = _global_parser(add_help=True)
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
-    for command in commands:
+    singles: dict[str, argparse.ArgumentParser] = {}
+    for command in commands:  # sorted: "runs" comes before "runs show"
         words = command.name.split()
         if len(words) == 1:
             sub = top.add_parser(words[0], help=command.help, description=command.help)
+            singles[words[0]] = sub
         else:
             group = groups.get(words[0])
             if group is None:
-                holder = top.add_parser(words[0], help=f"{words[0]} commands")
+                # "runs show" under "runs": the bare group runs the one-word command, if any
+                holder = singles.get(words[0]) or top.add_parser(
+                    words[0], help=f"{words[0]} commands"
+                )
                 group = holder.add_subparsers(
-                    dest=f"{words[0]}_command", metavar="COMMAND", required=True
+                    dest=f"{words[0]}_command",
+                    metavar="COMMAND",
+                    required=words[0] not in singles,
                 )
                 groups[words[0]] = group
             sub = group.add_parser(words[1], help=command.help, description=command.help)

@@ -399,10 +399,16 @@ class Kernel:
         return chosen
 
     async def aclose(self) -> None:
-        """Close what the kernel opened for its runs (provider connections)."""
+        """Close what the kernel opened for its runs: provider connections and stores."""
         providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             await provider.aclose()
+        stores = {id(s): s for s in (self._store, self._proofs) if s is not None}
+        self._store = self._proofs = None
+        for store in stores.values():
+            close = getattr(store, "aclose", None)
+            if close is not None:
+                await close()
 
     # -- services ----------------------------------------------------------------------------
 

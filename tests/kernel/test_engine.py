@@ -64,6 +64,8 @@ def toolbox() -> ToolBox:
 @pytest.fixture
 def load(make_kernel: Callable[..., Kernel], toolbox: ToolBox) -> Callable[..., Kernel]:
     def load(*plugins: Any, **options: Any) -> Kernel:
+        # The kernel's memory store: these tests are about the loop, not about SQLite.
+        options.setdefault("plugins", ["no:sqlite_store"])
         return make_kernel(extra_plugins=[toolbox.plugin(), *plugins], **options)
 
     return load

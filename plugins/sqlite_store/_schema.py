@@ -1,0 +1,88 @@
+"""The schema and its additive migrations; ``PRAGMA user_version`` records the version.
+
+Version 1 is the original system's shape (``conversation_history`` without reply metadata,
+``workflow_checkpoints``); a database it wrote has user_version 0 and upgrades in place. Every
+migration only adds (``CREATE TABLE IF NOT EXISTS``, ``ALTER TABLE … ADD COLUMN`` for columns
+that are missing), so running it twice changes nothing and no row is rewritten.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+SCHEMA_VERSION = 2
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _add_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    present = _columns(conn, table)
+    for name, declaration in columns.items():
+        if name not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {declaration}")
+
+
+def _v1(conn: sqlite3.Connection) -> None:
+    conn.execute("""CREATE TABLE IF NOT EXISTS conversation_history (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, workspace_id TEXT, subject TEXT,
+        session_id TEXT, agent_id TEXT, role TEXT, content TEXT, tokens INTEGER,
+        created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP)""")
+    conn.execute("""CREATE TABLE IF NOT EXISTS workflow_checkpoints (
+        agent_id TEXT, run_id TEXT, step_id TEXT, state TEXT, status TEXT,
+        updated_at TIMESTAMP, PRIMARY KEY (run_id, step_id))""")
+
+
+def _v2(conn: sqlite3.Connection) -> None:
+    _add_columns(
+        conn,
+        "conversation_history",
+        {
+            "run_id": "TEXT",
+            "metadata": "TEXT",
+            "tool_call_id": "TEXT",
+            "tool_calls": "TEXT",
+            "name": "TEXT",
+            "is_error": "INTEGER NOT NULL DEFAULT 0",
+        },
+    )
+    _add_columns(conn, "workflow_checkpoints", {"evidence": "TEXT", "identity": "TEXT"})
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS history_by_conversation"
+        " ON conversation_history (session_id, agent_id, id)"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS history_by_run ON conversation_history (run_id)")
+    conn.execute("""CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        user_id TEXT, principal TEXT, status TEXT NOT NULL, verification TEXT,
+        incomplete_reason TEXT, metadata TEXT, started_at REAL NOT NULL, finished_at REAL)""")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at)")
+    conn.execute("""CREATE TABLE IF NOT EXISTS tool_records (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
+        name TEXT NOT NULL, arguments TEXT NOT NULL, content TEXT NOT NULL,
+        is_error INTEGER NOT NULL, created_at REAL NOT NULL, UNIQUE (run_id, call_id))""")
+    conn.execute("""CREATE TABLE IF NOT EXISTS proofs (
+        run_id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, body TEXT NOT NULL,
+        receipts INTEGER NOT NULL, created_at REAL NOT NULL)""")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to ``SCHEMA_VERSION`` in one transaction; returns the old version."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for number, step in enumerate(MIGRATIONS, start=1):
+            if version < number:
+                step(conn)
+        if version < SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return int(version)

@@ -1,0 +1,341 @@
+"""The SQLite store: one file per workspace, WAL, every call off the Trio thread.
+
+One connection per store, used by one worker thread at a time (a ``CapacityLimiter(1)``), so
+calls of one process queue instead of colliding. Writers open ``BEGIN IMMEDIATE``: the writer
+lock is reserved before anything is read, so a proof finalized by another process is never
+promoted from a stale snapshot, and a busy database makes writers wait (``busy_timeout``)
+instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from soulacy.kernel.messages import Message
+from soulacy.kernel.store import (
+    HistoryEntry,
+    ProofRecord,
+    RunRecord,
+    StorageError,
+    ToolRecord,
+    make_proof,
+)
+
+from ._schema import migrate
+
+T = TypeVar("T")
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+def _epoch(value: Any) -> float:
+    """New rows store epoch seconds; rows of the original system store 'YYYY-MM-DD HH:MM:SS'."""
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return 0.0
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.timestamp()
+    return 0.0
+
+
+class SQLiteStore:
+    """Conversation history, runs, tool records and proofs in one SQLite file."""
+
+    def __init__(
+        self, path: Path, *, busy_timeout: float = 30.0, synchronous: str = "NORMAL"
+    ) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self.synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._limiter = trio.CapacityLimiter(1)
+        self.migrated_from: int | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _call(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def work() -> T:
+            return fn(self._connection())
+
+        try:
+            return await trio.to_thread.run_sync(work, limiter=self._limiter)
+        except sqlite3.Error as exc:
+            raise StorageError(
+                f"SQLite store {self.path}: {what} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        except OSError as exc:
+            raise StorageError(f"SQLite store {self.path}: {what} failed: {exc}") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise sqlite3.OperationalError(f"could not enable WAL (journal_mode={mode})")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                self.migrated_from = migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body(conn)
+            conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    async def open(self) -> int:
+        """Open (creating and migrating as needed); returns the version it migrated from."""
+        await self._call("open", lambda conn: None)
+        return int(self.migrated_from or 0)
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await trio.to_thread.run_sync(conn.close, limiter=self._limiter)
+
+    # -- conversation store ----------------------------------------------------------------------
+
+    async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
+        entries = await self._entries(
+            "load history", "session_id = ? AND agent_id = ?", (session_id, agent_id)
+        )
+        return [e.message() for e in entries]
+
+    async def history(self, session_id: str, agent_id: str | None = None) -> list[HistoryEntry]:
+        if agent_id is None:
+            return await self._entries("read history", "session_id = ?", (session_id,))
+        return await self._entries(
+            "read history", "session_id = ? AND agent_id = ?", (session_id, agent_id)
+        )
+
+    async def _entries(self, what: str, where: str, args: tuple[Any, ...]) -> list[HistoryEntry]:
+        def read(conn: sqlite3.Connection) -> list[HistoryEntry]:
+            rows = conn.execute(
+                "SELECT id, agent_id, session_id, run_id, role, content, tokens, created_at,"
+                " metadata, tool_call_id, tool_calls, name, is_error FROM conversation_history"
+                f" WHERE {where} ORDER BY id",
+                args,
+            ).fetchall()
+            return [
+                HistoryEntry(
+                    r[0],
+                    r[1] or "",
+                    r[2] or "",
+                    r[3],
+                    r[4] or "",
+                    r[5] or "",
+                    r[6],
+                    _epoch(r[7]),
+                    _loads(r[8]),
+                    r[9],
+                    _loads(r[10]) or (),
+                    r[11],
+                    bool(r[12]),
+                )
+                for r in rows
+            ]
+
+        return await self._call(what, read)
+
+    async def start_run(self, run: RunRecord) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            # A retry with the same run id keeps its row (and its identity) and runs again.
+            conn.execute(
+                "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
+                " started_at) VALUES (?, ?, ?, ?, ?, 'running', ?) ON CONFLICT (run_id) DO"
+                " UPDATE SET status = 'running', finished_at = NULL",
+                (
+                    run.run_id,
+                    run.agent_id,
+                    run.session_id,
+                    run.user_id,
+                    run.principal,
+                    run.started_at,
+                ),
+            )
+
+        await self._call("start run", lambda conn: self._write(conn, write))
+
+    async def record_turn(
+        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+    ) -> None:
+        now = time.time()
+        rows = [
+            (
+                run.agent_id,
+                run.session_id,
+                run.run_id,
+                m.role,
+                m.content,
+                now,
+                m.tool_call_id,
+                json.dumps(
+                    [
+                        {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
+                        for c in m.tool_calls
+                    ]
+                )
+                if m.tool_calls
+                else None,
+                m.name,
+                int(m.is_error),
+            )
+            for m in messages
+        ]
+        records = [
+            (
+                t.run_id,
+                t.call_id,
+                t.name,
+                json.dumps(dict(t.arguments), default=str),
+                t.content,
+                int(t.is_error),
+                t.created_at,
+            )
+            for t in tools
+        ]
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT INTO conversation_history (agent_id, session_id, run_id, role, content,"
+                " created_at, tool_call_id, tool_calls, name, is_error)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments, content,"
+                " is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                records,
+            )
+
+        await self._call("record turn", lambda conn: self._write(conn, write))
+
+    async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
+        def read(conn: sqlite3.Connection) -> dict[str, ToolRecord]:
+            rows = conn.execute(
+                "SELECT call_id, name, arguments, content, is_error, created_at"
+                " FROM tool_records WHERE run_id = ? ORDER BY seq",
+                (run_id,),
+            ).fetchall()
+            return {
+                r[0]: ToolRecord(run_id, r[0], r[1], json.loads(r[2]), r[3], bool(r[4]), r[5])
+                for r in rows
+            }
+
+        return await self._call("load tool records", read)
+
+    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+        body = json.dumps(dict(metadata), sort_keys=True, default=str)
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE runs SET status = ?, verification = ?, incomplete_reason = ?,"
+                " metadata = ?, finished_at = ? WHERE run_id = ?",
+                (
+                    metadata.get("status"),
+                    metadata.get("verification"),
+                    metadata.get("incomplete_reason"),
+                    body,
+                    time.time(),
+                    run_id,
+                ),
+            )
+            # Only this run's entries: another run's notice is never touched.
+            conn.execute(
+                "UPDATE conversation_history SET metadata = ? WHERE run_id = ?", (body, run_id)
+            )
+
+        await self._call("finish run", lambda conn: self._write(conn, write))
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        runs = await self._runs("WHERE run_id = ?", (run_id,))
+        return runs[0] if runs else None
+
+    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
+        if agent_id is None:
+            return await self._runs("ORDER BY started_at DESC LIMIT ?", (limit,))
+        return await self._runs(
+            "WHERE agent_id = ? ORDER BY started_at DESC LIMIT ?", (agent_id, limit)
+        )
+
+    async def _runs(self, clause: str, args: tuple[Any, ...]) -> list[RunRecord]:
+        def read(conn: sqlite3.Connection) -> list[RunRecord]:
+            rows = conn.execute(
+                "SELECT run_id, agent_id, session_id, user_id, principal, status, verification,"
+                f" incomplete_reason, metadata, started_at, finished_at FROM runs {clause}",
+                args,
+            ).fetchall()
+            return [
+                RunRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _loads(r[8]), r[9], r[10])
+                for r in rows
+            ]
+
+        return await self._call("read runs", read)
+
+    # -- proof store -------------------------------------------------------------------------------
+
+    async def finalize_proof(
+        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Mapping[str, Any]] = ()
+    ) -> ProofRecord:
+        def write(conn: sqlite3.Connection) -> ProofRecord:
+            existing = _proof(conn, run_id)
+            if existing is not None:
+                return existing
+            rows = conn.execute(
+                "SELECT call_id, name, arguments, content, is_error, created_at"
+                " FROM tool_records WHERE run_id = ? ORDER BY seq",
+                (run_id,),
+            ).fetchall()
+            records = [
+                ToolRecord(run_id, r[0], r[1], json.loads(r[2]), r[3], bool(r[4]), r[5])
+                for r in rows
+            ]
+            proof = make_proof(run_id, metadata, records, assertions)
+            conn.execute(
+                "INSERT INTO proofs (run_id, sha256, body, receipts, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (run_id, proof.sha256, proof.body, proof.receipts, proof.created_at),
+            )
+            return proof
+
+        # BEGIN IMMEDIATE before the read: concurrent finalizations queue on the writer lock.
+        return await self._call("finalize proof", lambda conn: self._write(conn, write))
+
+    async def get_proof(self, run_id: str) -> ProofRecord | None:
+        return await self._call("read proof", lambda conn: _proof(conn, run_id))
+
+
+def _proof(conn: sqlite3.Connection, run_id: str) -> ProofRecord | None:
+    row = conn.execute(
+        "SELECT sha256, body, receipts, created_at FROM proofs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    return ProofRecord(run_id, row[0], row[1], row[2], row[3]) if row else None
