@@ -215,6 +215,10 @@ class Engine:
                     await self._drive(run, handle)
             if handle.scope.cancelled_caught:
                 self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
+        except StorageError as exc:
+            # A store that cannot read or write ends the run as failed, saying why; a failed
+            # read is never taken for "no history".
+            self._finish(run, "failed", "storage_error", error=str(exc))
         except BaseException as exc:
             if run.result.finished_at == 0.0:  # a parent's cancellation or an engine bug
                 cancelled = isinstance(exc, trio.Cancelled)

@@ -8,6 +8,9 @@ Fixtures:
 * ``kernel`` — ``make_kernel()`` with the builtin plugins;
 * ``hook_recorder`` — a :class:`HookRecorder` on ``kernel``.
 
+Conformance kits that third-party implementations run against themselves:
+:func:`check_store` (history, runs, tool records, proofs).
+
 And :func:`throwaway_plugin`, to register a plugin made of a few functions.
 """
 
@@ -23,8 +26,16 @@ import pytest
 from ruamel.yaml import YAML
 
 from ._kernel import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, Kernel
+from ._store_kit import STORE_CHECKS, check_store
 
-__all__ = ["HookCall", "HookRecorder", "Workspace", "throwaway_plugin"]
+__all__ = [
+    "STORE_CHECKS",
+    "HookCall",
+    "HookRecorder",
+    "Workspace",
+    "check_store",
+    "throwaway_plugin",
+]
 
 
 @attrs.define

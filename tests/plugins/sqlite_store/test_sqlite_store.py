@@ -1,0 +1,215 @@
+"""The SQLite store: conformance, migrations from older files, and faults surfaced."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from soulacy.kernel import Kernel
+from soulacy.kernel.messages import Message
+from soulacy.kernel.store import MemoryStore, RunRecord, StorageError
+from soulacy.kernel.testing import Workspace, check_store
+from soulacy.plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore
+from soulacy.plugins.sqlite_store._schema import migrate
+
+LEGACY = Path(__file__).with_name("legacy_v1.sql")
+
+
+async def test_the_memory_store_passes_the_store_kit() -> None:
+    await check_store(MemoryStore)
+
+
+async def test_the_sqlite_store_passes_the_store_kit(tmp_path: Path) -> None:
+    counter = iter(range(100))
+    await check_store(lambda: SQLiteStore(tmp_path / f"kit-{next(counter)}.db"))
+
+
+def legacy_database(path: Path) -> Path:
+    conn = sqlite3.connect(path)
+    conn.executescript(LEGACY.read_text())
+    conn.close()
+    return path
+
+
+async def test_a_database_of_the_original_system_upgrades_in_place(tmp_path: Path) -> None:
+    path = legacy_database(tmp_path / "old.db")
+    store = SQLiteStore(path)
+    try:
+        assert await store.open() == 0
+        entries = await store.history("old-session")
+        assert [(e.role, e.content, e.tokens) for e in entries] == [
+            ("user", "What is the capital of Norway?", 8),
+            ("assistant", "Oslo — ünïcødé intact.", 6),
+        ]
+        assert entries[0].created_at == pytest.approx(1772359200.0)  # 2026-03-01 10:00 UTC
+        assert entries[0].metadata is None
+        assert entries[0].run_id is None
+        # New runs go into the same table, next to the old rows.
+        run = RunRecord("r1", "helper", "old-session")
+        await store.start_run(run)
+        await store.record_turn(run, [Message("user", "and Sweden?")], [])
+        await store.finish_run("r1", {"status": "completed", "verification": "unverified"})
+        history = await store.history("old-session")
+        assert len(history) == 3
+        assert history[0].metadata is None  # old rows keep their text and no metadata
+        assert history[2].metadata == {"status": "completed", "verification": "unverified"}
+    finally:
+        await store.aclose()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    checkpoint = conn.execute("SELECT step_id, state, status FROM workflow_checkpoints").fetchone()
+    assert checkpoint == ("fetch", '{"x": 1}', "completed")
+    conn.close()
+
+
+@pytest.mark.parametrize("start", ["empty", "legacy", "current"])
+def test_migrations_are_idempotent_from_every_earlier_version(tmp_path: Path, start: str) -> None:
+    path = tmp_path / "db.sqlite"
+    if start == "legacy":
+        legacy_database(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    if start == "current":
+        migrate(conn)
+    before = conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+    migrate(conn)
+    schema = conn.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall()
+    migrate(conn)
+    assert conn.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall() == schema
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(conversation_history)")}
+    assert {"run_id", "metadata", "content", "subject"} <= columns
+    assert before <= len(schema)
+    conn.close()
+
+
+async def test_wal_mode_and_the_default_file(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.scripted_agent("a", [{"text": "hi"}])
+    kernel = make_kernel()
+    try:
+        result = await kernel.run("a", "hello", session_id="s")
+    finally:
+        await kernel.aclose()
+    path = workspace.path / "soulacy.db"
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    rows = conn.execute(
+        "SELECT role, content, metadata IS NOT NULL FROM conversation_history"
+        " WHERE session_id = 's' ORDER BY id"
+    ).fetchall()
+    assert rows == [("user", "hello", 1), ("assistant", "hi", 1)]
+    proof = conn.execute("SELECT sha256 FROM proofs WHERE run_id = ?", (result.run_id,))
+    assert proof.fetchone()[0] == result.metadata()["proof"]["sha256"]
+    conn.close()
+
+
+async def test_history_and_status_survive_a_reopen(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.scripted_agent("a", [{"tool": "nope"}], repeat=True, max_turns=2)
+    first = make_kernel()
+    try:
+        result = await first.run("a", "loop", session_id="s")
+    finally:
+        await first.aclose()
+    assert result.status == "incomplete"
+    second = make_kernel()
+    try:
+        entries = await second.conversation_store().history("s")
+        run = await second.conversation_store().get_run(result.run_id)
+    finally:
+        await second.aclose()
+    assert entries[-1].metadata is not None
+    assert entries[-1].metadata["incomplete_reason"] == "max_turns"  # the notice survives
+    assert run is not None
+    assert (run.status, run.incomplete_reason) == ("incomplete", "max_turns")
+
+
+async def test_a_replayed_call_id_survives_a_restart(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    (workspace.path / "count.txt").write_text("0")
+    tools = workspace.path / "agents" / "a" / "t.py"
+    workspace.scripted_agent(
+        "a", [{"tool": "bump", "id": "c1"}, {"text": "ok"}], tools=["t.py:bump"]
+    )
+    tools.write_text(
+        "from pathlib import Path\n"
+        f"P = Path({str(workspace.path / 'count.txt')!r})\n"
+        "def bump() -> int:\n"
+        "    n = int(P.read_text()) + 1\n    P.write_text(str(n))\n    return n\n"
+    )
+    for _ in range(2):  # the same run id, in two kernels (a retry after a restart)
+        kernel = make_kernel()
+        try:
+            result = await kernel.run("a", "bump", run_id="same-run", session_id="s")
+        finally:
+            await kernel.aclose()
+        assert result.status == "completed"
+    assert (workspace.path / "count.txt").read_text() == "1"
+
+
+async def test_a_read_only_database_raises_a_storage_error(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "ro.db")
+    await store.open()
+    await store._call("make read-only", lambda conn: conn.execute("PRAGMA query_only = ON"))
+    try:
+        with pytest.raises(StorageError, match=r"record turn failed: .*readonly"):
+            await store.record_turn(RunRecord("r", "a", "s"), [Message("user", "x")], [])
+    finally:
+        await store.aclose()
+
+
+async def test_a_full_database_raises_a_storage_error(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "full.db")
+    await store.open()
+    await store._call("shrink", lambda conn: conn.execute("PRAGMA max_page_count = 1"))
+    try:
+        with pytest.raises(StorageError, match="full"):
+            await store.record_turn(RunRecord("r", "a", "s"), [Message("user", "x" * 100_000)], [])
+    finally:
+        await store.aclose()
+
+
+async def test_a_corrupt_file_is_an_error_not_an_empty_history(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.db"
+    path.write_bytes(b"this is not a database at all" * 100)
+    store = SQLiteStore(path)
+    try:
+        with pytest.raises(StorageError, match="file is not a database"):
+            await store.load_history("a", "s")
+    finally:
+        await store.aclose()
+
+
+async def test_a_locked_database_surfaces_after_the_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    store = SQLiteStore(path, busy_timeout=0.2)
+    await store.open()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StorageError, match="database is locked"):
+            await store.start_run(RunRecord("r", "a", "s"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        await store.aclose()
+
+
+async def test_the_engine_reports_a_storage_failure_as_a_failed_run(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.scripted_agent("a", [{"text": "hi"}])
+    (workspace.path / "soulacy.db").write_bytes(b"garbage" * 1000)
+    kernel = make_kernel()
+    try:
+        result = await kernel.run("a", "hello")
+    finally:
+        await kernel.aclose()
+    assert (result.status, result.incomplete_reason) == ("failed", "storage_error")
+    assert "file is not a database" in (result.error or "")
