@@ -36,6 +36,7 @@ Status = Literal["completed", "incomplete", "failed", "cancelled"]
 Verification = Literal["verified", "unverified", "failed"]
 
 PREVIEW_CHARS = 200  # of a tool result, in its event
+YIELD_INTERVAL = 0.001  # seconds a run may keep the Trio thread without a checkpoint
 NUDGE_EMPTY = (
     "[soulacy] Your last reply was empty. Continue the task: call a tool, or give your final"
     " answer."
@@ -189,6 +190,7 @@ class Run:
         )
         self.recorded = 0  # messages[:recorded] are stored (or came from the store)
         self.pending_tools: list[ToolRecord] = []
+        self.last_yield = time.perf_counter()
 
 
 class Engine:
@@ -302,6 +304,7 @@ class Engine:
         idle_limit = policy.no_progress_limit.value
         while True:
             await self._record(run)  # each turn is durable before the next one starts
+            await self._yield(run)
             self._check_budget(run)
             result.turns += 1
             with trio.move_on_after(_seconds(policy.step_timeout)) as step_scope:
@@ -334,6 +337,15 @@ class Engine:
                 run.messages.append(Message("user", NUDGE_PROGRESS if text else NUDGE_EMPTY))
             if step_scope.cancelled_caught:
                 raise _Stop("incomplete", "step_timeout")
+
+    async def _yield(self, run: Run) -> None:
+        """Let other runs in: a cancellation is seen every turn, and the scheduler gets the
+        thread back at least every YIELD_INTERVAL even when models and tools never block."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        now = time.perf_counter()
+        if now - run.last_yield >= YIELD_INTERVAL:
+            run.last_yield = now
+            await trio.lowlevel.checkpoint()
 
     def _check_budget(self, run: Run) -> None:
         policy, result = run.policy, run.result

@@ -32,6 +32,11 @@ from soulacy.kernel.store import (
 from ._schema import migrate
 
 T = TypeVar("T")
+CHECKPOINT_EVERY = 256  # inline commits between two checkpoints (run in a worker thread)
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _loads(text: str | None) -> Any:
@@ -63,23 +68,64 @@ class SQLiteStore:
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
-        self._limiter = trio.CapacityLimiter(1)
+        self._lock = trio.Lock()  # one user of the connection at a time, on any thread
+        # With synchronous=NORMAL a WAL commit does not fsync, so an uncontended write is
+        # cheaper on the Trio thread than the hop to a worker; see docs/decisions/0009.
+        self._inline = synchronous == "NORMAL"
+        self._commits = 0
         self.migrated_from: int | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def _error(self, what: str, exc: BaseException) -> StorageError:
+        detail = f"{type(exc).__name__}: {exc}" if isinstance(exc, sqlite3.Error) else str(exc)
+        return StorageError(f"SQLite store {self.path}: {what} failed: {detail}")
+
     async def _call(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a worker thread, waiting up to busy_timeout for other writers."""
+        async with self._lock:
+            return await self._in_thread(what, fn)
+
+    async def _in_thread(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         def work() -> T:
-            return fn(self._connection())
+            conn = self._connection()
+            if not self._inline:
+                return fn(conn)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("PRAGMA busy_timeout = 0")
 
         try:
-            return await trio.to_thread.run_sync(work, limiter=self._limiter)
-        except sqlite3.Error as exc:
-            raise StorageError(
-                f"SQLite store {self.path}: {what} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        except OSError as exc:
-            raise StorageError(f"SQLite store {self.path}: {what} failed: {exc}") from exc
+            return await trio.to_thread.run_sync(work)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error(what, exc) from exc
+
+    async def _commit(self, what: str, body: Callable[[sqlite3.Connection], T]) -> T:
+        """One write transaction: inline when uncontended, else in a thread that waits."""
+        try:
+            self._lock.acquire_nowait()  # the uncontended path does not yield (the engine does)
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
+            conn = self._conn
+            if conn is not None and self._inline:
+                try:
+                    result = self._write(conn, body)  # busy_timeout is 0: never blocks
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise self._error(what, exc) from exc
+                except sqlite3.Error as exc:
+                    raise self._error(what, exc) from exc
+                else:
+                    self._commits += 1
+                    if self._commits % CHECKPOINT_EVERY == 0:
+                        await self._in_thread("checkpoint", _checkpoint)
+                    return result
+            return await self._in_thread(what, lambda c: self._write(c, body))
+        finally:
+            self._lock.release()
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -94,6 +140,10 @@ class SQLiteStore:
                     raise sqlite3.OperationalError(f"could not enable WAL (journal_mode={mode})")
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
                 self.migrated_from = migrate(conn)
+                if self._inline:
+                    # Checkpoints (the only fsyncs) run in a worker thread, never inline.
+                    conn.execute("PRAGMA wal_autocheckpoint = 0")
+                    conn.execute("PRAGMA busy_timeout = 0")
             except BaseException:
                 conn.close()
                 raise
@@ -118,9 +168,16 @@ class SQLiteStore:
         return int(self.migrated_from or 0)
 
     async def aclose(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            await trio.to_thread.run_sync(conn.close, limiter=self._limiter)
+        async with self._lock:
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+
+                def close() -> None:
+                    if self._inline:
+                        _checkpoint(conn)
+                    conn.close()
+
+                await trio.to_thread.run_sync(close)
 
     # -- conversation store ----------------------------------------------------------------------
 
@@ -183,7 +240,7 @@ class SQLiteStore:
                 ),
             )
 
-        await self._call("start run", lambda conn: self._write(conn, write))
+        await self._commit("start run", write)
 
     async def record_turn(
         self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
@@ -225,19 +282,21 @@ class SQLiteStore:
         ]
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "INSERT INTO conversation_history (agent_id, session_id, run_id, role, content,"
-                " created_at, tool_call_id, tool_calls, name, is_error)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            conn.executemany(
-                "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments, content,"
-                " is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                records,
-            )
+            if rows:
+                conn.executemany(
+                    "INSERT INTO conversation_history (agent_id, session_id, run_id, role,"
+                    " content, created_at, tool_call_id, tool_calls, name, is_error)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            if records:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments,"
+                    " content, is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    records,
+                )
 
-        await self._call("record turn", lambda conn: self._write(conn, write))
+        await self._commit("record turn", write)
 
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
         def read(conn: sqlite3.Connection) -> dict[str, ToolRecord]:
@@ -274,7 +333,7 @@ class SQLiteStore:
                 "UPDATE conversation_history SET metadata = ? WHERE run_id = ?", (body, run_id)
             )
 
-        await self._call("finish run", lambda conn: self._write(conn, write))
+        await self._commit("finish run", write)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         runs = await self._runs("WHERE run_id = ?", (run_id,))
@@ -328,7 +387,7 @@ class SQLiteStore:
             return proof
 
         # BEGIN IMMEDIATE before the read: concurrent finalizations queue on the writer lock.
-        return await self._call("finalize proof", lambda conn: self._write(conn, write))
+        return await self._commit("finalize proof", write)
 
     async def get_proof(self, run_id: str) -> ProofRecord | None:
         return await self._call("read proof", lambda conn: _proof(conn, run_id))

@@ -1,0 +1,100 @@
+"""Committed writes per second: the SQLite store plugin against raw sqlite3, same pragmas.
+
+Each write is one committed transaction holding one turn (one small message), the unit the
+engine persists per turn; the raw floor is a single-row INSERT committed the same way (WAL,
+synchronous=NORMAL, BEGIN IMMEDIATE). Both run side by side in one process, alternating.
+Also finalizes 64 proofs concurrently and counts failures.
+
+    python bench/store_writes.py [--writes 3000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from soulacy.kernel.messages import Message
+from soulacy.kernel.store import RunRecord, ToolRecord
+from soulacy.plugins.sqlite_store import SQLiteStore
+
+
+def raw_rate(path: Path, writes: int) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, session TEXT, role TEXT, content TEXT,"
+                 " created REAL)")
+    started = time.perf_counter()
+    for n in range(writes):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (session, role, content, created) VALUES (?, ?, ?, ?)",
+                     ("s", "tool", f"ok-{n}", time.time()))
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return writes / elapsed
+
+
+async def store_rate(path: Path, writes: int) -> float:
+    store = SQLiteStore(path)
+    run = RunRecord("bench", "agent", "s")
+    await store.start_run(run)
+    started = time.perf_counter()
+    for n in range(writes):
+        await store.record_turn(run, [Message("tool", f"ok-{n}", tool_call_id=f"c{n}")], [])
+    elapsed = time.perf_counter() - started
+    await store.aclose()
+    return writes / elapsed
+
+
+async def concurrent_proofs(path: Path, count: int = 64) -> tuple[int, int]:
+    store = SQLiteStore(path)
+    runs = [RunRecord(f"r{n}", "agent", f"s{n}") for n in range(count)]
+    for run in runs:
+        await store.start_run(run)
+        await store.record_turn(run, [], [ToolRecord(run.run_id, "c", "t", {}, "r", False)])
+    failures = 0
+
+    async def finalize(run: RunRecord) -> None:
+        nonlocal failures
+        try:
+            await store.finalize_proof(run.run_id, {"status": "completed"})
+        except Exception:
+            failures += 1
+
+    async with trio.open_nursery() as nursery:
+        for run in runs:
+            nursery.start_soon(finalize, run)
+    stored = sum([await store.get_proof(r.run_id) is not None for r in runs])
+    await store.aclose()
+    return failures, stored
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--writes", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    raw, plugin = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(args.rounds):
+            raw.append(raw_rate(Path(tmp, f"raw{round_}.db"), args.writes))
+            plugin.append(trio.run(store_rate, Path(tmp, f"store{round_}.db"), args.writes))
+        failures, stored = trio.run(concurrent_proofs, Path(tmp, "proofs.db"))
+    r, p = statistics.median(raw), statistics.median(plugin)
+    print("| path | committed writes/s (median) | min-max |")
+    print("|---|---|---|")
+    print(f"| raw sqlite3, WAL + NORMAL | {r:,.0f} | {min(raw):,.0f}-{max(raw):,.0f} |")
+    print(f"| SQLite store plugin, record_turn | {p:,.0f} | {min(plugin):,.0f}-{max(plugin):,.0f} |")
+    print(f"\nplugin / raw: {p / r:.2f}")
+    print(f"64 concurrent proof finalizations: {failures} failures, {stored} proofs stored")
+
+
+if __name__ == "__main__":
+    main()
