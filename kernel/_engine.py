@@ -29,11 +29,11 @@ from ._store import RunRecord, StorageError, ToolRecord
 from ._tools import Tool, validate_arguments
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
+    from ._kernel import AgentSpec, Kernel
     from .policy import ExecutionPolicy, Limit
 
 Status = Literal["completed", "incomplete", "failed", "cancelled"]
-Verification = Literal["verified", "unverified", "failed"]
+Verification_ = Literal["verified", "unverified", "failed"]
 
 PREVIEW_CHARS = 200  # of a tool result, in its event
 YIELD_INTERVAL = 0.001  # seconds a run may keep the Trio thread without a checkpoint
@@ -86,7 +86,7 @@ class RunResult:
     agent_id: str
     reply: str = ""
     status: Status = "failed"
-    verification: Verification = "unverified"
+    verification: Verification_ = "unverified"
     incomplete_reason: str | None = None
     error: str | None = None
     turns: int = 0
@@ -98,6 +98,7 @@ class RunResult:
     started_at: float = 0.0
     finished_at: float = 0.0
     proof: Mapping[str, Any] | None = None  # sha256 and receipt count of the stored proof
+    assertions: list[Mapping[str, Any]] = attrs.Factory(list)  # evidence of each assertion
 
     def metadata(self) -> dict[str, Any]:
         """The reply metadata: what transports, stores and terminal events carry."""
@@ -122,6 +123,7 @@ class RunResult:
             "finished_at": self.finished_at,
             "duration_s": round(self.finished_at - self.started_at, 6),
             **({"proof": dict(self.proof)} if self.proof else {}),
+            **({"assertions": list(self.assertions)} if self.assertions else {}),
         }
 
 
@@ -132,8 +134,8 @@ class ToolOutcome:
     value: Any = None
 
 
-class _Stop(Exception):
-    """Ends the loop with a status; raised inside the run, caught by it."""
+class RunStop(Exception):
+    """Raised inside a run (by the engine or a run strategy) to end it with a status."""
 
     def __init__(
         self,
@@ -159,17 +161,42 @@ def _render(value: Any) -> str:
         return str(value)
 
 
+@attrs.frozen
+class Verification:
+    """What ``soulacy_verify_outcome`` answers: the status and each assertion's evidence.
+
+    With ``enforce="fail"`` a ``failed`` verification fails the run (reason ``outcome_failed``);
+    with ``"report"`` the run keeps its status and says it was not verified.
+    """
+
+    status: Verification_
+    assertions: tuple[Mapping[str, Any], ...] = ()
+    enforce: Literal["report", "fail"] = "report"
+
+
 class Run:
-    """The state of one run: read by the per-run hooks (compactor, progress detector)."""
+    """One run as hooks and run strategies see it.
+
+    Per-run hooks (compactor, progress detector) read it; a run strategy
+    (``soulacy_run_strategy``) drives it through :meth:`call_tool`, :meth:`turn` and
+    :meth:`complete`, and ends it early by raising :class:`RunStop`.
+    """
 
     def __init__(
         self,
-        kernel: Kernel,
+        engine: Engine,
         request: RunRequest,
         run_id: str,
         session_id: str,
         policy: ExecutionPolicy,
+        agent: AgentSpec,
     ) -> None:
+        kernel = engine.kernel
+        self._engine = engine
+        self.agent = agent
+        self.tools: dict[str, Tool] = {}
+        self.detector: ProgressDetector | None = None
+        self.evidence: dict[str, Any] = {}  # what outcome assertions can refer to
         self.kernel = kernel
         self.request = request
         self.run_id = run_id
@@ -192,6 +219,27 @@ class Run:
         self.pending_tools: list[ToolRecord] = []
         self.last_yield = time.perf_counter()
 
+    async def call_tool(self, name: str, arguments: Mapping[str, Any], call_id: str) -> ToolOutcome:
+        """Call a tool as the loop does: validated, permission-checked, recorded, replayed when
+        ``call_id`` was executed before in this run, and judged by the progress detector."""
+        return await self._engine._call_tool(self, ToolCall(call_id, name, dict(arguments)))
+
+    async def turn(self) -> None:
+        """A turn boundary: store what is pending, let other runs in, count the turn against
+        the policy (raises RunStop when a limit is reached)."""
+        await self._engine._record(self)
+        await self._engine._yield(self)
+        self._engine._check_budget(self)
+        self.result.turns += 1
+
+    def complete(self, reply: str) -> None:
+        """End the run as completed with ``reply`` (verification follows, by hook)."""
+        self.result.reply = reply
+        self._engine._finish(self, "completed")
+
+    async def emit(self, type: str, data: Mapping[str, Any]) -> None:
+        await self._engine._emit(self, type, data)
+
 
 class Engine:
     """Runs agents for one kernel."""
@@ -210,7 +258,7 @@ class Engine:
             )
         policy: ExecutionPolicy = kernel.resolve_policy(request.agent_id, request.overrides)
         handle = kernel.conversations.register(run_id, (request.agent_id, session_id))
-        run = Run(kernel, request, run_id, session_id, policy)
+        run = Run(self, request, run_id, session_id, policy, agent)
         try:
             with handle.scope:
                 async with kernel.conversations.turn(handle):
@@ -242,23 +290,14 @@ class Engine:
 
     async def _drive(self, run: Run, handle: RunHandle) -> None:
         kernel, policy, request = self.kernel, run.policy, run.request
-        agent = kernel.agent(request.agent_id)
-        provider, model = kernel.provider_for(agent)
-        tools = {tool.name: tool for tool in kernel.tools_for(agent)}
-        specs = [tool.spec for tool in tools.values()]
-        compactor: Compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run) or (
-            PassThrough()
-        )
-        detector: ProgressDetector | None = kernel.hook.soulacy_make_progress_detector(
-            kernel=kernel, run=run
-        )
+        agent = run.agent
         store = kernel.conversation_store()
-        llm = agent.section("llm")
-
         await store.start_run(run.record)
         # Tool calls already executed under this run id (a retry after a crash) replay.
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
+        run.tools = {tool.name: tool for tool in kernel.tools_for(agent)}
+        run.detector = kernel.hook.soulacy_make_progress_detector(kernel=kernel, run=run)
         history = await store.load_history(run.agent_id, run.session_id)
         prompt = agent.section("system_prompt")
         if prompt and not (history and history[0].role == "system"):
@@ -278,14 +317,41 @@ class Engine:
             },
         )
         await self._emit(run, "run.limits", policy.to_dict())
+        # A plugin may drive this run another way (a workflow, a reasoning strategy).
+        strategy = kernel.hook.soulacy_run_strategy(kernel=kernel, run=run) or self._classic
 
         with trio.move_on_after(_seconds(policy.run_timeout)) as run_scope:
             try:
-                await self._loop(run, provider, model, llm, tools, specs, compactor, detector)
-            except _Stop as stop:
+                await strategy(run)
+            except RunStop as stop:
                 self._finish(run, stop.status, stop.reason, stop.error, stop.evidence)
         if run_scope.cancelled_caught:
             self._finish(run, "incomplete", "run_timeout")
+        if run.result.status == "completed":
+            self._verify(run)
+
+    def _verify(self, run: Run) -> None:
+        """Evaluate declared outcome assertions; with none, completion stays unverified."""
+        verdict: Verification | None = self.kernel.hook.soulacy_verify_outcome(
+            kernel=self.kernel, run=run
+        )
+        if verdict is None:
+            return
+        result = run.result
+        result.verification = verdict.status
+        result.assertions = list(verdict.assertions)
+        if verdict.status == "failed" and verdict.enforce == "fail":
+            result.status = "failed"
+            result.incomplete_reason = "outcome_failed"
+
+    async def _classic(self, run: Run) -> None:
+        kernel = self.kernel
+        provider, model = kernel.provider_for(run.agent)
+        specs = [tool.spec for tool in run.tools.values()]
+        compactor: Compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run) or (
+            PassThrough()
+        )
+        await self._loop(run, provider, model, run.agent.section("llm"), specs, compactor)
 
     async def _loop(
         self,
@@ -293,10 +359,8 @@ class Engine:
         provider: Any,
         model: str | None,
         llm: Any,
-        tools: Mapping[str, Tool],
         specs: Sequence[Any],
         compactor: Compactor,
-        detector: ProgressDetector | None,
     ) -> None:
         policy, result = run.policy, run.result
         allowance = _input_allowance(policy)
@@ -316,7 +380,7 @@ class Engine:
                 if message.tool_calls:
                     idle_replies = 0
                     for call in message.tool_calls:
-                        await self._call_tool(run, tools, call, detector)
+                        await self._call_tool(run, call)
                     continue
                 text = message.content.strip()
                 if text and not is_progress_only(text):
@@ -326,7 +390,7 @@ class Engine:
                 # Repair: nudge the model, keep the tools available; the turn counts.
                 idle_replies += 1
                 if idle_limit is not None and idle_replies >= idle_limit:
-                    raise _Stop(
+                    raise RunStop(
                         "incomplete",
                         "no_progress",
                         evidence={
@@ -336,7 +400,7 @@ class Engine:
                     )
                 run.messages.append(Message("user", NUDGE_PROGRESS if text else NUDGE_EMPTY))
             if step_scope.cancelled_caught:
-                raise _Stop("incomplete", "step_timeout")
+                raise RunStop("incomplete", "step_timeout")
 
     async def _yield(self, run: Run) -> None:
         """Let other runs in: a cancellation is seen every turn, and the scheduler gets the
@@ -350,14 +414,14 @@ class Engine:
     def _check_budget(self, run: Run) -> None:
         policy, result = run.policy, run.result
         if policy.max_turns.value is not None and result.turns >= policy.max_turns.value:
-            raise _Stop("incomplete", "max_turns")
+            raise RunStop("incomplete", "max_turns")
         if policy.max_llm_calls.value is not None and (
             result.llm_calls >= policy.max_llm_calls.value
         ):
-            raise _Stop("incomplete", "max_llm_calls")
+            raise RunStop("incomplete", "max_llm_calls")
         used = result.input_tokens + result.output_tokens
         if policy.max_tokens.value is not None and used >= policy.max_tokens.value:
-            raise _Stop("incomplete", "max_tokens")
+            raise RunStop("incomplete", "max_tokens")
 
     async def _call_model(
         self,
@@ -375,7 +439,7 @@ class Engine:
             try:
                 view = compactor.compact(run.messages, allowance, specs)
             except ContextOverflow as exc:
-                raise _Stop("failed", "context_overflow", error=str(exc)) from exc
+                raise RunStop("failed", "context_overflow", error=str(exc)) from exc
             request = ModelRequest(
                 messages=view,
                 tools=specs,
@@ -396,14 +460,14 @@ class Engine:
                     )
             except ContextLengthExceeded as exc:
                 if retried or exc.limit is None:
-                    raise _Stop("failed", "context_length", error=str(exc)) from exc
+                    raise RunStop("failed", "context_length", error=str(exc)) from exc
                 retried = True  # compact to the provider's actual limit, and retry once
                 allowance = max(0, exc.limit - (policy.max_output_tokens.value or 0))
                 continue
             except ProviderError as exc:
-                raise _Stop("failed", "provider_error", error=str(exc)) from exc
+                raise RunStop("failed", "provider_error", error=str(exc)) from exc
             if llm_scope.cancelled_caught:
-                raise _Stop("incomplete", "llm_timeout")
+                raise RunStop("incomplete", "llm_timeout")
             result.input_tokens += reply.usage.input_tokens
             result.output_tokens += reply.usage.output_tokens
             calibrate = getattr(compactor, "calibrate", None)
@@ -429,10 +493,8 @@ class Engine:
 
         return sink
 
-    async def _call_tool(
-        self, run: Run, tools: Mapping[str, Tool], call: ToolCall, detector: ProgressDetector | None
-    ) -> None:
-        result = run.result
+    async def _call_tool(self, run: Run, call: ToolCall) -> ToolOutcome:
+        result, tools, detector = run.result, run.tools, run.detector
         replayed = call.id in run.outcomes
         await self._emit(
             run,
@@ -492,7 +554,8 @@ class Engine:
             },
         )
         if verdict.kind == "stalled":
-            raise _Stop("incomplete", "no_progress", evidence=verdict.evidence)
+            raise RunStop("incomplete", "no_progress", evidence=verdict.evidence)
+        return outcome
 
     async def _execute(self, run: Run, tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
         tool = tools.get(call.name)

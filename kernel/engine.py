@@ -7,7 +7,16 @@ from ._contracts import (
     ProgressDetector,
     Verdict,
 )
-from ._engine import Run, RunRequest, RunResult, Status, Verification, is_progress_only
+from ._engine import (
+    Run,
+    RunRequest,
+    RunResult,
+    RunStop,
+    Status,
+    ToolOutcome,
+    Verification,
+    is_progress_only,
+)
 from ._tools import Tool, schema_of, validate_arguments
 
 __all__ = [
@@ -18,8 +27,10 @@ __all__ = [
     "Run",
     "RunRequest",
     "RunResult",
+    "RunStop",
     "Status",
     "Tool",
+    "ToolOutcome",
     "Verdict",
     "Verification",
     "is_progress_only",

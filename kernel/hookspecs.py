@@ -15,7 +15,7 @@ Conventions, as in pytest and pluggy:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -23,6 +23,7 @@ import pluggy
 if TYPE_CHECKING:
     from ._cli import CliCommand
     from ._config import ConfigSection, Settings
+    from ._engine import Run, Verification
     from ._errors import ConfigIssue
     from ._events import Event
     from ._kernel import AgentSpec, Kernel, Service
@@ -188,10 +189,29 @@ def soulacy_assertion_operators() -> Any:
 
 
 @hookspec(firstresult=True)
-def soulacy_verify_outcome(kernel: Kernel, run: Any, outcome: Any, evidence: Any) -> Any:
-    """Evaluate the declared outcome assertions of a finished run into a verification status
-    (``verified``, ``unverified`` or ``failed``) with the evidence of each assertion.
-    The first non-None result wins.
+def soulacy_verify_outcome(kernel: Kernel, run: Run) -> Verification | None:
+    """Evaluate the declared outcome assertions of a run that completed into a
+    ``Verification`` (``verified`` or ``failed``, with the evidence of each assertion).
+
+    Called once per completed run; ``run.evidence`` holds what the run produced (workflow
+    step results, the reply). None (no assertions declared) leaves the run ``unverified``:
+    completion is never claimed as independently verified. The first non-None result wins.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Run strategies
+# --------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def soulacy_run_strategy(kernel: Kernel, run: Run) -> Callable[[Run], Awaitable[None]] | None:
+    """Drive this run another way than the classic tool loop (a workflow, a reasoning strategy).
+
+    Called once per run after its history and limits are set up; return an async callable
+    that takes the run and ends it with ``run.complete(reply)`` or by raising ``RunStop``.
+    The engine still owns serialization, timeouts, storage and the terminal event. The first
+    non-None result wins; None everywhere means the classic tool loop.
     """
 
 

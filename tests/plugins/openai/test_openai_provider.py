@@ -205,10 +205,11 @@ async def test_the_engine_retries_once_after_a_context_length_error(
         400,
     )
     openai_server.answers += [error, text("fits now")]
-    result = await make().run("a", "hi")
+    # The retry compacts to the reported limit minus the output reservation.
+    result = await make(extra="      max_output_tokens: 512\n").run("a", "hi")
     assert (result.status, result.reply) == ("completed", "fits now")
     openai_server.answers += [error, error]
-    result = await make().run("a", "hi again")
+    result = await make(extra="      max_output_tokens: 512\n").run("a", "hi again")
     assert (result.status, result.incomplete_reason) == ("failed", "context_length")
     assert "4096" in (result.error or "")
 
