@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +20,7 @@ from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
 from ._providers import Provider, ProviderConfig, ProviderType
-from ._store import ConversationStore, MemoryStore, ProofStore
+from ._store import CheckpointStore, ClaimOwner, ConversationStore, MemoryStore, ProofStore
 from ._tools import Tool, load_file_tool
 from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
 from .policy import ModelCapacity
@@ -100,6 +101,9 @@ class Kernel:
         self._providers: dict[str, Provider] = {}
         self._store: ConversationStore | None = None
         self._proofs: ProofStore | None = None
+        self._checkpoints: CheckpointStore | None = None
+        # Identifies this kernel as the owner of claims (runs, schedules) in shared stores.
+        self.owner = ClaimOwner.current(uuid.uuid4().hex)
         self._memory: MemoryStore | None = None  # used when no plugin provides a store
 
     # -- loading -----------------------------------------------------------------------------
@@ -292,6 +296,13 @@ class Kernel:
             self._store = store if store is not None else self._memory_store()
         return self._store
 
+    def checkpoint_store(self) -> CheckpointStore:
+        """The store of workflow checkpoints and claims (memory when no plugin provides one)."""
+        if self._checkpoints is None:
+            store = self.hook.soulacy_checkpoint_store(kernel=self)
+            self._checkpoints = store if store is not None else self._memory_store()
+        return self._checkpoints
+
     def proof_store(self) -> ProofStore:
         if self._proofs is None:
             store = self.hook.soulacy_proof_store(kernel=self)
@@ -403,8 +414,8 @@ class Kernel:
         providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             await provider.aclose()
-        stores = {id(s): s for s in (self._store, self._proofs) if s is not None}
-        self._store = self._proofs = None
+        stores = {id(s): s for s in (self._store, self._proofs, self._checkpoints) if s is not None}
+        self._store = self._proofs = self._checkpoints = None
         for store in stores.values():
             close = getattr(store, "aclose", None)
             if close is not None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import attrs
 
@@ -150,6 +152,79 @@ def make_proof(
     return ProofRecord(run_id, hashlib.sha256(body.encode()).hexdigest(), body, len(records))
 
 
+CheckpointStatus = Literal["pending", "in_progress", "completed", "failed"]
+
+
+@attrs.frozen
+class Checkpoint:
+    """One workflow step of a run. ``identity`` None marks a checkpoint written without a
+    verified request identity (by an earlier version): it needs reconciliation before reuse."""
+
+    run_id: str
+    step_id: str
+    status: CheckpointStatus
+    agent_id: str = ""
+    evidence: Mapping[str, Any] | None = None
+    identity: Mapping[str, Any] | None = None
+    updated_at: float = attrs.field(factory=time.time)
+
+
+@attrs.frozen
+class ClaimOwner:
+    """Who holds a claim: a process (``pid`` on ``host``) and a kernel within it (``id``)."""
+
+    id: str
+    pid: int
+    host: str
+
+    @classmethod
+    def current(cls, owner_id: str) -> ClaimOwner:
+        return cls(owner_id, os.getpid(), socket.gethostname())
+
+    def provably_gone(self) -> bool:
+        """True only when this owner's process is known to have exited (same host, no pid)."""
+        if self.host != socket.gethostname():
+            return False  # another machine's process cannot be proven gone from here
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+
+@attrs.frozen
+class Claim:
+    """The outcome of a claim attempt: ``acquired``, the holder, and a takeover if one happened."""
+
+    key: str
+    acquired: bool
+    holder: ClaimOwner | None
+    took_over_from: ClaimOwner | None = None
+
+
+class CheckpointStore(Protocol):
+    """Workflow checkpoints and claims (``soulacy_checkpoint_store``)."""
+
+    async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
+        """The checkpoints of a run, in the order their steps were first saved."""
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Insert or replace the checkpoint of (run, step), committed before returning."""
+
+    async def discard_checkpoints(self, run_id: str, step_id: str | None = None) -> int:
+        """Delete a run's checkpoints (or one step's); returns how many."""
+
+    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
+        """Take ``key`` if it is free, already ours, or held by an owner provably gone."""
+
+    async def heartbeat(self, key: str, owner: ClaimOwner) -> None: ...
+
+    async def release_claim(self, key: str, owner: ClaimOwner) -> None:
+        """Release ``key`` if ``owner`` holds it."""
+
+
 class ConversationStore(Protocol):
     """History with reply metadata, runs and tool records (``soulacy_conversation_store``)."""
 
@@ -201,6 +276,8 @@ class MemoryStore:
         self._tools: dict[str, dict[str, ToolRecord]] = {}
         self._proofs: dict[str, ProofRecord] = {}
         self._run_metadata: dict[str, dict[str, Any]] = {}
+        self._checkpoints: dict[str, dict[str, Checkpoint]] = {}
+        self._claims: dict[str, ClaimOwner] = {}
 
     async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
         return [e.message() for e in self._by_conversation.get((agent_id, session_id), ())]
@@ -277,3 +354,30 @@ class MemoryStore:
 
     async def get_proof(self, run_id: str) -> ProofRecord | None:
         return self._proofs.get(run_id)
+
+    async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
+        return list(self._checkpoints.get(run_id, {}).values())
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._checkpoints.setdefault(checkpoint.run_id, {})[checkpoint.step_id] = checkpoint
+
+    async def discard_checkpoints(self, run_id: str, step_id: str | None = None) -> int:
+        steps = self._checkpoints.get(run_id, {})
+        if step_id is None:
+            return len(self._checkpoints.pop(run_id, {}))
+        return 1 if steps.pop(step_id, None) is not None else 0
+
+    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
+        holder = self._claims.get(key)
+        if holder is None or holder == owner or holder.provably_gone():
+            self._claims[key] = owner
+            gone = holder if holder is not None and holder != owner else None
+            return Claim(key, True, owner, gone)
+        return Claim(key, False, holder)
+
+    async def heartbeat(self, key: str, owner: ClaimOwner) -> None:
+        return None  # one process: nothing to prove to others
+
+    async def release_claim(self, key: str, owner: ClaimOwner) -> None:
+        if self._claims.get(key) == owner:
+            del self._claims[key]

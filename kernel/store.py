@@ -2,6 +2,11 @@
 
 from ._store import (
     RECEIPT_FIELD_CHARS,
+    Checkpoint,
+    CheckpointStatus,
+    CheckpointStore,
+    Claim,
+    ClaimOwner,
     ConversationStore,
     HistoryEntry,
     MemoryStore,
@@ -18,6 +23,11 @@ from ._store import (
 
 __all__ = [
     "RECEIPT_FIELD_CHARS",
+    "Checkpoint",
+    "CheckpointStatus",
+    "CheckpointStore",
+    "Claim",
+    "ClaimOwner",
     "ConversationStore",
     "HistoryEntry",
     "MemoryStore",

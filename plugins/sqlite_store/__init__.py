@@ -69,6 +69,11 @@ def soulacy_proof_store(kernel: Kernel) -> SQLiteStore:
 
 
 @hookimpl
+def soulacy_checkpoint_store(kernel: Kernel) -> SQLiteStore:
+    return store_of(kernel)
+
+
+@hookimpl
 def soulacy_cli_commands() -> Sequence[CliCommand]:
     return [
         CliCommand(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -68,7 +68,13 @@ def _v2(conn: sqlite3.Connection) -> None:
         receipts INTEGER NOT NULL, created_at REAL NOT NULL)""")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
+def _v3(conn: sqlite3.Connection) -> None:
+    conn.execute("""CREATE TABLE IF NOT EXISTS claims (
+        key TEXT PRIMARY KEY, owner TEXT NOT NULL, pid INTEGER NOT NULL, host TEXT NOT NULL,
+        acquired_at REAL NOT NULL, heartbeat_at REAL NOT NULL, took_over_from TEXT)""")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

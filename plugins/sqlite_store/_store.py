@@ -17,10 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
+    Checkpoint,
+    Claim,
+    ClaimOwner,
     HistoryEntry,
     ProofRecord,
     RunRecord,
@@ -391,6 +395,109 @@ class SQLiteStore:
 
     async def get_proof(self, run_id: str) -> ProofRecord | None:
         return await self._call("read proof", lambda conn: _proof(conn, run_id))
+
+    # -- checkpoint store --------------------------------------------------------------------------
+
+    async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
+        def read(conn: sqlite3.Connection) -> list[Checkpoint]:
+            rows = conn.execute(
+                "SELECT step_id, status, agent_id, evidence, identity, updated_at"
+                " FROM workflow_checkpoints WHERE run_id = ? ORDER BY rowid",
+                (run_id,),
+            ).fetchall()
+            return [
+                Checkpoint(run_id, r[0], r[1], r[2] or "", _loads(r[3]), _loads(r[4]), _epoch(r[5]))
+                for r in rows
+            ]
+
+        return await self._call("load checkpoints", read)
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        c = checkpoint
+        row = (
+            c.agent_id,
+            c.run_id,
+            c.step_id,
+            c.status,
+            json.dumps(c.evidence, default=str) if c.evidence is not None else None,
+            json.dumps(c.identity, sort_keys=True) if c.identity is not None else None,
+            c.updated_at,
+        )
+
+        def write(conn: sqlite3.Connection) -> None:
+            # An upsert keeps the row (and its rowid, the step order) of a step saved before.
+            conn.execute(
+                "INSERT INTO workflow_checkpoints (agent_id, run_id, step_id, status, evidence,"
+                " identity, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id,"
+                " step_id) DO UPDATE SET agent_id = excluded.agent_id, status = excluded.status,"
+                " evidence = excluded.evidence, identity = excluded.identity,"
+                " updated_at = excluded.updated_at",
+                row,
+            )
+
+        await self._commit("save checkpoint", write)
+
+    async def discard_checkpoints(self, run_id: str, step_id: str | None = None) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            if step_id is None:
+                cursor = conn.execute(
+                    "DELETE FROM workflow_checkpoints WHERE run_id = ?", (run_id,)
+                )
+            else:
+                cursor = conn.execute(
+                    "DELETE FROM workflow_checkpoints WHERE run_id = ? AND step_id = ?",
+                    (run_id, step_id),
+                )
+            return cursor.rowcount
+
+        return await self._commit("discard checkpoints", write)
+
+    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
+        def write(conn: sqlite3.Connection) -> Claim:
+            row = conn.execute(
+                "SELECT owner, pid, host FROM claims WHERE key = ?", (key,)
+            ).fetchone()
+            holder = ClaimOwner(row[0], row[1], row[2]) if row else None
+            if holder is not None and holder != owner and not holder.provably_gone():
+                return Claim(key, False, holder)
+            gone = holder if holder is not None and holder != owner else None
+            now = time.time()
+            conn.execute(
+                "INSERT INTO claims (key, owner, pid, host, acquired_at, heartbeat_at,"
+                " took_over_from) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
+                " owner = excluded.owner, pid = excluded.pid, host = excluded.host,"
+                " acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at,"
+                " took_over_from = excluded.took_over_from",
+                (
+                    key,
+                    owner.id,
+                    owner.pid,
+                    owner.host,
+                    now,
+                    now,
+                    json.dumps(attrs.asdict(gone)) if gone else None,
+                ),
+            )
+            return Claim(key, True, owner, gone)
+
+        return await self._commit("claim", write)
+
+    async def heartbeat(self, key: str, owner: ClaimOwner) -> None:
+        await self._commit(
+            "heartbeat",
+            lambda conn: conn.execute(
+                "UPDATE claims SET heartbeat_at = ? WHERE key = ? AND owner = ?",
+                (time.time(), key, owner.id),
+            ),
+        )
+
+    async def release_claim(self, key: str, owner: ClaimOwner) -> None:
+        await self._commit(
+            "release claim",
+            lambda conn: conn.execute(
+                "DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner.id)
+            ),
+        )
 
 
 def _proof(conn: sqlite3.Connection, run_id: str) -> ProofRecord | None:
