@@ -99,13 +99,6 @@ def _collect_commands(loaded: LoadedPlugins) -> list[CliCommand]:
         words = name.split()
         if not 1 <= len(words) <= 2:
             raise PluginError(f"plugin {plugin!r}: command name {name!r} must be one or two words")
-        # A plugin may define both "runs" and "runs show"; another plugin may not.
-        if len(words) == 2 and words[0] in commands and commands[words[0]][1] != plugin:
-            other = commands[words[0]][1]
-            raise PluginError(
-                f"plugins {other!r} and {plugin!r} clash: {words[0]!r} is a command of"
-                f" {other!r} and the group of {name!r}"
-            )
     return [command for command, _ in sorted(commands.values(), key=lambda c: c[0].name)]
 
 

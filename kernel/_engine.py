@@ -75,6 +75,8 @@ class RunRequest:
     principal: str | None = None
     overrides: Mapping[str, Any] = attrs.field(factory=dict)
     stream: bool = False
+    # "classic" forces the classic tool loop (a workflow's model-turn step uses it).
+    mode: Literal["auto", "classic"] = "auto"
 
 
 @attrs.define

@@ -32,6 +32,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("progress", "soulacy.plugins.progress"),
     ("compaction", "soulacy.plugins.compaction"),
     ("sqlite_store", "soulacy.plugins.sqlite_store"),
+    ("workflows", "soulacy.plugins.workflows"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
 )

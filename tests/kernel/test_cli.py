@@ -196,19 +196,20 @@ def test_plugins_can_be_disabled_from_the_environment(
     assert "progress" not in names
 
 
-def test_a_command_clashing_with_a_group_names_both_plugins(
+def test_a_plugin_can_add_a_subcommand_under_another_plugins_command(
     workspace: Workspace,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    (tmp_path / "clash_mod.py").write_text(
+    (tmp_path / "extend_mod.py").write_text(
         "from soulacy.kernel import CliCommand\n"
         "def soulacy_cli_commands():\n"
-        "    return [CliCommand('demo hello', 'x', lambda args, ctx: 0)]\n"
+        "    return [CliCommand('plugins hello', 'x', lambda args, ctx: ctx.print('hello') or 7)]\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    code = main(["--workspace", str(workspace.path), "-p", "clash_mod", "plugins"], environ={})
-    err = capsys.readouterr().err
-    assert code == 2
-    assert "plugins 'core' and 'clash_mod' clash: 'demo' is a command of 'core'" in err
+    base = ["--workspace", str(workspace.path), "-p", "extend_mod"]
+    assert main([*base, "plugins", "hello"], environ={}) == 7
+    assert capsys.readouterr().out == "hello\n"
+    assert main([*base, "plugins", "--json"], environ={}) == 0  # the bare command still works
+    assert "extend_mod" in capsys.readouterr().out

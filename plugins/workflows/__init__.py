@@ -1,0 +1,216 @@
+"""Workflows (ordered steps or a graph), outcome assertions, and same-id recovery.
+
+SOUL.yaml::
+
+    workflow:
+      steps:
+        - {id: fetch, tool: fetch, arguments: {url: "{input}"}}
+        - {id: summary, prompt: "Summarize: {steps.fetch.result}"}
+    outcome:
+      assertions:
+        - {target: steps.fetch.result.status, op: eq, value: 200, describe: fetched}
+      enforce: report      # or fail: a failed verification fails the run
+
+A retry with the same run id restores completed steps; see docs/workflows.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Literal, cast
+
+import attrs
+
+from soulacy.kernel import (
+    AgentSpec,
+    CliCommand,
+    CliContext,
+    ConfigIssue,
+    ConfigSection,
+    Kernel,
+    Location,
+    PluginError,
+    UsageError,
+    hookimpl,
+)
+from soulacy.kernel.engine import Run, Verification
+from soulacy.kernel.store import Checkpoint, CheckpointStatus
+
+from ._assertions import BUILTIN_OPERATORS, Operator, evaluate
+from ._model import Assertion, Edge, Outcome, Step, Workflow, check
+from ._runner import WorkflowRunner, identity_of
+
+__all__ = ["Assertion", "Edge", "Outcome", "Step", "Workflow", "WorkflowRunner", "identity_of"]
+
+
+def operators(kernel: Kernel) -> dict[str, Operator]:
+    """Every assertion operator: the builtin ones and those plugins contribute."""
+    found: dict[str, tuple[Operator, str]] = {}
+    for impl in kernel.hook.soulacy_assertion_operators.get_hookimpls():
+        for name, op in cast("Mapping[str, Operator]", impl.function() or {}).items():
+            if name in found:
+                raise PluginError(
+                    f"plugins {found[name][1]!r} and {impl.plugin_name!r} both"
+                    f" define the assertion operator {name!r}"
+                )
+            found[name] = (op, impl.plugin_name)
+    return {name: op for name, (op, _) in found.items()}
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [
+        ConfigSection("workflow", Workflow | None, scope="agent", doc="steps or a graph"),
+        ConfigSection("outcome", Outcome, scope="agent", doc="assertions that verify a run"),
+    ]
+
+
+@hookimpl
+def soulacy_assertion_operators() -> Mapping[str, Operator]:
+    return BUILTIN_OPERATORS
+
+
+@hookimpl
+def soulacy_validate_agent(kernel: Kernel, agent: AgentSpec) -> Sequence[ConfigIssue]:
+    ops = set(operators(kernel))
+    issues = check(agent.section("workflow"), agent.section("tools"), ops, str(agent.file))
+    for n, assertion in enumerate(agent.section("outcome").assertions):
+        if assertion.op not in ops:
+            issues.append(
+                ConfigIssue(
+                    agent.settings.source_of(f"outcome.assertions.{n}.op")
+                    or Location(str(agent.file)),
+                    f"outcome.assertions[{n}].op",
+                    f"unknown operator ({', '.join(sorted(ops))})",
+                    assertion.op,
+                    True,
+                )
+            )
+    return issues
+
+
+@hookimpl
+def soulacy_run_strategy(kernel: Kernel, run: Run) -> Callable[[Run], Awaitable[None]] | None:
+    workflow: Workflow | None = run.agent.section("workflow")
+    if workflow is None or run.request.mode == "classic":
+        return None
+    return WorkflowRunner(workflow, operators(kernel))
+
+
+@hookimpl
+def soulacy_verify_outcome(kernel: Kernel, run: Run) -> Verification | None:
+    outcome: Outcome = run.agent.section("outcome")
+    if not outcome.assertions:
+        return None  # nothing declared: completion stays explicitly unverified
+    evidence = {"input": run.request.text, "reply": run.result.reply, **run.evidence}
+    ops = operators(kernel)
+    results = tuple(evaluate(a, evidence, ops) for a in outcome.assertions)
+    status: Literal["verified", "failed"] = (
+        "verified" if all(r["passed"] for r in results) else "failed"
+    )
+    return Verification(status, results, outcome.enforce)
+
+
+# -- soulacy runs reconcile -------------------------------------------------------------------
+
+
+@hookimpl
+def soulacy_cli_commands() -> Sequence[CliCommand]:
+    return [
+        CliCommand(
+            "runs reconcile",
+            "decide what an interrupted or legacy run's checkpoints"
+            " mean, so that a retry can go on",
+            _reconcile,
+            _configure_reconcile,
+        )
+    ]
+
+
+def _configure_reconcile(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="run id")
+    parser.add_argument("--step", help="a step found in progress")
+    decision = parser.add_mutually_exclusive_group(required=True)
+    decision.add_argument(
+        "--completed", action="store_true", help="the step's action happened: do not run it again"
+    )
+    decision.add_argument(
+        "--failed",
+        action="store_true",
+        help="the step's action did not happen: run it again on retry",
+    )
+    decision.add_argument(
+        "--accept", action="store_true", help="legacy checkpoints belong to this run: reuse them"
+    )
+    decision.add_argument(
+        "--discard",
+        action="store_true",
+        help="legacy checkpoints are not to be trusted: delete them",
+    )
+
+
+async def _reconcile(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        message = await reconcile(
+            kernel,
+            args.run_id,
+            args.step,
+            "completed"
+            if args.completed
+            else "failed"
+            if args.failed
+            else "accept"
+            if args.accept
+            else "discard",
+        )
+    finally:
+        await kernel.aclose()
+    ctx.print(message)
+    return 0
+
+
+async def reconcile(kernel: Kernel, run_id: str, step: str | None, decision: str) -> str:
+    """Record an operator's decision about a run's checkpoints; returns what was done."""
+    store = kernel.checkpoint_store()
+    saved = {c.step_id: c for c in await store.load_checkpoints(run_id)}
+    if not saved:
+        raise UsageError(f"run {run_id!r} has no checkpoints")
+    if step is not None:
+        if decision not in ("completed", "failed"):
+            raise UsageError("with --step, decide --completed or --failed")
+        found = saved.get(step)
+        if found is None:
+            raise UsageError(f"run {run_id!r} has no step {step!r} (steps: {', '.join(saved)})")
+        if found.status != "in_progress":
+            raise UsageError(f"step {step!r} of run {run_id!r} is {found.status}, not in progress")
+        evidence = {"result": None, "reconciled": decision, "at": time.time()}
+        status: CheckpointStatus = "completed" if decision == "completed" else "failed"
+        await store.save_checkpoint(
+            attrs.evolve(found, status=status, evidence=evidence, updated_at=time.time())
+        )
+        return f"step {step!r} of run {run_id!r} recorded as {decision} by the operator"
+    legacy = [c for c in saved.values() if c.identity is None]
+    if decision not in ("accept", "discard"):
+        raise UsageError("without --step, decide --accept or --discard (legacy checkpoints)")
+    if not legacy:
+        raise UsageError(f"run {run_id!r} has no checkpoints without a verified identity")
+    if decision == "discard":
+        for checkpoint in legacy:
+            await store.discard_checkpoints(run_id, checkpoint.step_id)
+        return f"discarded {len(legacy)} legacy checkpoint(s) of run {run_id!r}"
+    for checkpoint in legacy:
+        await store.save_checkpoint(_accepted(checkpoint))
+    return f"accepted {len(legacy)} legacy checkpoint(s) of run {run_id!r} for the next retry"
+
+
+def _accepted(checkpoint: Checkpoint) -> Checkpoint:
+    evidence = dict(checkpoint.evidence or {})
+    return attrs.evolve(
+        checkpoint,
+        identity={"accepted": True, "by": "operator"},
+        evidence=evidence,
+        updated_at=time.time(),
+    )
