@@ -81,16 +81,21 @@ class WorkflowRunner:
         store = run.kernel.checkpoint_store()
         key, owner = f"run:{run.run_id}", run.kernel.owner
         await self._claim(run, store, key)
+        failure: Exception | None = None
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._heartbeat, store, key, owner)
                 try:
                     await self._run(run, store)
+                except Exception as exc:  # re-raised below, not wrapped in a group
+                    failure = exc
                 finally:
                     nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
                 await store.release_claim(key, owner)
+        if failure is not None:
+            raise failure
 
     async def _claim(self, run: Run, store: CheckpointStore, key: str) -> None:
         """Retries of one run serialize across processes: wait while another holds it."""
