@@ -575,7 +575,15 @@ class Engine:
         timeout = run.policy.tool_timeout
         with trio.move_on_after(_seconds(timeout)) as scope:
             try:
-                value = tool.function(**call.arguments)
+                if tool.is_async:
+                    value = await tool.function(**call.arguments)
+                else:
+                    # A plain function may block (files, HTTP, sleep): it runs in a worker
+                    # thread so that other runs go on; on timeout the run stops waiting for it.
+                    arguments = dict(call.arguments)
+                    value = await trio.to_thread.run_sync(
+                        lambda: tool.function(**arguments), abandon_on_cancel=True
+                    )
                 if inspect.isawaitable(value):
                     value = await value
             except Exception as exc:

@@ -56,6 +56,13 @@ class Tool:
         )
 
     @property
+    def is_async(self) -> bool:
+        """``async def`` tools run on the Trio thread; plain functions in a worker thread."""
+        return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
+            getattr(self.function, "__call__", None)  # noqa: B004 - async callable objects
+        )
+
+    @property
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
 

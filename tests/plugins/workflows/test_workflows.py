@@ -258,7 +258,8 @@ async def test_an_interrupted_step_is_refused_until_reconciled(
     calls.gate = trio.Event()  # "store" blocks: cancel the run in the middle of the step
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: kernel.run("wf", "u", run_id="r1", session_id="s"))
-        await trio.testing.wait_all_tasks_blocked()
+        while calls.count["store"] == 0:  # fetch runs in a worker thread; wait for "store"
+            await trio.sleep(0.01)
         kernel.cancel_run("r1")
     calls.gate.set()
     refused = await kernel.run("wf", "u", run_id="r1", session_id="s")
