@@ -21,6 +21,7 @@ class Calls:
         self.count: Counter[str] = Counter()
         self.gate = trio.Event()
         self.gate.set()
+        self.store_started = trio.Event()
 
     def plugin(self) -> Any:
         def fetch(url: str) -> dict[str, Any]:
@@ -31,6 +32,7 @@ class Calls:
         async def store_it(data: dict[str, Any]) -> str:
             """Store data."""
             self.count["store"] += 1
+            self.store_started.set()
             await self.gate.wait()
             return f"stored {len(data['items'])} items"
 
@@ -258,8 +260,7 @@ async def test_an_interrupted_step_is_refused_until_reconciled(
     calls.gate = trio.Event()  # "store" blocks: cancel the run in the middle of the step
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: kernel.run("wf", "u", run_id="r1", session_id="s"))
-        while calls.count["store"] == 0:  # fetch runs in a worker thread; wait for "store"
-            await trio.sleep(0.01)
+        await calls.store_started.wait()  # fetch runs in a worker thread first
         kernel.cancel_run("r1")
     calls.gate.set()
     refused = await kernel.run("wf", "u", run_id="r1", session_id="s")
