@@ -33,6 +33,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("compaction", "soulacy.plugins.compaction"),
     ("sqlite_store", "soulacy.plugins.sqlite_store"),
     ("workflows", "soulacy.plugins.workflows"),
+    ("http", "soulacy.plugins.http"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
 )

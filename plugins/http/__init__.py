@@ -1,0 +1,47 @@
+"""The builtin HTTP/SSE transport: the API under /api/v1, served by ``soulacy serve``.
+
+Listens on 127.0.0.1:8484 by default (``server:`` in config.yaml). Every SSE event carries an
+``id:``; a client that reconnects to ``/api/v1/runs/{run_id}/events`` with ``Last-Event-ID``
+gets what it missed and the terminal ``result`` event. See docs/http.md.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+from soulacy.kernel import ConfigSection, Event, Kernel, Service, hookimpl
+
+from ._app import Api
+from ._config import ServerConfig
+from ._runlog import RunLogs
+from ._service import HttpService
+
+__all__ = ["Api", "HttpService", "RunLogs", "ServerConfig"]
+
+_logs: weakref.WeakKeyDictionary[Kernel, RunLogs] = weakref.WeakKeyDictionary()
+
+
+def run_logs(kernel: Kernel) -> RunLogs:
+    logs = _logs.get(kernel)
+    if logs is None:
+        config: ServerConfig = kernel.config.section("server")
+        logs = _logs[kernel] = RunLogs(config.events_per_run, config.finished_runs_kept)
+    return logs
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [ConfigSection("server", ServerConfig, doc="the HTTP API")]
+
+
+@hookimpl
+def soulacy_services(kernel: Kernel) -> Sequence[Service]:
+    config: ServerConfig = kernel.config.section("server")
+    return [HttpService(kernel, config, run_logs(kernel))] if config.enabled else []
+
+
+@hookimpl
+def soulacy_event(kernel: Kernel, event: Event) -> None:
+    if kernel in _logs:  # only kernels that serve HTTP keep run logs
+        _logs[kernel].observe(event)

@@ -1,0 +1,99 @@
+"""Minimal ASGI plumbing: requests in, JSON and SSE out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class HttpError(Exception):
+    """An error answer: status, message and (for validation) the fields at fault."""
+
+    def __init__(self, status: int, message: str, fields: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.fields = dict(fields or {})
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.message, "status": self.status}
+        if self.fields:
+            out["fields"] = self.fields
+        return out
+
+
+@attrs.define
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    client: str | None
+    query: str
+    receive: Receive
+    send: Send
+    params: dict[str, str] = attrs.Factory(dict)
+    principal: str | None = None
+
+    @classmethod
+    def from_scope(cls, scope: Mapping[str, Any], receive: Receive, send: Send) -> Request:
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())
+        }
+        client = scope.get("client")
+        return cls(
+            scope["method"],
+            scope["path"],
+            headers,
+            client[0] if client else None,
+            scope.get("query_string", b"").decode("latin-1"),
+            receive,
+            send,
+        )
+
+    async def body(self, limit: int) -> bytes:
+        declared = self.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HttpError(413, f"request body larger than {limit} bytes")
+        chunks, size = [], 0
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                raise HttpError(400, "client disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, f"request body larger than {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+    async def json(self, limit: int) -> Any:
+        raw = await self.body(limit)
+        if not raw:
+            raise HttpError(400, "expected a JSON body")
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HttpError(400, f"invalid JSON: {exc}") from None
+
+
+async def send_json(
+    send: Send, status: int, body: Any, headers: Mapping[str, str] | None = None
+) -> None:
+    payload = json.dumps(body, default=str).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def sse(event_id: int | None, name: str, data: Any) -> bytes:
+    """One SSE event (WHATWG format); data is JSON on one line."""
+    out = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{out}event: {name}\ndata: {json.dumps(data, default=str)}\n\n".encode()

@@ -1,0 +1,132 @@
+"""Each run's SSE events, kept so that a client that reconnects misses nothing.
+
+Fed by the kernel's event stream (the ``soulacy_event`` hook), read by any number of streams.
+A stream holds only an index into its run's log, so a slow client costs no memory of its own;
+the log itself is bounded (``server.events_per_run``), and the terminal ``result`` event is
+always kept. Finished runs stay available for ``server.finished_runs_kept`` more runs.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from soulacy.kernel import Event
+
+# kernel event type -> SSE event name (what the stream shows)
+STREAMED = {
+    "run.started": "run",
+    "run.limits": "run.limits",
+    "text.delta": "delta",
+    "tool.call": "tool.call",
+    "tool.result": "tool.result",
+    "workflow.step": "workflow.step",
+    "run.completed": "result",
+}
+
+
+@attrs.define
+class SseEvent:
+    id: int
+    name: str
+    data: Mapping[str, Any]
+
+
+@attrs.define(eq=False)
+class RunLog:
+    run_id: str
+    principal: str | None
+    limit: int
+    events: list[SseEvent] = attrs.Factory(list)
+    first_kept: int = 1  # ids below this were dropped from a long run's log
+    next_id: int = 1
+    result: SseEvent | None = None
+    changed: trio.Event = attrs.Factory(trio.Event)
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def append(self, name: str, data: Mapping[str, Any]) -> None:
+        event = SseEvent(self.next_id, name, data)
+        self.next_id += 1
+        if name == "result":
+            self.result = event  # kept apart: never dropped
+        else:
+            self.events.append(event)
+            if len(self.events) > self.limit + self.limit // 4:  # trim in chunks: O(1) amortized
+                del self.events[: len(self.events) - self.limit]
+                self.first_kept = self.events[0].id
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def after(self, last_id: int) -> tuple[int, list[SseEvent]]:
+        """(how many events after ``last_id`` were dropped, the kept ones after it)."""
+        missed = max(0, self.first_kept - last_id - 1)
+        start = max(0, last_id + 1 - self.first_kept)
+        events = self.events[start:]
+        if self.result is not None and self.result.id > last_id:
+            events.append(self.result)
+        return missed, events
+
+
+class RunLogs:
+    """The logs of current and recently finished runs of one kernel."""
+
+    def __init__(self, events_per_run: int = 10_000, finished_kept: int = 1000) -> None:
+        self.events_per_run = events_per_run
+        self.finished_kept = finished_kept
+        self._logs: OrderedDict[str, RunLog] = OrderedDict()
+        self._finished = 0
+
+    def open(self, run_id: str, principal: str | None) -> RunLog:
+        log = self._logs.get(run_id)
+        if log is None or log.finished:  # a retry with the same run id starts a new log
+            log = RunLog(run_id, principal, self.events_per_run)
+            self._logs[run_id] = log
+        return log
+
+    def get(self, run_id: str) -> RunLog | None:
+        return self._logs.get(run_id)
+
+    def observe(self, event: Event) -> None:
+        name = STREAMED.get(event.type)
+        if name is None or event.run_id is None:
+            return
+        log = self._logs.get(event.run_id)
+        if log is None:  # a run started elsewhere (the CLI, the scheduler): follow it too
+            log = self.open(event.run_id, None)
+        log.append(name, _data(name, event))
+        if name == "result":
+            self._finished += 1
+            self._evict()
+
+    def _evict(self) -> None:
+        finished = [k for k, log in self._logs.items() if log.finished]
+        for run_id in finished[: max(0, len(finished) - self.finished_kept)]:
+            del self._logs[run_id]
+
+
+def _data(name: str, event: Event) -> Mapping[str, Any]:
+    data = dict(event.data)
+    if name == "run":
+        return {
+            "run_id": event.run_id,
+            "session_id": data.get("session_id"),
+            "agent_id": data.get("agent_id"),
+        }
+    if name == "result":
+        reply = data.pop("reply", "")
+        return {
+            "reply": reply,
+            "run_id": event.run_id,
+            "session_id": data.get("session_id"),
+            "status": data.get("status"),
+            "verification": data.get("verification"),
+            "metadata": data,
+        }
+    return data

@@ -1,0 +1,56 @@
+"""The HTTP service: hypercorn's Trio worker in the kernel's nursery."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import hypercorn.config
+import hypercorn.trio
+import trio
+
+from soulacy.kernel import Kernel
+
+from ._app import Api
+from ._config import ServerConfig
+from ._runlog import RunLogs
+
+
+class HttpService:
+    name = "http"
+
+    def __init__(self, kernel: Kernel, config: ServerConfig, logs: RunLogs) -> None:
+        self.kernel = kernel
+        self.config = config
+        self.api = Api(kernel, config, logs)
+
+    async def serve(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        config = hypercorn.config.Config()
+        config.bind = [f"{self.config.host}:{self.config.port}"]
+        config.accesslog = None
+        config.graceful_timeout = 1.0
+        if not self.config.api_keys:
+            print(
+                "soulacy: warning: server.api_keys is empty: the HTTP API serves loopback"
+                " clients only, with full access. Set keys before exposing it.",
+                file=sys.stderr,
+                flush=True,
+            )
+        async with trio.open_nursery() as runs:
+            self.api.runs = runs  # runs outlive the requests that started them
+            binds = await runs.start(self._serve_http, config)
+            task_status.started([b.replace("0.0.0.0", "127.0.0.1") for b in binds])
+            await self.kernel.stopping.wait()
+            runs.cancel_scope.cancel()
+
+    async def _serve_http(
+        self,
+        config: hypercorn.config.Config,
+        task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        await hypercorn.trio.serve(
+            self.api,  # type: ignore[arg-type]  # a plain ASGI callable with looser types
+            config,
+            shutdown_trigger=self.kernel.stopping.wait,
+            task_status=task_status,
+        )
