@@ -204,6 +204,8 @@ SECRET_KEYS = re.compile(r"(api_key|token|secret|password)s?$", re.IGNORECASE)
 def redact(data: Any, key: str = "") -> Any:
     """Hide the values of secret-looking keys (an API key in config.yaml) from printouts."""
     if isinstance(data, dict):
+        if SECRET_KEYS.search(key):  # a mapping of secrets (api_keys: {principal: token})
+            return {k: "***" if v else v for k, v in data.items()}
         return {k: redact(v, str(k)) for k, v in data.items()}
     if isinstance(data, list):
         return [redact(v, key) for v in data]
