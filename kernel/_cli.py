@@ -147,12 +147,14 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return int(code or 0)
     except (SoulacyError, BaseExceptionGroup) as raised:
         exc = _soulacy_error(raised)
+        if isinstance(exc, KeyboardInterrupt):
+            return 130
         if exc is None:
             raise
         if early.debug:
             traceback.print_exception(raised)
         print(f"soulacy: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return int(exc.exit_code)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `soulacy … | head`: the reader left; that is not an error
@@ -161,11 +163,12 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return 0
 
 
-def _soulacy_error(exc: BaseException) -> SoulacyError | None:
-    """The error to report: itself, or the one inside a group raised through a nursery."""
+def _soulacy_error(exc: BaseException) -> Any:
+    """The error to report (a SoulacyError, or KeyboardInterrupt for Ctrl-C): itself, or the
+    one inside a group raised through a nursery; None for anything else (a bug)."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
-    return exc if isinstance(exc, SoulacyError) else None
+    return exc if isinstance(exc, SoulacyError | KeyboardInterrupt) else None
 
 
 __all__ = ["CliCommand", "CliContext", "UsageError", "main"]

@@ -339,10 +339,17 @@ def _by_position(issue: ConfigIssue) -> tuple[int, int]:
 
 
 def _plain(node: Any) -> Any:
+    """Plain dicts, lists and scalars: ruamel's scalar subclasses (kept for round trips) would
+    otherwise leak into values typed ``Any`` (a tool's arguments, say)."""
     if isinstance(node, Mapping):
         return {k: _plain(v) for k, v in node.items()}
     if isinstance(node, list):
         return [_plain(v) for v in node]
+    if type(node) in (bool, str, int, float):
+        return node
+    for plain in (bool, str, int, float):  # bool before int: bool is an int subclass
+        if isinstance(node, plain):
+            return plain(node)
     return node
 
 

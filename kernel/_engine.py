@@ -25,7 +25,7 @@ from ._conversations import RunHandle
 from ._errors import UsageError
 from ._messages import Message, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
-from ._store import RunRecord, StorageError, ToolRecord
+from ._store import ConversationStore, RunRecord, StorageError, ToolRecord
 from ._tools import Tool, validate_arguments
 
 if TYPE_CHECKING:
@@ -136,6 +136,12 @@ class ToolOutcome:
     value: Any = None
 
 
+class _IdentityRefused(Exception):
+    def __init__(self, message: str, differs: list[str]) -> None:
+        super().__init__(message)
+        self.differs = differs
+
+
 class RunStop(Exception):
     """Raised inside a run (by the engine or a run strategy) to end it with a status."""
 
@@ -220,6 +226,7 @@ class Run:
         self.recorded = 0  # messages[:recorded] are stored (or came from the store)
         self.pending_tools: list[ToolRecord] = []
         self.last_yield = time.perf_counter()
+        self.refused = False
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any], call_id: str) -> ToolOutcome:
         """Call a tool as the loop does: validated, permission-checked, recorded, replayed when
@@ -271,9 +278,18 @@ class Engine:
             # A store that cannot read or write ends the run as failed, saying why; a failed
             # read is never taken for "no history".
             self._finish(run, "failed", "storage_error", error=str(exc))
+        except _IdentityRefused as exc:
+            self._finish(
+                run,
+                "failed",
+                "identity_mismatch",
+                error=str(exc),
+                evidence={"differs": exc.differs},
+            )
+            run.refused = True  # nothing of this attempt is stored under another's run id
         except BaseException as exc:
             if run.result.finished_at == 0.0:  # a parent's cancellation or an engine bug
-                cancelled = isinstance(exc, trio.Cancelled)
+                cancelled = isinstance(exc, trio.Cancelled | KeyboardInterrupt)
                 self._finish(
                     run,
                     "cancelled" if cancelled else "failed",
@@ -294,11 +310,12 @@ class Engine:
         kernel, policy, request = self.kernel, run.policy, run.request
         agent = run.agent
         store = kernel.conversation_store()
+        run.tools = {tool.name: tool for tool in kernel.tools_for(agent)}  # errors come first
+        await self._check_identity(run, store)
         await store.start_run(run.record)
         # Tool calls already executed under this run id (a retry after a crash) replay.
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
-        run.tools = {tool.name: tool for tool in kernel.tools_for(agent)}
         run.detector = kernel.hook.soulacy_make_progress_detector(kernel=kernel, run=run)
         history = await store.load_history(run.agent_id, run.session_id)
         prompt = agent.section("system_prompt")
@@ -331,6 +348,25 @@ class Engine:
             self._finish(run, "incomplete", "run_timeout")
         if run.result.status == "completed":
             self._verify(run)
+
+    async def _check_identity(self, run: Run, store: ConversationStore) -> None:
+        """A run id names one request: reusing it for another agent, session, user or
+        principal is refused (it would mix two runs' history, records and proofs)."""
+        existing = await store.get_run(run.run_id)
+        if existing is None:
+            return
+        mine = run.record
+        differs = [
+            name
+            for name in ("agent_id", "session_id", "user_id", "principal")
+            if getattr(existing, name) != getattr(mine, name)
+        ]
+        if differs:
+            raise _IdentityRefused(
+                f"run id {run.run_id!r} belongs to another request: {', '.join(differs)}"
+                " differ(s); retry with the same request or use a new run id",
+                differs,
+            )
 
     def _verify(self, run: Run) -> None:
         """Evaluate declared outcome assertions; with none, completion stays unverified."""
@@ -531,7 +567,7 @@ class Engine:
             # dropped; a tool may declare its own normalizer.
             tool = tools.get(call.name)
             seen = outcome.content if outcome.is_error or outcome.value is None else outcome.value
-            if tool is not None and tool.normalize is not None and not outcome.is_error:
+            if tool is not None and tool.normalize is not None and outcome.value is not None:
                 seen = tool.normalize(outcome.value)
             verdict = detector.observe(call.name, call.arguments, seen, outcome.is_error)
         content = outcome.content
@@ -625,16 +661,23 @@ class Engine:
     async def _complete(self, run: Run) -> None:
         kernel = self.kernel
         proof = None
+        if run.refused:
+            await self._emit(
+                run, "run.completed", {**run.result.metadata(), "reply": run.result.reply}
+            )
+            return
         try:
             await self._record(run)
             store = kernel.conversation_store()
             await store.finish_run(run.run_id, run.result.metadata())
             proof = await kernel.proof_store().finalize_proof(run.run_id, run.result.metadata())
         except StorageError as exc:
-            # What could not be stored is said, never passed off as stored.
-            run.result.status = "failed"
-            run.result.incomplete_reason = "storage_error"
-            run.result.error = str(exc)
+            # What could not be stored is said, never passed off as stored; the first
+            # storage failure of the run is the one reported.
+            if run.result.incomplete_reason != "storage_error":
+                run.result.status = "failed"
+                run.result.incomplete_reason = "storage_error"
+                run.result.error = str(exc)
         metadata = run.result.metadata()
         if proof is not None:
             metadata["proof"] = {"sha256": proof.sha256, "receipts": proof.receipts}

@@ -20,7 +20,15 @@ from typing import Any, Literal
 
 import attrs
 
-from soulacy.kernel import CliCommand, CliContext, ConfigSection, Duration, Kernel, hookimpl
+from soulacy.kernel import (
+    CliCommand,
+    CliContext,
+    ConfigSection,
+    Duration,
+    Kernel,
+    UsageError,
+    hookimpl,
+)
 from soulacy.kernel.store import HistoryEntry, RunRecord
 
 from ._schema import SCHEMA_VERSION
@@ -166,8 +174,7 @@ async def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     finally:
         await kernel.aclose()
     if run is None:
-        ctx.warn(f"no run {args.run_id!r} in {store_of(kernel).path}")
-        return 1
+        raise UsageError(f"no run {args.run_id!r} in {store_of(kernel).path}")
     data: dict[str, Any] = {
         "run": attrs.asdict(run),
         "proof": {"sha256": proof.sha256, **proof.data()} if proof else None,

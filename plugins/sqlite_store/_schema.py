@@ -18,6 +18,10 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
 def _add_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
     present = _columns(conn, table)
     for name, declaration in columns.items():
@@ -36,6 +40,9 @@ def _v1(conn: sqlite3.Connection) -> None:
 
 
 def _v2(conn: sqlite3.Connection) -> None:
+    # The original system kept proofs in a table of another shape: keep it, under a new name.
+    if "proofs" in _tables(conn) and "receipts" not in _columns(conn, "proofs"):
+        conn.execute("ALTER TABLE proofs RENAME TO legacy_proofs")
     _add_columns(
         conn,
         "conversation_history",

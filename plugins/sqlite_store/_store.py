@@ -123,13 +123,19 @@ class SQLiteStore:
                 except sqlite3.Error as exc:
                     raise self._error(what, exc) from exc
                 else:
-                    self._commits += 1
-                    if self._commits % CHECKPOINT_EVERY == 0:
-                        await self._in_thread("checkpoint", _checkpoint)
+                    await self._count_commit()
                     return result
-            return await self._in_thread(what, lambda c: self._write(c, body))
+            result = await self._in_thread(what, lambda c: self._write(c, body))
+            await self._count_commit()
+            return result
         finally:
             self._lock.release()
+
+    async def _count_commit(self) -> None:
+        """Autocheckpointing is off when writes run inline: checkpoint every N commits."""
+        self._commits += 1
+        if self._inline and self._commits % CHECKPOINT_EVERY == 0:
+            await self._in_thread("checkpoint", _checkpoint)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:

@@ -57,7 +57,7 @@ async def test_services_are_ready_when_the_block_begins(
     make_kernel: Callable[..., Kernel], autojump_clock: trio.abc.Clock
 ) -> None:
     service = SlowStarter()
-    kernel = make_kernel(extra_plugins=[service_plugin(service)])
+    kernel = make_kernel(extra_plugins=[service_plugin(service)], plugins=["no:http"])
     async with open_kernel(kernel=kernel):
         assert service.ready
         assert kernel.started == {"slow": "ready-token"}
@@ -69,7 +69,7 @@ async def test_a_service_that_ignores_the_stop_is_cancelled_after_the_grace_peri
     make_kernel: Callable[..., Kernel], autojump_clock: trio.abc.Clock
 ) -> None:
     service = SlowStarter(obey_stop=False)
-    kernel = make_kernel(extra_plugins=[service_plugin(service)])
+    kernel = make_kernel(extra_plugins=[service_plugin(service)], plugins=["no:http"])
     async with open_kernel(kernel=kernel, grace_period=7):
         pass
     stopped_at = trio.current_time()
@@ -116,6 +116,7 @@ async def test_a_subscriber_that_lags_is_dropped_instead_of_growing_memory(
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_cleanly_on_a_signal(workspace: Workspace, signum: int) -> None:
+    workspace.write_config("server:\n  port: 0\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path), "serve"],
         stdout=subprocess.PIPE,
@@ -124,8 +125,11 @@ def test_serve_stops_cleanly_on_a_signal(workspace: Workspace, signum: int) -> N
     )
     assert proc.stderr is not None
     deadline = time.monotonic() + 60
-    line = proc.stderr.readline()  # printed once every service is ready
+    line = proc.stderr.readline()
+    while line and "soulacy: serving" not in line:  # printed once every service is ready
+        line = proc.stderr.readline()
     assert "soulacy: serving" in line
+    assert "services: http" in line
     proc.send_signal(signum)
     _out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
     assert proc.returncode == 0, err

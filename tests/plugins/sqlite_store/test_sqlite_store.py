@@ -213,3 +213,48 @@ async def test_the_engine_reports_a_storage_failure_as_a_failed_run(
         await kernel.aclose()
     assert (result.status, result.incomplete_reason) == ("failed", "storage_error")
     assert "file is not a database" in (result.error or "")
+
+
+def test_a_proofs_table_of_the_original_system_is_kept_aside(tmp_path: Path) -> None:
+    path = legacy_database(tmp_path / "old.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(
+        "CREATE TABLE proofs (id INTEGER PRIMARY KEY, subject TEXT, agent_id TEXT,"
+        " run_id TEXT, proof TEXT, sha256 TEXT, UNIQUE(subject, agent_id, run_id))"
+    )
+    conn.execute(
+        "INSERT INTO proofs (subject, agent_id, run_id, proof, sha256)"
+        " VALUES ('alice', 'helper', 'old-run', '{}', 'abc')"
+    )
+    migrate(conn)
+    assert conn.execute("SELECT sha256 FROM legacy_proofs").fetchall() == [("abc",)]
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(proofs)")}
+    assert {"run_id", "sha256", "body", "receipts"} <= columns
+    conn.close()
+
+
+async def test_scripted_tool_arguments_arrive_as_plain_values(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    seen: list[type] = []
+
+    def probe(word: str) -> str:
+        """Records the type it got."""
+        seen.append(type(word))
+        return word
+
+    from soulacy.kernel import Tool
+    from soulacy.kernel.testing import throwaway_plugin
+
+    workspace.scripted_agent(
+        "a", [{"tool": "probe", "arguments": {"word": "quoted"}}, {"text": "ok"}], tools=["probe"]
+    )
+    script = workspace.path / "agents" / "a" / "script.yaml"
+    script.write_text(script.read_text().replace("word: quoted", 'word: "quoted"'))
+    tools = throwaway_plugin(
+        "t", soulacy_tools=lambda kernel, agent_id: [Tool.from_function(probe)]
+    )
+    kernel = make_kernel(extra_plugins=[tools], plugins=["no:sqlite_store"])
+    result = await kernel.run("a", "go")
+    assert result.status == "completed"
+    assert seen == [str]

@@ -1,0 +1,22 @@
+"""A live Soulacy server for each SDK test (real HTTP on 127.0.0.1, scripted agents)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from soulacy.kernel import Kernel, open_kernel
+from soulacy.kernel.testing import Workspace
+
+from sdk_support import LiveServer, tools_plugin, write_agents
+
+
+@pytest.fixture
+async def server(
+    make_kernel: Callable[..., Kernel], workspace: Workspace
+) -> AsyncIterator[LiveServer]:
+    write_agents(workspace)
+    kernel = make_kernel(extra_plugins=[tools_plugin()])
+    async with open_kernel(kernel=kernel, grace_period=5) as running:
+        yield LiveServer(running.started["http"][0], running, workspace)
