@@ -442,6 +442,7 @@ async def _watch(
     stream: bool,
 ) -> None:
     tokens = 0
+    streamed = False
     calls: dict[str, str] = {}
     async for event in events:
         if event.type == "run.limits":
@@ -452,6 +453,10 @@ async def _watch(
             steps.append(f"{call} -> {event.data['preview']}{error}")
         elif event.type == "text.delta" and stream:
             print(event.data["text"], end="", file=ctx.out, flush=True)
+            streamed = True
+        elif event.type == "llm.call" and streamed:  # each turn's text on a line of its own
+            print(file=ctx.out, flush=True)
+            streamed = False
         elif event.type == "llm.result":
             tokens += event.data["input_tokens"] + event.data["output_tokens"]
             if live:

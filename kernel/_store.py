@@ -232,7 +232,8 @@ class ConversationStore(Protocol):
         """The messages of a conversation, oldest first, to continue it."""
 
     async def start_run(self, run: RunRecord) -> None:
-        """Record a run as started (status ``running``)."""
+        """Record a run as started (status ``running``). A retry of a run id starts a new
+        attempt: its previous proof is kept aside and the attempt will get its own."""
 
     async def record_turn(
         self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
@@ -277,6 +278,7 @@ class MemoryStore:
         self._proofs: dict[str, ProofRecord] = {}
         self._run_metadata: dict[str, dict[str, Any]] = {}
         self._checkpoints: dict[str, dict[str, Checkpoint]] = {}
+        self.superseded_proofs: list[ProofRecord] = []
         self._claims: dict[str, ClaimOwner] = {}
 
     async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
@@ -284,6 +286,9 @@ class MemoryStore:
 
     async def start_run(self, run: RunRecord) -> None:
         self._runs[run.run_id] = run
+        superseded = self._proofs.pop(run.run_id, None)  # a retry: a new attempt, a new proof
+        if superseded is not None:
+            self.superseded_proofs.append(superseded)
 
     async def record_turn(
         self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]

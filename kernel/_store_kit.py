@@ -129,9 +129,13 @@ async def _proofs(store: Any) -> None:
     assert [r["call_id"] for r in body["receipts"][:3]] == ["c0", "c1", "c2"], "call order"
     again = await store.finalize_proof("kit-p1", _metadata(run, "failed"))
     assert again.sha256 == proof.sha256, "a proof is final: finalizing again returns it"
+    await store.start_run(run)  # a retry of the same run id: a new attempt
+    assert await store.get_proof("kit-p1") is None, "a retry's proof is its own"
+    retried = await store.finalize_proof("kit-p1", _metadata(run, "failed"))
+    assert retried.sha256 != proof.sha256
     stored = await store.get_proof("kit-p1")
     assert stored is not None
-    assert stored.sha256 == proof.sha256
+    assert stored.sha256 == retried.sha256
     assert await store.get_proof("kit-none") is None
 
 

@@ -54,15 +54,13 @@ class ExtractiveCompactor:
     def compact(
         self, messages: Sequence[Message], allowance: int | None, tools: Sequence[ToolSpec] = ()
     ) -> Sequence[Message]:
-        if allowance is None:
-            return messages  # unknown allowance: nothing to fit
-        self.ledger.sync(messages)
+        self.ledger.sync(messages)  # measured even when unbounded, for calibration
         fixed = self._schema_cost(tools)
-        limit = self.calibration.budget(allowance)
         total = fixed + self.ledger.tokens[-1]
-        if total <= limit:
+        if allowance is None or total <= self.calibration.budget(allowance):
             self._last = (messages, len(messages), total)
             return messages
+        limit = self.calibration.budget(allowance)
         view, cost = _Plan(self, messages, fixed, limit, allowance).build()
         self._last = (view, len(view), cost)
         return view

@@ -79,24 +79,31 @@ class OpenAIProvider:
             self.config.options,
         )
         attempt = 0
+        sent = _SentText(on_text)
         while True:
             try:
                 if stream:
-                    return await self._stream(body, on_text)
+                    return await self._stream(body, sent)
                 response = await self._client.post("/chat/completions", json=body)
                 if response.status_code == 200:
                     return _wire.reply(response.json())
                 failure = self._failure(response.status_code, response.text, response.headers)
+            except ContextLengthExceeded:
+                raise
+            except ProviderError as exc:  # a streamed answer's error status
+                failure = exc
             except httpx.TransportError as exc:
                 failure = ProviderError(
-                    f"provider {self.name!r}: {type(exc).__name__}: {exc}", retryable=True
+                    f"provider {self.name!r}: {type(exc).__name__}: {exc}",
+                    # Text already shown cannot be taken back: no retry after the first delta.
+                    retryable=not sent.any,
                 )
             if not failure.retryable or attempt >= self.config.max_retries:
                 raise failure
             await trio.sleep(self._delay(failure, attempt))
             attempt += 1
 
-    async def _stream(self, body: dict[str, Any], on_text: TextSink | None) -> ModelReply:
+    async def _stream(self, body: dict[str, Any], on_text: _SentText) -> ModelReply:
         assembler = _wire.StreamAssembler()
         async with self._client.stream("POST", "/chat/completions", json=body) as response:
             if response.status_code != 200:
@@ -113,7 +120,7 @@ class OpenAIProvider:
                     done = True
                     continue
                 delta = assembler.feed(json.loads(data))
-                if delta and on_text is not None:
+                if delta:
                     await on_text(delta)
         return assembler.reply()
 
@@ -144,6 +151,19 @@ class OpenAIProvider:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+class _SentText:
+    """Passes text deltas on, remembering whether any was sent."""
+
+    def __init__(self, sink: TextSink | None) -> None:
+        self.sink = sink
+        self.any = False
+
+    async def __call__(self, delta: str) -> None:
+        self.any = True
+        if self.sink is not None:
+            await self.sink(delta)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -81,7 +81,13 @@ def _v3(conn: sqlite3.Connection) -> None:
         acquired_at REAL NOT NULL, heartbeat_at REAL NOT NULL, took_over_from TEXT)""")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+def _v4(conn: sqlite3.Connection) -> None:
+    conn.execute("""CREATE TABLE IF NOT EXISTS superseded_proofs (
+        run_id TEXT NOT NULL, sha256 TEXT NOT NULL, body TEXT NOT NULL,
+        receipts INTEGER NOT NULL, created_at REAL NOT NULL, superseded_at REAL NOT NULL)""")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

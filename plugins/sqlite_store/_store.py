@@ -235,7 +235,15 @@ class SQLiteStore:
 
     async def start_run(self, run: RunRecord) -> None:
         def write(conn: sqlite3.Connection) -> None:
-            # A retry with the same run id keeps its row (and its identity) and runs again.
+            # A retry with the same run id is a new attempt: the last attempt's proof is kept
+            # aside (never lost) and the new attempt gets its own.
+            conn.execute(
+                "INSERT INTO superseded_proofs (run_id, sha256, body, receipts, created_at,"
+                " superseded_at) SELECT run_id, sha256, body, receipts, created_at, ?"
+                " FROM proofs WHERE run_id = ?",
+                (time.time(), run.run_id),
+            )
+            conn.execute("DELETE FROM proofs WHERE run_id = ?", (run.run_id,))
             conn.execute(
                 "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
                 " started_at) VALUES (?, ?, ?, ?, ?, 'running', ?) ON CONFLICT (run_id) DO"

@@ -12,7 +12,7 @@ from compaction_support import history, lines, markers, model_plugin, text_reply
 
 from soulacy.kernel import Kernel, Tool, hookimpl
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolSpec, Usage
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.kernel.testing import Workspace
 from soulacy.plugins.compaction import ExtractiveCompactor
 
 RESULT_CHARS = 20_000
@@ -24,18 +24,24 @@ def read(path: str) -> str:
 
 
 class Recorder:
-    """The model: calls ``read`` ``turns`` times, then answers; keeps a copy of every request."""
+    """The model: calls ``read`` ``turns`` times per run, then answers; keeps a copy of every
+    request it receives."""
 
     def __init__(self, turns: int = 5, input_tokens: Callable[[ModelRequest], int] | None = None):
         self.turns = turns
         self.requests: list[list[Message]] = []
         self.tools: list[Sequence[ToolSpec]] = []
         self.input_tokens = input_tokens
+        self.turn = 0  # of the current run
+
+    def next_run(self) -> None:
+        self.requests, self.tools, self.turn = [], [], 0
 
     def __call__(self, request: ModelRequest, index: int) -> ModelReply:
         self.requests.append(list(request.messages))  # the engine appends to its list later
         self.tools.append(request.tools)
-        reply = tool_reply(index, path=f"file{index}") if index < self.turns else text_reply("done")
+        turn, self.turn = self.turn, self.turn + 1
+        reply = tool_reply(index, path=f"file{turn}") if turn < self.turns else text_reply("done")
         if self.input_tokens is not None:
             reply = ModelReply(reply.message, Usage(self.input_tokens(request), 1), "stop")
         return reply
@@ -114,25 +120,20 @@ async def test_the_model_receives_the_compacted_view_while_the_stored_history_is
 async def test_the_goal_is_the_runs_own_request_in_a_long_session(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
-    first = Recorder(turns=3)
-    kernel = load(workspace, make_kernel, first)
-    await kernel.run("a", "first request", session_id="s")
-    # The same workspace and session, through the kernel's own store: history is loaded.
-    second = Recorder(turns=3)
-    kernel.pm.unregister(name="extra-0") if kernel.pm.has_plugin("extra-0") else None
-    requests = first.requests
-    first.requests = []
-    first.turns = 3
-    await kernel.run("a", "SECOND: summarise", session_id="s")
-    assert requests  # the first run was recorded
-    for request in first.requests:
-        goal = [m for m in request if m.content == "SECOND: summarise"]
-        assert goal, [m.content[:40] for m in request]
+    model = Recorder(turns=3)
+    kernel = load(workspace, make_kernel, model)
+    await kernel.run("a", "FIRST: read three files", session_id="s")
+    model.next_run()
+    await kernel.run("a", "SECOND: read three more", session_id="s")
+    for request in model.requests:
         assert request[0].role == "system"
-    last = first.requests[-1]
-    assert "compaction" in last[1].meta  # the earlier run stands behind a marker
-    assert last[2].content == "SECOND: summarise"
-    del second
+        assert sum(m.content == "SECOND: read three more" for m in request) == 1
+    last = model.requests[-1]
+    goal = next(i for i, m in enumerate(last) if m.content == "SECOND: read three more")
+    # The first run (its request, 3 exchanges, its answer) stands behind the first marker.
+    earlier = markers(last)[0]
+    assert last.index(earlier) == goal - 1
+    assert earlier.meta["compaction"]["roles"] == {"user": 1, "assistant": 4, "tool": 3}
 
 
 @pytest.mark.parametrize(
@@ -224,7 +225,7 @@ async def test_the_engine_calibrates_the_estimate_with_reported_usage(
     estimates: list[int] = []
 
     def twice_the_estimate(request: ModelRequest) -> int:
-        estimate = capture.made[0].estimate(request.messages, request.tools)
+        estimate = ExtractiveCompactor().estimate(request.messages, request.tools)  # raw
         estimates.append(estimate)
         return 2 * estimate
 
@@ -233,5 +234,5 @@ async def test_the_engine_calibrates_the_estimate_with_reported_usage(
     await kernel.run("a", "go")
     (compactor,) = capture.made
     # Two observations of a ratio of 2: 1 -> 1.3 -> 1.51 (smoothing 0.3).
+    assert len(estimates) == 2
     assert compactor.calibration.ratio == pytest.approx(1.51)
-    del throwaway_plugin  # noqa: F821

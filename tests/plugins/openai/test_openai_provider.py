@@ -238,3 +238,22 @@ async def test_a_dropped_connection_is_retried_then_reported(openai_server: Fake
             await provider.complete(ModelRequest([Message("user", "x")]))
     finally:
         await provider.aclose()
+
+
+async def test_a_streamed_request_is_retried_on_429_too(
+    make: Callable[..., Kernel], openai_server: FakeOpenAI
+) -> None:
+    openai_server.answers += [
+        Answer({"error": {"message": "slow down"}}, 429, {"Retry-After": "0"}),
+        Answer(
+            chunks=[
+                {
+                    "model": "fake",
+                    "choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}],
+                }
+            ]
+        ),
+    ]
+    result = await make(stream=True).run("a", "hi", stream=True)
+    assert (result.status, result.reply) == ("completed", "ok")
+    assert len(openai_server.requests) == 2
