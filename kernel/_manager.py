@@ -34,6 +34,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("sqlite_store", "soulacy.plugins.sqlite_store"),
     ("workflows", "soulacy.plugins.workflows"),
     ("http", "soulacy.plugins.http"),
+    ("scheduler", "soulacy.plugins.scheduler"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
 )

@@ -224,6 +224,14 @@ class CheckpointStore(Protocol):
     async def release_claim(self, key: str, owner: ClaimOwner) -> None:
         """Release ``key`` if ``owner`` holds it."""
 
+    async def claim_holder(self, key: str) -> ClaimOwner | None:
+        """Who holds ``key`` now, if anyone."""
+
+    async def load_state(self, key: str) -> Mapping[str, Any] | None:
+        """A plugin's small durable state (a schedule's last tick, its failure streak)."""
+
+    async def save_state(self, key: str, value: Mapping[str, Any]) -> None: ...
+
 
 class ConversationStore(Protocol):
     """History with reply metadata, runs and tool records (``soulacy_conversation_store``)."""
@@ -280,6 +288,7 @@ class MemoryStore:
         self._checkpoints: dict[str, dict[str, Checkpoint]] = {}
         self.superseded_proofs: list[ProofRecord] = []
         self._claims: dict[str, ClaimOwner] = {}
+        self._state: dict[str, str] = {}
 
     async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
         return [e.message() for e in self._by_conversation.get((agent_id, session_id), ())]
@@ -386,3 +395,13 @@ class MemoryStore:
     async def release_claim(self, key: str, owner: ClaimOwner) -> None:
         if self._claims.get(key) == owner:
             del self._claims[key]
+
+    async def claim_holder(self, key: str) -> ClaimOwner | None:
+        return self._claims.get(key)
+
+    async def load_state(self, key: str) -> Mapping[str, Any] | None:
+        value = self._state.get(key)
+        return json.loads(value) if value is not None else None
+
+    async def save_state(self, key: str, value: Mapping[str, Any]) -> None:
+        self._state[key] = canonical_json(value)  # stored as JSON, as a durable store would

@@ -85,6 +85,8 @@ def _v4(conn: sqlite3.Connection) -> None:
     conn.execute("""CREATE TABLE IF NOT EXISTS superseded_proofs (
         run_id TEXT NOT NULL, sha256 TEXT NOT NULL, body TEXT NOT NULL,
         receipts INTEGER NOT NULL, created_at REAL NOT NULL, superseded_at REAL NOT NULL)""")
+    conn.execute("""CREATE TABLE IF NOT EXISTS plugin_state (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL)""")
 
 
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)

@@ -513,6 +513,33 @@ class SQLiteStore:
             ),
         )
 
+    async def claim_holder(self, key: str) -> ClaimOwner | None:
+        def read(conn: sqlite3.Connection) -> ClaimOwner | None:
+            row = conn.execute(
+                "SELECT owner, pid, host FROM claims WHERE key = ?", (key,)
+            ).fetchone()
+            return ClaimOwner(row[0], row[1], row[2]) if row else None
+
+        return await self._call("read claim", read)
+
+    async def load_state(self, key: str) -> Mapping[str, Any] | None:
+        def read(conn: sqlite3.Connection) -> Mapping[str, Any] | None:
+            row = conn.execute("SELECT value FROM plugin_state WHERE key = ?", (key,)).fetchone()
+            return json.loads(row[0]) if row else None
+
+        return await self._call("read state", read)
+
+    async def save_state(self, key: str, value: Mapping[str, Any]) -> None:
+        body = json.dumps(dict(value), sort_keys=True, default=str)
+        await self._commit(
+            "save state",
+            lambda conn: conn.execute(
+                "INSERT INTO plugin_state (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT"
+                " (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                (key, body, time.time()),
+            ),
+        )
+
 
 def _proof(conn: sqlite3.Connection, run_id: str) -> ProofRecord | None:
     row = conn.execute(

@@ -1,0 +1,159 @@
+"""The builtin scheduler: agents run on their cron expression, one run at a time.
+
+SOUL.yaml::
+
+    schedule:
+      cron: "0 7 * * *"             # cronsim syntax, in scheduler.timezone (UTC by default)
+      text: "Write the morning report."
+      timeout: 2h                   # optional; the execution policy still applies
+      run_missed_on_startup: true
+      missed_startup_window: 24h
+      output: reports/morning.md    # the final reply is written here; a failed write fails
+
+See docs/scheduling.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from soulacy.kernel import (
+    AgentSpec,
+    CliCommand,
+    CliContext,
+    ConfigIssue,
+    ConfigSection,
+    Kernel,
+    Location,
+    Service,
+    Settings,
+    hookimpl,
+)
+
+from ._model import Schedule, ScheduleEntry, SchedulerConfig
+from ._service import SchedulerService, next_tick, state_key
+
+__all__ = ["Schedule", "ScheduleEntry", "SchedulerConfig", "SchedulerService", "schedules"]
+
+
+def schedules(kernel: Kernel) -> list[ScheduleEntry]:
+    """Every enabled schedule: agents' ``schedule:`` keys and what plugins contribute."""
+    found = [
+        ScheduleEntry(agent_id, agent_id, kernel.agent(agent_id).section("schedule"))
+        for agent_id in kernel.agent_ids()
+        if kernel.agent(agent_id).section("schedule") is not None
+        and kernel.agent(agent_id).section("enabled")
+    ]
+    for contributed in kernel.hook.soulacy_schedules(kernel=kernel):
+        found.extend(cast("Sequence[ScheduleEntry]", contributed or ()))
+    return [entry for entry in found if entry.schedule.enabled]
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [
+        ConfigSection("scheduler", SchedulerConfig, doc="cron runs"),
+        ConfigSection("schedule", Schedule | None, scope="agent", doc="when the agent runs"),
+    ]
+
+
+@hookimpl
+def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
+    zone = config.section("scheduler").timezone
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        loc = config.source_of("scheduler.timezone") or Location(str(config.file))
+        return [
+            ConfigIssue(
+                loc, "scheduler.timezone", "unknown time zone (e.g. UTC, Europe/Oslo)", zone, True
+            )
+        ]
+    return []
+
+
+@hookimpl
+def soulacy_validate_agent(agent: AgentSpec) -> Sequence[ConfigIssue]:
+    schedule: Schedule | None = agent.section("schedule")
+    if schedule is None:
+        return []
+    try:
+        CronSim(schedule.cron, datetime.now())
+    except CronSimError as exc:
+        loc = agent.settings.source_of("schedule.cron") or Location(str(agent.file))
+        return [
+            ConfigIssue(
+                loc, "schedule.cron", f"invalid cron expression: {exc}", schedule.cron, True
+            )
+        ]
+    return []
+
+
+@hookimpl
+def soulacy_services(kernel: Kernel) -> Sequence[Service]:
+    config: SchedulerConfig = kernel.config.section("scheduler")
+    entries = schedules(kernel) if config.enabled else []
+    return [SchedulerService(kernel, config, entries)] if entries else []
+
+
+@hookimpl
+def soulacy_cli_commands() -> Sequence[CliCommand]:
+    return [
+        CliCommand(
+            "schedules",
+            "each schedule: next run, last result, failures, owner",
+            _schedules,
+            _configure,
+        )
+    ]
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    config: SchedulerConfig = kernel.config.section("scheduler")
+    zone = ZoneInfo(config.timezone)
+    rows: list[dict[str, Any]] = []
+    try:
+        store = kernel.checkpoint_store()
+        for entry in schedules(kernel):
+            state = dict(await store.load_state(state_key(entry)) or {})
+            holder = await store.claim_holder(state_key(entry))
+            rows.append(
+                {
+                    "id": entry.id,
+                    "agent_id": entry.agent_id,
+                    "cron": entry.schedule.cron,
+                    "next_run": next_tick(entry.schedule.cron, datetime.now(zone)).isoformat(),
+                    "last_result": state.get("last_result"),
+                    "failure_streak": state.get("failure_streak", 0),
+                    "disabled": bool(state.get("disabled")),
+                    "skipped": state.get("skipped_count", 0),
+                    "owner": None if holder is None else {"pid": holder.pid, "host": holder.host},
+                }
+            )
+    finally:
+        await kernel.aclose()
+    if args.json:
+        ctx.print_json(rows)
+        return 0
+    if not rows:
+        ctx.print("no schedules")
+    for row in rows:
+        last = row["last_result"] or {}
+        when = "disabled" if row["disabled"] else f"next {row['next_run']}"
+        owner = f", running in pid {row['owner']['pid']}" if row["owner"] else ""
+        ctx.print(
+            f"{row['id']} ({row['cron']}): {when}; last: {last.get('result', '-')}"
+            f" ({last.get('status', '-')}); failure streak {row['failure_streak']}{owner}"
+        )
+    return 0

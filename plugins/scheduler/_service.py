@@ -1,0 +1,235 @@
+"""The scheduler service: cron ticks, run ownership until execution exits, backoff.
+
+Ownership of a schedule's run is a claim in the store, held from the start of a run until the
+run's task has really ended — also after a timeout or a cancellation — so no tick can overlap a
+run still going, however long it takes; such a tick is recorded as skipped, with the reason.
+Partial results (incomplete, failed, cancelled, timed out, or an output that could not be
+delivered) are failures: never recorded or announced as completed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import attrs
+import trio
+from cronsim import CronSim
+
+from soulacy.kernel import Kernel
+from soulacy.kernel.store import CheckpointStore
+
+from ._model import ScheduleEntry, SchedulerConfig
+
+RECENT = 20  # skipped ticks and takeovers remembered per schedule
+
+
+class WallClock:
+    """Wall-clock time that follows Trio's clock, so MockClock drives schedules in tests."""
+
+    def __init__(self, zone: ZoneInfo) -> None:
+        self.zone = zone
+        self._wall0 = time.time()
+        self._trio0 = trio.current_time()
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self._wall0 + trio.current_time() - self._trio0, self.zone)
+
+    async def sleep_until(self, when: datetime) -> None:
+        await trio.sleep(max(0.0, (when - self.now()).total_seconds()))
+
+
+def next_tick(cron: str, after: datetime) -> datetime:
+    return next(iter(CronSim(cron, after)))
+
+
+def state_key(entry: ScheduleEntry) -> str:
+    return f"schedule:{entry.id}"
+
+
+class SchedulerService:
+    name = "scheduler"
+
+    def __init__(
+        self, kernel: Kernel, config: SchedulerConfig, entries: list[ScheduleEntry]
+    ) -> None:
+        self.kernel = kernel
+        self.config = config
+        self.entries = entries
+
+    async def serve(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        clock = WallClock(ZoneInfo(self.config.timezone))
+        async with trio.open_nursery() as nursery:
+            for entry in self.entries:
+                nursery.start_soon(ScheduleLoop(self, entry, clock).run)
+            task_status.started([e.id for e in self.entries])
+            await self.kernel.stopping.wait()
+            nursery.cancel_scope.cancel()
+
+
+class ScheduleLoop:
+    def __init__(self, service: SchedulerService, entry: ScheduleEntry, clock: WallClock) -> None:
+        self.kernel = service.kernel
+        self.config = service.config
+        self.entry = entry
+        self.clock = clock
+        self.store: CheckpointStore = self.kernel.checkpoint_store()
+        self.key = state_key(entry)
+        self.running = False  # this process's run of the schedule is still executing
+
+    async def run(self) -> None:
+        schedule = self.entry.schedule
+        async with trio.open_nursery() as runs:
+            await self._missed_on_startup(runs)
+            tick = next_tick(schedule.cron, self.clock.now())
+            while True:
+                await self.clock.sleep_until(tick)
+                await self._tick(tick, runs)
+                tick = next_tick(schedule.cron, max(tick, self.clock.now()))
+
+    async def _missed_on_startup(self, runs: trio.Nursery) -> None:
+        schedule = self.entry.schedule
+        state = dict(await self.store.load_state(self.key) or {})
+        last = state.get("last_tick")
+        if not schedule.run_missed_on_startup or last is None:
+            return
+        now = self.clock.now()
+        due = next_tick(schedule.cron, datetime.fromisoformat(last))
+        window = timedelta(seconds=schedule.missed_startup_window.seconds)
+        if due <= now and (schedule.missed_startup_window.is_zero or now - due <= window):
+            await self._emit("schedule.missed", {"tick": due.isoformat()})
+            await self._tick(due, runs)
+
+    async def _tick(self, tick: datetime, runs: trio.Nursery) -> None:
+        state = dict(await self.store.load_state(self.key) or {})
+        if state.get("disabled"):
+            return
+        if self.running:
+            await self._skip(state, tick, "the previous run is still executing")
+            return
+        retry_at = state.get("retry_at")
+        if retry_at is not None and tick.timestamp() < retry_at:
+            await self._skip(state, tick, "backing off after a failure")
+            return
+        claim = await self.store.try_claim(self.key, self.kernel.owner)
+        if not claim.acquired:
+            holder = attrs.asdict(claim.holder) if claim.holder else None
+            await self._skip(state, tick, "another process owns the schedule's run", owner=holder)
+            return
+        state = dict(await self.store.load_state(self.key) or {})  # now under the claim
+        if state.get("last_tick") is not None and state["last_tick"] >= tick.isoformat():
+            await self.store.release_claim(self.key, self.kernel.owner)
+            return  # another process already ran this tick
+        if claim.took_over_from is not None:
+            await self._note(
+                state, "takeover", tick, previous_owner=attrs.asdict(claim.took_over_from)
+            )
+        state["last_tick"] = tick.isoformat()
+        state["owner"] = attrs.asdict(self.kernel.owner)
+        await self.store.save_state(self.key, state)
+        self.running = True
+        runs.start_soon(self._execute, tick)
+
+    async def _execute(self, tick: datetime) -> None:
+        entry, schedule = self.entry, self.entry.schedule
+        outcome: dict[str, Any] = {"tick": tick.isoformat()}
+        try:
+            async with trio.open_nursery() as beat:
+                beat.start_soon(self._heartbeat)
+                deadline = schedule.timeout.seconds if schedule.timeout else 0
+                with trio.move_on_after(deadline or float("inf")) as scope:
+                    result = await self.kernel.run(
+                        entry.agent_id,
+                        schedule.text,
+                        session_id=f"schedule:{entry.id}",
+                        run_id=f"schedule:{entry.id}:{tick.isoformat()}",
+                    )
+                    outcome.update(
+                        run_id=result.run_id,
+                        status=result.status,
+                        verification=result.verification,
+                        incomplete_reason=result.incomplete_reason,
+                    )
+                    if result.status == "completed" and result.verification != "failed":
+                        outcome["delivered"] = self._deliver(result.reply)
+                beat.cancel_scope.cancel()
+            if scope.cancelled_caught:
+                outcome.update(status="incomplete", incomplete_reason="schedule_timeout")
+        except Exception as exc:  # a scheduler never dies of one run: the run is a failure
+            outcome.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            # The run's task has really ended here: only now does ownership end.
+            with trio.CancelScope(shield=True):
+                await self._record(outcome)
+                await self.store.release_claim(self.key, self.kernel.owner)
+                self.running = False
+
+    def _deliver(self, reply: str) -> bool | str:
+        output = self.entry.schedule.output
+        if not output:
+            return True
+        path = (self.kernel.workspace / output).resolve()
+        try:
+            if self.kernel.workspace.resolve() not in path.parents:
+                raise OSError(f"{output!r} is outside the workspace")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(reply, encoding="utf-8")
+            tmp.replace(path)
+        except OSError as exc:
+            return f"delivery to {output!r} failed: {exc}"
+        return True
+
+    async def _record(self, outcome: dict[str, Any]) -> None:
+        state = dict(await self.store.load_state(self.key) or {})
+        success = outcome.get("status") == "completed" and outcome.get("delivered") is True
+        if not success and isinstance(outcome.get("delivered"), str):
+            outcome["error"] = outcome["delivered"]
+        outcome["result"] = "succeeded" if success else "failed"
+        state["last_result"] = outcome
+        if success:
+            state["failure_streak"] = 0
+            state.pop("retry_at", None)
+        else:
+            streak = int(state.get("failure_streak", 0)) + 1
+            state["failure_streak"] = streak
+            backoff = self.config.backoff[min(streak, len(self.config.backoff)) - 1]
+            state["retry_at"] = self.clock.now().timestamp() + backoff.seconds
+            if self.config.max_failures and streak >= self.config.max_failures:
+                state["disabled"] = True
+                await self._emit("schedule.disabled", {"failure_streak": streak})
+        state.pop("owner", None)
+        await self.store.save_state(self.key, state)
+        await self._emit("schedule.finished", outcome)
+        await _call_observers(self.kernel, self.entry, outcome)
+
+    async def _skip(self, state: dict[str, Any], tick: datetime, reason: str, **extra: Any) -> None:
+        await self._note(state, "skipped", tick, reason=reason, **extra)
+        await self._emit("schedule.skipped", {"tick": tick.isoformat(), "reason": reason})
+
+    async def _note(self, state: dict[str, Any], kind: str, tick: datetime, **detail: Any) -> None:
+        recent = list(state.get("recent", []))[-(RECENT - 1) :]
+        recent.append({"kind": kind, "tick": tick.isoformat(), **detail})
+        state["recent"] = recent
+        state[f"{kind}_count"] = int(state.get(f"{kind}_count", 0)) + 1
+        await self.store.save_state(self.key, state)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await trio.sleep(self.config.heartbeat.seconds)
+            await self.store.heartbeat(self.key, self.kernel.owner)
+
+    async def _emit(self, type: str, data: Mapping[str, Any]) -> None:
+        await self.kernel.events.emit(type, {"schedule": self.entry.id, **data})
+
+
+async def _call_observers(kernel: Kernel, entry: ScheduleEntry, outcome: Mapping[str, Any]) -> None:
+    for result in kernel.hook.soulacy_schedule_finished(
+        kernel=kernel, schedule=entry, result=dict(outcome)
+    ):
+        if inspect.isawaitable(result):
+            await result
