@@ -160,6 +160,8 @@ class ScheduleLoop:
             if scope.cancelled_caught:
                 outcome.update(status="incomplete", incomplete_reason="schedule_timeout")
         except Exception as exc:  # a scheduler never dies of one run: the run is a failure
+            while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]
             outcome.update(status="failed", error=f"{type(exc).__name__}: {exc}")
         finally:
             # The run's task has really ended here: only now does ownership end.

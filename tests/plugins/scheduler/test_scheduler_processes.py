@@ -1,0 +1,65 @@
+"""Two real processes share one SQLite store: each tick runs once in total."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from soulacy.kernel.testing import Workspace
+
+
+def test_two_processes_run_each_tick_once(workspace: Workspace) -> None:
+    workspace.write_config("server:\n  enabled: false\n")
+    workspace.scripted_agent(
+        "cron", [{"text": "tick done"}], repeat=True, schedule={"cron": "* * * * *"}
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
+    command = [
+        sys.executable,
+        "-m",
+        "soulacy.kernel.cli",
+        "--workspace",
+        str(workspace.path),
+        "serve",
+    ]
+    procs = [
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    db = workspace.path / "soulacy.db"
+    try:
+        deadline = time.monotonic() + 100  # the next minute boundary, and a margin
+        runs: list[tuple[str, str]] = []
+        while time.monotonic() < deadline:
+            if db.exists():
+                with sqlite3.connect(db) as conn:
+                    runs = conn.execute(
+                        "SELECT run_id, status FROM runs WHERE run_id LIKE 'schedule:cron:%'"
+                    ).fetchall()
+                if runs and all(status != "running" for _, status in runs):
+                    break
+            time.sleep(0.5)
+        time.sleep(3)  # give the other process every chance to run the same tick too
+        with sqlite3.connect(db) as conn:
+            runs = conn.execute(
+                "SELECT run_id, status FROM runs WHERE run_id LIKE"
+                " 'schedule:cron:%' ORDER BY run_id"
+            ).fetchall()
+            skipped = conn.execute(
+                "SELECT value FROM plugin_state WHERE key = 'schedule:cron'"
+            ).fetchone()
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        errors = [proc.communicate(timeout=60)[1] for proc in procs]
+    assert runs, f"no scheduled run within the time limit: {errors}"
+    assert runs[0][1] == "completed"
+    assert executions, "the scheduled run left no history"
+    assert all(count == 1 for _, count in executions), executions  # each tick ran once
+    assert all(proc.returncode == 0 for proc in procs), errors
