@@ -10,7 +10,10 @@ import io
 import json
 import math
 import re
+import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -123,6 +126,12 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
             "run the demo agent on the scripted model (no network, no key)",
             _demo,
             _configure_demo,
+        ),
+        CliCommand(
+            "plugin new",
+            "start a plugin project from plugin-template/",
+            _plugin_new,
+            _configure_plugin_new,
         ),
         CliCommand("agents list", "list the workspace's agents", _agents_list, _json_flag),
         CliCommand(
@@ -483,3 +492,38 @@ async def _watch(
             if stream:
                 print(file=ctx.out)
             return
+
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "plugin-template"
+
+
+def _configure_plugin_new(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="plugin name: lowercase letters, digits, underscores")
+    parser.add_argument("--dest", help="folder to create (default: ./soulacy-NAME)")
+
+
+def _plugin_new(args: argparse.Namespace, ctx: CliContext) -> int:
+    if not TEMPLATE.is_dir():
+        raise UsageError(
+            f"the plugin template is not installed here ({TEMPLATE}): copy"
+            " plugin-template/ from a Soulacy checkout and run its rename.py"
+        )
+    dest = Path(args.dest or f"soulacy-{args.name.replace('_', '-')}").resolve()
+    if dest.exists():
+        raise UsageError(f"{dest} already exists; nothing was written")
+    shutil.copytree(TEMPLATE, dest, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    done = subprocess.run(
+        [sys.executable, "rename.py", args.name],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(dest)
+        raise UsageError(done.stderr.strip() or done.stdout.strip())
+    ctx.print(
+        f"created {dest}: edit src/soulacy_{args.name}/__init__.py, then"
+        " `pip install -e '.[test]' && python -m pytest` in it"
+    )
+    return 0

@@ -213,3 +213,23 @@ def test_a_plugin_can_add_a_subcommand_under_another_plugins_command(
     assert capsys.readouterr().out == "hello\n"
     assert main([*base, "plugins", "--json"], environ={}) == 0  # the bare command still works
     assert "extend_mod" in capsys.readouterr().out
+
+
+def test_plugin_new_renders_the_template(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], workspace: Workspace
+) -> None:
+    dest = tmp_path / "soulacy-acme"
+    code = main(
+        ["--workspace", str(workspace.path), "plugin", "new", "acme", "--dest", str(dest)],
+        environ={},
+    )
+    assert code == 0, capsys.readouterr().err
+    assert (dest / "src" / "soulacy_acme" / "__init__.py").is_file()
+    assert 'acme = "soulacy_acme"' in (dest / "pyproject.toml").read_text()
+    assert (
+        main(
+            ["--workspace", str(workspace.path), "plugin", "new", "acme", "--dest", str(dest)],
+            environ={},
+        )
+        == 2
+    )  # never overwrites
