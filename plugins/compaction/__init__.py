@@ -23,7 +23,7 @@ from typing import Any
 
 import pluggy
 
-from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Settings
+from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Settings, hookimpl
 
 from . import hookspecs
 from ._compactor import ExtractiveCompactor
@@ -46,18 +46,22 @@ __all__ = [
 ]
 
 
+@hookimpl
 def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
-    pluginmanager.add_hookspecs(hookspecs)
+    pluginmanager.add_hookspecs(hookspecs)  # soulacy_compaction_token_counter
 
 
+@hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [ConfigSection("compaction", CompactionConfig, doc="extractive context compaction")]
 
 
+@hookimpl
 def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
     return validate(config)
 
 
+@hookimpl
 def soulacy_make_compactor(kernel: Kernel, run: Any) -> ExtractiveCompactor:
     config: CompactionConfig = kernel.config.section("compaction")
     counter: TokenCounter | None = kernel.hook.soulacy_compaction_token_counter(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+import trio
+from sdk_support import DropProxy, LiveServer, tools_plugin, write_agents
 
 from soulacy.kernel import Kernel, open_kernel
 from soulacy.kernel.testing import Workspace
-
-from sdk_support import LiveServer, tools_plugin, write_agents
 
 
 @pytest.fixture
@@ -20,3 +20,9 @@ async def server(
     kernel = make_kernel(extra_plugins=[tools_plugin()])
     async with open_kernel(kernel=kernel, grace_period=5) as running:
         yield LiveServer(running.started["http"][0], running, workspace)
+
+
+@pytest.fixture
+async def proxy(server: LiveServer, nursery: trio.Nursery) -> DropProxy:
+    """A dropping proxy in front of ``server``: set ``proxy.cuts``, connect to ``proxy.url``."""
+    return await DropProxy(server.url).start(nursery)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import httpx
@@ -32,7 +33,9 @@ def echo(text: str) -> str:
 
 
 def tools_plugin() -> Any:
-    return throwaway_plugin("sdk-tools", soulacy_tools=lambda kernel, agent_id: [Tool.from_function(echo)])
+    return throwaway_plugin(
+        "sdk-tools", soulacy_tools=lambda kernel, agent_id: [Tool.from_function(echo)]
+    )
 
 
 def write_agents(workspace: Workspace) -> None:
@@ -74,13 +77,18 @@ class LiveServer:
     kernel: Kernel
     workspace: Workspace
 
-    def client(self, api_key: str | None = "key-a", **options: Any) -> Client:
+    def client(
+        self, api_key: str | None = "key-a", *, url: str | None = None, **options: Any
+    ) -> Client:
+        """A client of this server (or of ``url``, a proxy in front of it)."""
         options.setdefault("timeout", TIMEOUT)
-        return Client(self.url, api_key, **options)
+        return Client(url or self.url, api_key, **options)
 
-    def async_client(self, api_key: str | None = "key-a", **options: Any) -> AsyncClient:
+    def async_client(
+        self, api_key: str | None = "key-a", *, url: str | None = None, **options: Any
+    ) -> AsyncClient:
         options.setdefault("timeout", TIMEOUT)
-        return AsyncClient(self.url, api_key, **options)
+        return AsyncClient(url or self.url, api_key, **options)
 
 
 async def in_thread(function: Callable[[], T]) -> T:
@@ -91,132 +99,111 @@ async def in_thread(function: Callable[[], T]) -> T:
 # -- dropped connections -------------------------------------------------------------------------
 
 
-class Cut:
-    """Lets the first ``keep`` events of an SSE body through, then says to drop the connection.
+class Cutter:
+    """Where to cut one proxied connection: after ``keep`` events (None: never).
 
-    The event that follows (as far as it arrived) is cut in half, so that an unfinished event
-    reaches the client too (it must be discarded, then received whole after reconnecting).
+    Counted on the bytes from the server: the cut comes after the first response head and
+    ``keep`` blank lines (the end of an SSE event; HTTP heads end with CRLFs, JSON bodies hold
+    no blank line). Of the event that follows, the half that arrived is let through too, so
+    that the client also receives an unfinished event, which it must discard.
     """
 
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int | None) -> None:
         self.keep = keep
-        self.passed = 0
-        self.buffer = b""
+        self.received = b""
+        self.sent = 0
 
-    def take(self, chunk: bytes) -> tuple[bytes, bool]:
-        self.buffer += chunk
-        out = b""
-        while self.passed < self.keep and (end := self.buffer.find(b"\n\n")) >= 0:
-            block, self.buffer = self.buffer[: end + 2], self.buffer[end + 2 :]
-            out += block
-            self.passed += not block.startswith(b":")  # comments are not events
-        if self.passed < self.keep:
+    def take(self, data: bytes) -> tuple[bytes, bool]:
+        """(the bytes to pass on, whether to cut the connection after them)."""
+        self.received += data
+        point = self._point()
+        if point is None:
+            out, self.sent = self.received[self.sent :], len(self.received)
             return out, False
-        end = self.buffer.find(b"\n\n")
-        following = self.buffer if end < 0 else self.buffer[:end]  # never a whole event
-        return out + following[: len(following) // 2], True
+        following = self.received[point:]
+        end = following.find(b"\n\n")
+        following = following if end < 0 else following[:end]  # never a whole event
+        return self.received[self.sent : point + len(following) // 2], True
+
+    def _point(self) -> int | None:
+        if self.keep is None:
+            return None
+        head = self.received.find(b"\r\n\r\n")
+        if head < 0:
+            return None
+        point = head + 4
+        for _ in range(self.keep):
+            end = self.received.find(b"\n\n", point)
+            if end < 0:
+                return None
+            point = end + 2
+        return point
 
 
-def _dropped() -> httpx.ReadError:
-    return httpx.ReadError("connection dropped by the test transport")
+class DropProxy:
+    """A TCP proxy in front of the server whose n-th connection is cut after ``cuts[n]`` events.
+
+    The cut is a real disconnection: the client reads the end of the connection in the middle
+    of a chunked body, and the server sees its client leave. httpx reuses idle connections, so
+    a test counts connections, not requests.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.port = int(target.rsplit(":", 1)[1])
+        self.cuts: list[int] = []
+        self.url = ""
+        self.connections = 0
+
+    async def start(self, nursery: trio.Nursery) -> DropProxy:
+        listeners = await nursery.start(partial(trio.serve_tcp, self._handle, 0, host="127.0.0.1"))
+        self.url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        return self
+
+    async def _handle(self, downstream: trio.SocketStream) -> None:
+        keep = self.cuts.pop(0) if self.cuts else None
+        self.connections += 1
+        upstream = await trio.open_tcp_stream("127.0.0.1", self.port)
+        async with downstream, upstream, trio.open_nursery() as nursery:
+
+            async def up() -> None:
+                await _pump(downstream, upstream, Cutter(None))
+                nursery.cancel_scope.cancel()
+
+            async def down() -> None:
+                await _pump(upstream, downstream, Cutter(keep))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(up)
+            nursery.start_soon(down)
 
 
-class DroppingStream(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, keep: int) -> None:
-        self.inner = inner
-        self.cut = Cut(keep)
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.inner:
-            out, drop = self.cut.take(chunk)
+async def _pump(source: trio.SocketStream, sink: trio.SocketStream, cutter: Cutter) -> None:
+    try:
+        async for data in source:
+            out, cut = cutter.take(bytes(data))
             if out:
-                yield out
-            if drop:
-                self.inner.close()  # a real disconnection: the server sees the client leave
-                raise _dropped()
-        if self.cut.buffer:
-            yield self.cut.buffer
-
-    def close(self) -> None:
-        self.inner.close()
+                await sink.send_all(out)
+            if cut:
+                return
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return
 
 
-class AsyncDroppingStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, keep: int) -> None:
-        self.inner = inner
-        self.cut = Cut(keep)
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.inner:
-            out, drop = self.cut.take(chunk)
-            if out:
-                yield out
-            if drop:
-                await self.inner.aclose()
-                raise _dropped()
-        if self.cut.buffer:
-            yield self.cut.buffer
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+Requested = list[tuple[str, str, str | None]]
 
 
-def _is_sse(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").startswith("text/event-stream")
+def record(client: Client | AsyncClient) -> Requested:
+    """Record (method, path, Last-Event-ID) of every request the client sends."""
+    requests: Requested = []
 
+    def note(request: httpx.Request) -> None:
+        requests.append((request.method, request.url.path, request.headers.get("last-event-id")))
 
-class DropTransport(httpx.BaseTransport):
-    """Real HTTP, but the n-th event stream is cut after ``cuts[n]`` events; records requests."""
+    async def async_note(request: httpx.Request) -> None:
+        note(request)
 
-    def __init__(self, *cuts: int) -> None:
-        self.inner = httpx.HTTPTransport()
-        self.cuts = list(cuts)
-        self.requests: list[httpx.Request] = []
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        response = self.inner.handle_request(request)
-        if not (self.cuts and _is_sse(response)):
-            return response
-        assert isinstance(response.stream, httpx.SyncByteStream)
-        stream = DroppingStream(response.stream, self.cuts.pop(0))
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=stream,
-            extensions=response.extensions,
-        )
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class AsyncDropTransport(httpx.AsyncBaseTransport):
-    """The asynchronous :class:`DropTransport`."""
-
-    def __init__(self, *cuts: int) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
-        self.cuts = list(cuts)
-        self.requests: list[httpx.Request] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        response = await self.inner.handle_async_request(request)
-        if not (self.cuts and _is_sse(response)):
-            return response
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        stream = AsyncDroppingStream(response.stream, self.cuts.pop(0))
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=stream,
-            extensions=response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def requested(transport: DropTransport | AsyncDropTransport) -> list[tuple[str, str, str | None]]:
-    """(method, path, Last-Event-ID) of every request the transport carried."""
-    return [(r.method, r.url.path, r.headers.get("last-event-id")) for r in transport.requests]
+    if isinstance(client, AsyncClient):
+        client.http.event_hooks["request"].append(async_note)
+    else:
+        client.http.event_hooks["request"].append(note)
+    return requests

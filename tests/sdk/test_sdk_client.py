@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
+from sdk_support import GREETING, STEPS_REPLY, LiveServer, in_thread
 
 from soulacy.sdk import ChatResponse, Client, HistoryEntry, SoulacyError, StreamEvent
-
-from sdk_support import GREETING, STEPS_REPLY, LiveServer, in_thread
 
 
 async def test_chat_returns_the_reply_as_a_string(server: LiveServer) -> None:
@@ -25,7 +27,11 @@ async def test_chat_response_has_the_full_metadata(server: LiveServer) -> None:
             return client.chat_response("steps", "go", user_id="u-1", run_id="run-meta")
 
     response = await in_thread(call)
-    assert (response.reply, response.run_id, response.status) == (STEPS_REPLY, "run-meta", "completed")
+    assert (response.reply, response.run_id, response.status) == (
+        STEPS_REPLY,
+        "run-meta",
+        "completed",
+    )
     assert response.completed
     assert response.verification == "unverified"
     assert response.session_id
@@ -63,6 +69,26 @@ async def test_chat_honours_the_session_id_and_history_shows_both_messages(
     assert all(isinstance(e, HistoryEntry) and e.agent_id == "hello" for e in history)
     assert history[1].metadata is not None
     assert history[1].metadata["status"] == "completed"
+
+
+async def test_ids_with_every_allowed_character_reach_their_run_and_session(
+    server: LiveServer,
+) -> None:
+    def call() -> tuple[ChatResponse, list[HistoryEntry], dict[str, object], list[StreamEvent]]:
+        with server.client() as client:
+            response = client.chat_response("hello", "hi", "team:alpha@2024.1", run_id="r:1@x.y")
+            return (
+                response,
+                client.history("team:alpha@2024.1"),
+                client.run("r:1@x.y"),
+                list(client.events("r:1@x.y")),
+            )
+
+    response, history, record, events = await in_thread(call)
+    assert (response.session_id, response.run_id) == ("team:alpha@2024.1", "r:1@x.y")
+    assert len(history) == 2
+    assert record["session_id"] == "team:alpha@2024.1"
+    assert events[-1].response().run_id == "r:1@x.y"
 
 
 async def test_chat_without_a_session_starts_a_new_one_each_time(server: LiveServer) -> None:
@@ -155,7 +181,7 @@ async def test_cancel_stops_a_running_run(server: LiveServer) -> None:
 
 
 async def test_run_agents_preparation_and_health(server: LiveServer) -> None:
-    def call() -> tuple[dict[str, object], list[dict[str, object]], dict[str, object], object]:
+    def call() -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], object]:
         with server.client() as client:
             response = client.chat_response("hello", "hi")
             return (
@@ -166,7 +192,11 @@ async def test_run_agents_preparation_and_health(server: LiveServer) -> None:
             )
 
     record, agents, preparation, health = await in_thread(call)
-    assert (record["status"], record["agent_id"], record["running"]) == ("completed", "hello", False)
+    assert (record["status"], record["agent_id"], record["running"]) == (
+        "completed",
+        "hello",
+        False,
+    )
     assert isinstance(record["proof"], dict)
     assert {a["id"] for a in agents} >= {"hello", "steps", "slow", "wf"}
     assert all(a["enabled"] for a in agents)
@@ -176,7 +206,7 @@ async def test_run_agents_preparation_and_health(server: LiveServer) -> None:
 
 
 async def test_config_is_for_admins(server: LiveServer) -> None:
-    def call() -> tuple[dict[str, object], list[str], SoulacyError]:
+    def call() -> tuple[dict[str, Any], list[str], SoulacyError]:
         with server.client() as alice, server.client("key-b") as bob:
             changed = alice.update_config({"server": {"events_per_run": 5000}})
             config = alice.config()
@@ -186,7 +216,7 @@ async def test_config_is_for_admins(server: LiveServer) -> None:
 
     config, changed, denied = await in_thread(call)
     assert changed == ["server.events_per_run"]
-    assert config["server"]["events_per_run"] == 5000  # type: ignore[index]
+    assert config["server"]["events_per_run"] == 5000
     assert denied.status == 403
 
 
@@ -221,7 +251,7 @@ async def test_another_principals_run_is_not_found(server: LiveServer) -> None:
         errors = []
         with server.client() as alice, server.client("key-b") as bob:
             mine = alice.chat_response("hello", "private", "alice-session")
-            attempts = [
+            attempts: list[Callable[[], object]] = [
                 lambda: bob.run(mine.run_id),
                 lambda: bob.cancel(mine.run_id),
                 lambda: list(bob.events(mine.run_id)),

@@ -100,3 +100,13 @@ async def test_a_run_whose_allowance_is_0_fails_with_context_overflow(
     assert result.llm_calls == 0
     assert "more than the input allowance of 0 tokens" in (result.error or "")
     assert "context window 1,000" in (result.error or "")
+
+
+def test_an_allowance_the_window_does_not_explain_reports_no_window() -> None:
+    """The engine's retry after ContextLengthExceeded uses the provider's own limit."""
+    compactor = ExtractiveCompactor(window=100_000, reserve=1_000)
+    with pytest.raises(ContextOverflow) as info:
+        compactor.compact([LONG_PROMPT, GOAL], 1_500, TOOLS)
+    assert info.value.limit is None
+    assert "context window" not in str(info.value)
+    assert "more than the input allowance of 1,500 tokens;" in str(info.value)

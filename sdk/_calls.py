@@ -1,0 +1,162 @@
+"""The API's requests and the parsing of their answers, shared by both clients (no I/O here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from ._errors import SoulacyError
+from ._models import ChatResponse, HistoryEntry
+
+__all__ = ["PREFIX", "Call", "Request"]
+
+PREFIX = "/api/v1"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One HTTP request to the API: method, path (with the /api/v1 prefix), JSON body, headers."""
+
+    method: str
+    path: str
+    json: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def failed(self, response: httpx.Response) -> SoulacyError:
+        """The error for an answer with an error status (its body already read)."""
+        body = _body(response)
+        detail = body.get("error") if isinstance(body, dict) else body
+        message = f"{self.method} {self.path} failed with HTTP {response.status_code}"
+        if detail:
+            message += f": {str(detail)[:500]}"
+        if isinstance(body, dict) and isinstance(body.get("fields"), dict):
+            message += " (" + "; ".join(f"{k}: {v}" for k, v in body["fields"].items()) + ")"
+        return SoulacyError(
+            message, method=self.method, path=self.path, status=response.status_code, body=body
+        )
+
+    def unanswered(self, exc: Exception | None, what: str = "no answer") -> SoulacyError:
+        """The error for a request that got no (complete) answer: status None."""
+        message = f"{self.method} {self.path}: {what}"
+        if exc is not None:
+            message += f": {str(exc) or type(exc).__name__}"
+        return SoulacyError(message, method=self.method, path=self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """A request and how to read its JSON answer."""
+
+    request: Request
+    parse: Callable[[Any], T]
+
+    def result(self, response: httpx.Response) -> T:
+        """The parsed answer, or a SoulacyError for an error status or an unexpected body."""
+        if response.is_error:
+            raise self.request.failed(response)
+        body = _body(response)
+        try:
+            return self.parse(body)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SoulacyError(
+                f"{self.request.method} {self.request.path}: unexpected answer: {exc!r}",
+                method=self.request.method,
+                path=self.request.path,
+                status=response.status_code,
+                body=body,
+            ) from exc
+
+
+def _body(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def segment(value: str) -> str:
+    """One path segment, percent-encoded (``.`` and ``..`` too, which URLs would collapse)."""
+    if value in {".", ".."}:
+        return value.replace(".", "%2E")
+    return quote(value, safe="")
+
+
+def _dict(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise TypeError(f"expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+# -- the endpoints -------------------------------------------------------------------------------
+
+
+def chat_body(
+    agent_id: str,
+    text: str,
+    session_id: str | None,
+    run_id: str | None,
+    user_id: str | None,
+    overrides: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The body of ``POST /chat`` and ``POST /chat/stream``: unset options are left out."""
+    body: dict[str, Any] = {"agent_id": agent_id, "text": text}
+    options = {"session_id": session_id, "run_id": run_id, "user_id": user_id}
+    body.update({k: v for k, v in options.items() if v is not None})
+    if overrides:
+        body["overrides"] = dict(overrides)
+    return body
+
+
+def chat(body: dict[str, Any]) -> Call[ChatResponse]:
+    return Call(Request("POST", f"{PREFIX}/chat", body), lambda b: ChatResponse.from_json(_dict(b)))
+
+
+def chat_stream(body: dict[str, Any]) -> Request:
+    return Request("POST", f"{PREFIX}/chat/stream", body, {"accept": "text/event-stream"})
+
+
+def events(run_id: str, last_event_id: int | None) -> Request:
+    headers = {"accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["last-event-id"] = str(last_event_id)
+    return Request("GET", f"{PREFIX}/runs/{segment(run_id)}/events", headers=headers)
+
+
+def cancel(run_id: str) -> Call[bool]:
+    request = Request("POST", f"{PREFIX}/chat/cancel", {"run_id": run_id})
+    return Call(request, lambda b: bool(_dict(b)["cancelled"]))
+
+
+def history(session_id: str) -> Call[list[HistoryEntry]]:
+    request = Request("GET", f"{PREFIX}/history/{segment(session_id)}")
+    return Call(request, lambda b: [HistoryEntry.from_json(e) for e in _dict(b)["entries"]])
+
+
+def run(run_id: str) -> Call[dict[str, Any]]:
+    return Call(Request("GET", f"{PREFIX}/runs/{segment(run_id)}"), _dict)
+
+
+def agents() -> Call[list[dict[str, Any]]]:
+    return Call(Request("GET", f"{PREFIX}/agents"), lambda b: list(_dict(b)["agents"]))
+
+
+def preparation(agent_id: str) -> Call[dict[str, Any]]:
+    return Call(Request("GET", f"{PREFIX}/agents/{segment(agent_id)}/preparation"), _dict)
+
+
+def health() -> Call[dict[str, Any]]:
+    return Call(Request("GET", f"{PREFIX}/health"), _dict)
+
+
+def config() -> Call[dict[str, Any]]:
+    return Call(Request("GET", f"{PREFIX}/config"), lambda b: dict(_dict(b)["config"]))
+
+
+def update_config(changes: Mapping[str, Any]) -> Call[list[str]]:
+    request = Request("PATCH", f"{PREFIX}/config", {"changes": dict(changes)})
+    return Call(request, lambda b: [str(key) for key in _dict(b)["changed"]])
