@@ -207,7 +207,12 @@ def _config_show(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-SECRET_KEYS = re.compile(r"(api_key|token|secret|password)s?$", re.IGNORECASE)
+# Keys whose values are secrets: exact names, or names ending in one of these suffixes. Exact
+# matching matters: "max_build_tokens" or "chars_per_token" are settings, not secrets.
+SECRET_KEYS = re.compile(
+    r"^(api_keys?|tokens?|secrets?|passwords?)$|_(api_key|secret|password|access_token)$",
+    re.IGNORECASE,
+)
 
 
 def redact(data: Any, key: str = "") -> Any:

@@ -473,11 +473,24 @@ class Engine:
     ) -> Any:
         policy, result = run.policy, run.result
         retried = False
+        reported: int | None = None  # the provider's own limit, once it has said it
         while True:
             try:
                 view = compactor.compact(run.messages, allowance, specs)
             except ContextOverflow as exc:
-                raise RunStop("failed", "context_overflow", error=str(exc)) from exc
+                error = str(exc)
+                if reported is not None:  # surface the provider's actual limit
+                    error += f" (the provider's limit: {reported} tokens)"
+                raise RunStop(
+                    "failed",
+                    "context_overflow",
+                    error=error,
+                    evidence={
+                        "required": exc.required,
+                        "allowance": exc.allowance,
+                        "provider_limit": reported or exc.limit,
+                    },
+                ) from exc
             request = ModelRequest(
                 messages=view,
                 tools=specs,
@@ -499,7 +512,7 @@ class Engine:
             except ContextLengthExceeded as exc:
                 if retried or exc.limit is None:
                     raise RunStop("failed", "context_length", error=str(exc)) from exc
-                retried = True  # compact to the provider's actual limit, and retry once
+                retried, reported = True, exc.limit  # compact to the actual limit, retry once
                 allowance = max(0, exc.limit - (policy.max_output_tokens.value or 0))
                 continue
             except ProviderError as exc:

@@ -9,7 +9,9 @@ Fixtures:
 * ``hook_recorder`` — a :class:`HookRecorder` on ``kernel``.
 
 Conformance kits that third-party implementations run against themselves:
-:func:`check_store` (history, runs, tool records, proofs).
+:func:`check_store` (history, runs, tool records, proofs), :func:`check_checkpoint_store`,
+:func:`check_progress_detector`, :func:`check_compactor`, :func:`check_provider` and
+:func:`check_transport`.
 
 And :func:`throwaway_plugin`, to register a plugin made of a few functions.
 """
@@ -26,6 +28,13 @@ import pytest
 from ruamel.yaml import YAML
 
 from ._kernel import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, Kernel
+from ._kits import (
+    check_checkpoint_store,
+    check_compactor,
+    check_progress_detector,
+    check_provider,
+    check_transport,
+)
 from ._store_kit import STORE_CHECKS, check_store
 
 __all__ = [
@@ -33,7 +42,12 @@ __all__ = [
     "HookCall",
     "HookRecorder",
     "Workspace",
+    "check_checkpoint_store",
+    "check_compactor",
+    "check_progress_detector",
+    "check_provider",
     "check_store",
+    "check_transport",
     "throwaway_plugin",
 ]
 

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from soulacy.kernel import ConfigError, Kernel, SoulacyError, UsageError, redact, structure
+from soulacy.kernel import ConfigError, Kernel, UsageError, redact, structure
 
 from ._asgi import HttpError, Receive, Request, Send, send_json, sse
 from ._config import ServerConfig
@@ -25,7 +25,7 @@ PREFIX = "/api/v1"
 OPENAPI = Path(__file__).with_name("openapi.json")
 LOCAL = "local"  # the principal of loopback clients when no API key is configured
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
-_ID = re.compile(r"[A-Za-z0-9._:@/-]{1,200}")
+_ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")  # no "/": ids appear in URL paths
 
 Handler = Callable[[Request], Awaitable[None]]
 
@@ -69,7 +69,7 @@ def _check_id(name: str, value: str | None) -> None:
         raise HttpError(
             422,
             "invalid request body",
-            {name: "expected 1-200 characters: letters, digits and ._:@/-"},
+            {name: "expected 1-200 characters: letters, digits and ._:@-"},
         )
 
 
@@ -205,8 +205,8 @@ class Api:
                 overrides=body.overrides or {},
                 stream=True,
             )
-        except SoulacyError as exc:
-            if not log.finished:  # failed before its first event: still end with a result
+        except Exception as exc:  # one run's failure must never take the server down
+            if not log.finished:  # failed before its terminal event: still end with a result
                 log.append(
                     "result",
                     {

@@ -160,14 +160,14 @@ def test_a_bad_environment_override_names_the_variable(load: Callable[..., Kerne
 def test_agent_files_are_validated_against_agent_sections(
     workspace: Workspace, load: Callable[..., Kernel]
 ) -> None:
-    workspace.write_agent("bot", "name: Bot\nsample_key: {retries: 2}\nschedule: {cron: x}\n")
+    workspace.write_agent("bot", "name: Bot\nsample_key: {retries: 2}\nconfirm_tools: [x]\n")
     kernel = load("")
     agent = kernel.agent("bot")
     assert agent.section("sample_key").retries == 2
     assert agent.section("name") == "Bot"
     assert agent.section("enabled") is True
-    # schedule belongs to the original agent format but no loaded plugin handles it: a warning.
-    assert any("'schedule' is not handled" in w for w in agent.settings.warnings)
+    # confirm_tools belongs to the original agent format but no plugin handles it: a warning.
+    assert any("'confirm_tools' is not handled" in w for w in agent.settings.warnings)
 
 
 def test_a_misspelt_agent_key_is_an_error(

@@ -210,7 +210,9 @@ def test_a_new_config_file_holds_only_the_changed_field(
 def test_saving_an_unchanged_value_does_not_touch_the_file(saved: Path, make_kernel: Load) -> None:
     kernel = make_kernel()
     before = saved.read_bytes()
-    assert kernel.update_config({"runtime": {"default_max_turns": 20, "max_turns_ceiling": 50}}) == []
+    assert (
+        kernel.update_config({"runtime": {"default_max_turns": 20, "max_turns_ceiling": 50}}) == []
+    )
     assert saved.read_bytes() == before
 
 
@@ -292,7 +294,9 @@ def test_config_set_of_an_unchanged_value_says_so(saved: Path, soulacy_cli: Cli)
             "runtime.timeouts.run", "0", 'set it to "0"', id="an unlimited run needs http 0"
         ),
         pytest.param("costs.max_output_tokens_ceiling", "many", "expected an integer", id="type"),
-        pytest.param("runtime.max_turn_ceiling", "5", "did you mean 'max_turns_ceiling'", id="typo"),
+        pytest.param(
+            "runtime.max_turn_ceiling", "5", "did you mean 'max_turns_ceiling'", id="typo"
+        ),
     ],
 )
 def test_config_set_of_an_invalid_value_exits_2_and_writes_nothing(

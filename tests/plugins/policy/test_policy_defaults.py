@@ -102,9 +102,7 @@ RESOLVED_DEFAULTS = [
     pytest.param(
         "reasoning_max_steps", 256, id="reasoning steps inherit the workspace turn allowance"
     ),
-    pytest.param(
-        "max_tokens", None, id="runtime.default_budget.max_tokens | 0 means unlimited"
-    ),
+    pytest.param("max_tokens", None, id="runtime.default_budget.max_tokens | 0 means unlimited"),
     pytest.param(
         "max_llm_calls", None, id="runtime.default_budget.max_llm_calls | 0 means unlimited"
     ),
@@ -117,9 +115,7 @@ RESOLVED_DEFAULTS = [
     pytest.param("step_timeout", 600, id="runtime.timeouts.step | 10m"),
     pytest.param("tool_timeout", 120, id="runtime.timeouts.tool | 2m"),
     pytest.param("max_build_tokens", None, id="llm.studio.max_build_tokens | 0 (no limit)"),
-    pytest.param(
-        "max_build_cost_usd", None, id="llm.studio.max_build_cost_usd | 0 (no limit)"
-    ),
+    pytest.param("max_build_cost_usd", None, id="llm.studio.max_build_cost_usd | 0 (no limit)"),
     pytest.param("max_build_attempts", 32, id="llm.studio.max_build_attempts | 32"),
     pytest.param("max_build_elapsed", 48 * HOURS, id="llm.studio.max_build_elapsed | 48h"),
     pytest.param("no_progress_limit", 20, id="no_progress_limit inherits a default of 20"),
@@ -235,7 +231,10 @@ SEMANTICS = [
         None,
         None,
         ModelCapacity(context_window=128000, max_output_tokens=8192),
-        {"max_output_tokens": (8192, "model capacity"), "context_window": (128000, "model capacity")},
+        {
+            "max_output_tokens": (8192, "model capacity"),
+            "context_window": (128000, "model capacity"),
+        },
         id="costs.default_max_output_tokens: Per-response allowance; model capacity still applies",
     ),
     pytest.param(
@@ -271,7 +270,10 @@ SEMANTICS = [
         {"run_timeout": "100h"},
         None,
         None,
-        {"run_timeout": (100 * HOURS, "SOUL.yaml"), "http_timeout": (100 * HOURS + 60, "accommodates run")},
+        {
+            "run_timeout": (100 * HOURS, "SOUL.yaml"),
+            "http_timeout": (100 * HOURS + 60, "accommodates run"),
+        },
         id="runtime.timeouts.http: Must accommodate the run (a longer agent run)",
     ),
     pytest.param(
@@ -358,7 +360,9 @@ def test_override_semantics(
     expected: Expect,
 ) -> None:
     policy = resolve_policy(config, agent, overrides, capacity)
-    got = {field: (getattr(policy, field).value, getattr(policy, field).source) for field in expected}
+    got = {
+        field: (getattr(policy, field).value, getattr(policy, field).source) for field in expected
+    }
     assert got == expected
     for field, (value, _) in expected.items():
         assert getattr(policy, field).unlimited is (value is None)

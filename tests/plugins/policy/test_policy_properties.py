@@ -7,7 +7,6 @@ per example); the policy is resolved with the pure ``soulacy.plugins.policy.reso
 from __future__ import annotations
 
 import difflib
-import string
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,7 +17,6 @@ from hypothesis import strategies as st
 from soulacy.kernel import Duration, Kernel, Settings, structure
 from soulacy.plugins.policy import (
     AgentBudget,
-    ExecutionPolicy,
     Limit,
     ModelCapacity,
     RequestOverrides,
@@ -142,7 +140,9 @@ UNLIMITED_BUDGET = st.just(0) | st.integers(1, 10**7)
 @PROPERTY
 @given(
     turn_ceiling=st.integers(1, 500),
-    budget_ceiling=st.builds(dict, max_tokens=st.integers(1, 10**6), max_llm_calls=st.integers(1, 500)),
+    budget_ceiling=st.builds(
+        dict, max_tokens=st.integers(1, 10**6), max_llm_calls=st.integers(1, 500)
+    ),
     output_ceiling=st.integers(1, 100_000),
     defaults=st.builds(
         dict,
@@ -194,26 +194,87 @@ def test_unlimited_is_never_produced_under_a_positive_ceiling(
             assert f"= {ceiling} caps every agent" in limit.reason
 
 
-@PROPERTY
-@given(config=WORKSPACES, request=REQUEST_DICTS)
-def test_an_explicit_request_within_the_ceilings_is_granted_exactly(
-    load_kernel: Load, config: dict[str, Any], request: dict[str, Any]
-) -> None:
-    workspace, agents = build(load_kernel, config, a={"max_turns": 3, "budget": {"max_tokens": 9}})
-    overrides = overrides_of(request)
-    policy = resolve("a", workspace, agents["a"], overrides)
-    ceilings = ceilings_of(workspace)
-    asked = {
-        "max_turns": overrides.max_turns,
-        "reasoning_max_steps": overrides.reasoning_max_steps,
-        "max_output_tokens": overrides.max_output_tokens,
-        "max_tokens": overrides.budget.max_tokens if overrides.budget else None,
-        "max_llm_calls": overrides.budget.max_llm_calls if overrides.budget else None,
+INHERIT = object()  # an explicit value that means "inherit" (0 for turns, steps and output)
+
+
+def _count(value: int | None, *, zero_inherits: bool, minus_one_unlimited: bool) -> Any:
+    """What an explicit agent or request value asks for: a number, None (unlimited) or INHERIT."""
+    if value is None:
+        return INHERIT
+    if value == 0:
+        return INHERIT if zero_inherits else None
+    if value == -1 and minus_one_unlimited:
+        return None
+    return value
+
+
+def _seconds(value: Any) -> Any:
+    if value is None:
+        return INHERIT
+    return Duration.parse(value).seconds or None
+
+
+def _asked(
+    field: str, agent: Mapping[str, Any], request: Mapping[str, Any]
+) -> tuple[Any, str] | None:
+    """The explicit value the first stating level asks for, and that level; None: inherited."""
+    counts = {"zero_inherits": True, "minus_one_unlimited": True}
+    budget = {"zero_inherits": False, "minus_one_unlimited": False}
+    sources: dict[str, list[tuple[Any, str]]] = {
+        "max_turns": [
+            (_count(request.get("max_turns"), **counts), "request"),
+            (_count(agent.get("max_turns"), **counts), "SOUL.yaml"),
+        ],
+        "reasoning_max_steps": [
+            (_count(request.get("reasoning_max_steps"), **counts), "request"),
+            (_count((agent.get("reasoning") or {}).get("max_steps"), **counts), "SOUL.yaml"),
+        ],
+        "max_output_tokens": [
+            (_count(request.get("max_output_tokens"), **counts), "request"),
+            (_count((agent.get("llm") or {}).get("max_tokens"), **counts), "SOUL.yaml"),
+        ],
+        "no_progress_limit": [
+            (_count(request.get("no_progress_limit"), **budget), "request"),
+            (_count(agent.get("no_progress_limit"), **budget), "SOUL.yaml"),
+        ],
+        "run_timeout": [
+            (_seconds(request.get("run_timeout")), "request"),
+            (_seconds(agent.get("run_timeout")), "SOUL.yaml"),
+        ],
     }
-    for field, value in asked.items():
-        if value is not None and value > 0 and (ceilings[field] == 0 or value <= ceilings[field]):
-            limit = getattr(policy, field)
-            assert (limit.value, limit.source) == (value, "request"), field
+    for dim in ("max_tokens", "max_llm_calls"):
+        sources[dim] = [
+            (_count((request.get("budget") or {}).get(dim), **budget), "request"),
+            (_count((agent.get("budget") or {}).get(dim), **budget), "SOUL.yaml"),
+        ]
+    for value, level in sources[field]:
+        if value is not INHERIT:
+            return value, level
+    return None
+
+
+@PROPERTY
+@given(config=WORKSPACES, agent=AGENTS, request=REQUEST_DICTS)
+def test_explicit_values_are_authoritative_within_the_ceilings(
+    load_kernel: Load, config: dict[str, Any], agent: dict[str, Any], request: dict[str, Any]
+) -> None:
+    """Request, then SOUL.yaml: the first level that states a value wins (0 inherits turns,
+    steps and output, -1 is unlimited; a zero budget is unlimited, a zero no_progress_limit
+    disables, a "0" run timeout has no deadline), and only a positive ceiling lowers it."""
+    workspace, agents = build(load_kernel, config, a=agent)
+    policy = resolve("a", workspace, agents["a"], overrides_of(request))
+    ceilings = ceilings_of(workspace)
+    for field in (*ceilings, "no_progress_limit", "run_timeout"):
+        asked = _asked(field, agent, request)
+        if asked is None:
+            continue
+        value, level = asked
+        ceiling = ceilings.get(field, 0)
+        limit = getattr(policy, field)
+        if ceiling and (value is None or value > ceiling):
+            assert (limit.value, limit.source) == (ceiling, "ceiling"), field
+        else:
+            assert (limit.value, limit.source) == (value, level), field
 
 
 @PROPERTY
@@ -223,11 +284,11 @@ def test_the_http_timeout_always_carries_the_run(
 ) -> None:
     workspace, agents = build(load_kernel, config, a=agent)
     policy = resolve("a", workspace, agents["a"], overrides_of(request))
-    run, http = policy.run_timeout, policy.http_timeout
-    if run.unlimited:
-        assert http.unlimited
+    run, http = policy.run_timeout.value, policy.http_timeout.value
+    if run is None:
+        assert http is None
     else:
-        assert http.unlimited or (http.value is not None and http.value > run.value)
+        assert http is None or http > run
 
 
 # -- omitted always equals inherited ----------------------------------------------------------
@@ -270,11 +331,13 @@ def test_zero_and_empty_spellings_inherit_like_omission(
 ) -> None:
     """Agent max_turns: 0 or omitted inherits; llm.max_tokens 0 inherits the output allowance;
     an empty or null budget inherits the workspace default; reasoning.max_steps 0 inherits."""
-    omitted = {k: v for k, v in agent.items() if k not in ("max_turns", "budget", "llm", "reasoning")}
+    omitted = {
+        k: v for k, v in agent.items() if k not in ("max_turns", "budget", "llm", "reasoning")
+    }
     spelled = {
         **omitted,
         "max_turns": 0,
-        "budget": agent.get("budget") and {} or None,
+        "budget": (agent.get("budget") and {}) or None,
         "llm": {"max_tokens": 0},
         "reasoning": {"max_steps": 0},
     }

@@ -101,7 +101,10 @@ AGENT_SENTENCES = [
     pytest.param(
         WORKSPACE,
         {},
-        {"run_timeout": (2 * HOURS, "config.yaml"), "http_timeout": (2 * HOURS + 60, "config.yaml")},
+        {
+            "run_timeout": (2 * HOURS, "config.yaml"),
+            "http_timeout": (2 * HOURS + 60, "config.yaml"),
+        },
         id="run_timeout is inherited when absent",
     ),
     pytest.param(
@@ -212,9 +215,7 @@ def test_no_progress_zero_says_it_disables(resolve_policy: Resolve) -> None:
 
 
 def test_a_capped_limit_says_which_ceiling_and_what_was_asked(resolve_policy: Resolve) -> None:
-    policy = resolve_policy(
-        "runtime:\n  max_turns_ceiling: 30\n", "id: a\nmax_turns: -1\n"
-    )
+    policy = resolve_policy("runtime:\n  max_turns_ceiling: 30\n", "id: a\nmax_turns: -1\n")
     assert policy.max_turns.value == 30
     assert policy.max_turns.location is not None
     assert policy.max_turns.location.endswith("config.yaml:2:3")
@@ -235,7 +236,9 @@ runtime:
 """
 
 
-def test_saved_old_defaults_remain_authoritative(workspace: Workspace, resolve_policy: Resolve) -> None:
+def test_saved_old_defaults_remain_authoritative(
+    workspace: Workspace, resolve_policy: Resolve
+) -> None:
     """Updating the application does not erase budgets already present in config.yaml."""
     policy = resolve_policy(OLD_DEFAULTS)
     config_file = str(workspace.path / "config.yaml")
@@ -258,13 +261,17 @@ def test_saved_old_ceiling_still_caps_unlimited_requests(resolve_policy: Resolve
 @pytest.mark.parametrize(
     ("key", "text", "field"),
     [
-        pytest.param("runtime.default_max_turns", "runtime:\n  default_max_turns: 256\n", "max_turns"),
+        pytest.param(
+            "runtime.default_max_turns", "runtime:\n  default_max_turns: 256\n", "max_turns"
+        ),
         pytest.param(
             "costs.default_max_output_tokens",
             "costs:\n  default_max_output_tokens: 16384\n",
             "max_output_tokens",
         ),
-        pytest.param("runtime.timeouts.run", "runtime:\n  timeouts:\n    run: 48h\n", "run_timeout"),
+        pytest.param(
+            "runtime.timeouts.run", "runtime:\n  timeouts:\n    run: 48h\n", "run_timeout"
+        ),
         pytest.param(
             "runtime.default_budget.max_tokens",
             "runtime:\n  default_budget:\n    max_tokens: 0\n",
@@ -292,7 +299,9 @@ def test_absent_and_explicitly_set_to_the_default_are_distinguishable(
     assert explicit.location.startswith(f"{workspace.path / 'config.yaml'}:{line}:")
 
 
-def test_an_environment_variable_is_its_own_source(make_kernel: Callable[..., Kernel], workspace: Workspace) -> None:
+def test_an_environment_variable_is_its_own_source(
+    make_kernel: Callable[..., Kernel], workspace: Workspace
+) -> None:
     workspace.write_config(OLD_DEFAULTS)
     workspace.write_agent("a", {"id": "a"})
     kernel = make_kernel(environ={"SOULACY_RUNTIME__DEFAULT_MAX_TURNS": "33"})
@@ -330,9 +339,7 @@ def test_agent_values_name_their_line(workspace: Workspace, resolve_policy: Reso
             32000,
             id="model capacity wins over an agent's llm.max_tokens",
         ),
-        pytest.param(
-            None, {}, {"max_output_tokens": 64000}, 32000, 32000, id="and over a request"
-        ),
+        pytest.param(None, {}, {"max_output_tokens": 64000}, 32000, 32000, id="and over a request"),
         pytest.param(
             {"costs": {"max_output_tokens_ceiling": 8000}},
             {},
@@ -457,7 +464,10 @@ REQUESTS = [
         WORKSPACE,
         {},
         {"run_timeout": "72h"},
-        {"run_timeout": (72 * HOURS, "request"), "http_timeout": (72 * HOURS + 60, "accommodates run")},
+        {
+            "run_timeout": (72 * HOURS, "request"),
+            "http_timeout": (72 * HOURS + 60, "accommodates run"),
+        },
         id="request run_timeout: the HTTP timeout accommodates the run",
     ),
     pytest.param(
@@ -514,10 +524,21 @@ def test_request_overrides_follow_the_same_semantics(
 @pytest.mark.parametrize(
     ("overrides", "path", "message"),
     [
-        pytest.param({"max_turns": -2}, "overrides.max_turns", "expected -1 or more", id="max_turns -2"),
-        pytest.param({"max_turns": "lots"}, "overrides.max_turns", "expected an integer", id="max_turns string"),
-        pytest.param({"max_turns": True}, "overrides.max_turns", "expected an integer", id="max_turns bool"),
-        pytest.param({"max_turns": 2.5}, "overrides.max_turns", "expected an integer", id="max_turns float"),
+        pytest.param(
+            {"max_turns": -2}, "overrides.max_turns", "expected -1 or more", id="max_turns -2"
+        ),
+        pytest.param(
+            {"max_turns": "lots"},
+            "overrides.max_turns",
+            "expected an integer",
+            id="max_turns string",
+        ),
+        pytest.param(
+            {"max_turns": True}, "overrides.max_turns", "expected an integer", id="max_turns bool"
+        ),
+        pytest.param(
+            {"max_turns": 2.5}, "overrides.max_turns", "expected an integer", id="max_turns float"
+        ),
         pytest.param(
             {"budget": {"max_tokens": -1}},
             "overrides.budget.max_tokens",
@@ -535,13 +556,22 @@ def test_request_overrides_follow_the_same_semantics(
         ),
         pytest.param({"budget": 5}, "overrides.budget", "expected a mapping", id="budget scalar"),
         pytest.param(
-            {"run_timeout": "soon"}, "overrides.run_timeout", "expected a duration", id="run_timeout text"
+            {"run_timeout": "soon"},
+            "overrides.run_timeout",
+            "expected a duration",
+            id="run_timeout text",
         ),
         pytest.param(
-            {"run_timeout": "-1h"}, "overrides.run_timeout", "cannot be negative", id="run_timeout negative"
+            {"run_timeout": "-1h"},
+            "overrides.run_timeout",
+            "cannot be negative",
+            id="run_timeout negative",
         ),
         pytest.param(
-            {"run_timeout": 30}, "overrides.run_timeout", "needs a unit", id="run_timeout bare number"
+            {"run_timeout": 30},
+            "overrides.run_timeout",
+            "needs a unit",
+            id="run_timeout bare number",
         ),
         pytest.param(
             {"no_progress_limit": -1},
@@ -692,10 +722,8 @@ def test_the_wrapper_also_tightens_a_replacement(
 
     @hookimpl(tryfirst=True)
     def generous(kernel: Kernel, agent_id: str, overrides: Any) -> ExecutionPolicy:
-        builtin = kernel.pm.get_plugin("policy").soulacy_resolve_policy(
-            kernel=kernel, agent_id=agent_id, overrides={}
-        )
-        return attrs.evolve(builtin, max_turns=Limit(None, "generous"))
+        base = resolve(agent_id, kernel.config, kernel.agent(agent_id).settings)
+        return attrs.evolve(base, max_turns=Limit(None, "generous"))
 
     plugins = [
         throwaway_plugin("generous", soulacy_resolve_policy=generous),

@@ -48,17 +48,27 @@ TIMEOUT_ORDER = [
     pytest.param({"llm": "15m"}, ["runtime.timeouts.step"], id="llm <= step"),
     pytest.param({"step": "49h"}, ["runtime.timeouts.run"], id="step <= run"),
     pytest.param({"run": "72h"}, ["runtime.timeouts.http"], id="run <= http"),
-    pytest.param({"run": "72h", "http": "72h1m"}, [], id="a longer run with an HTTP timeout to match"),
+    pytest.param(
+        {"run": "72h", "http": "72h1m"}, [], id="a longer run with an HTTP timeout to match"
+    ),
     pytest.param({"run": "0", "http": "0"}, [], id='run "0" with http "0" (unlimited runs)'),
     pytest.param({"run": "0"}, ["runtime.timeouts.http"], id='run "0" needs http "0"'),
     pytest.param({"http": "0"}, [], id='http "0" accommodates any run'),
     pytest.param(
-        {"step": "0", "run": "0", "http": "0"}, [], id="0 counts as infinity at the end of the order"
+        {"step": "0", "run": "0", "http": "0"},
+        [],
+        id="0 counts as infinity at the end of the order",
     ),
     pytest.param(
-        {"llm": "0"}, ["runtime.timeouts.step"], id="an unlimited llm timeout needs an unlimited step"
+        {"llm": "0"},
+        ["runtime.timeouts.step"],
+        id="an unlimited llm timeout needs an unlimited step",
     ),
-    pytest.param({"tool": "0"}, ["runtime.timeouts.llm"], id="an unlimited tool timeout needs an unlimited llm"),
+    pytest.param(
+        {"tool": "0"},
+        ["runtime.timeouts.llm"],
+        id="an unlimited tool timeout needs an unlimited llm",
+    ),
     pytest.param(
         {"tool": "0", "llm": "0", "step": "0", "run": "0", "http": "0"},
         [],
@@ -91,7 +101,9 @@ def test_timeout_order(
     assert [issue.path for issue in caught.value.issues] == problems
 
 
-def test_a_shorter_outer_timeout_names_the_inner_one(workspace: Workspace, make_kernel: Load) -> None:
+def test_a_shorter_outer_timeout_names_the_inner_one(
+    workspace: Workspace, make_kernel: Load
+) -> None:
     workspace.write_config(timeouts_yaml(llm="0"))
     with pytest.raises(ConfigError) as caught:
         make_kernel()
@@ -203,7 +215,9 @@ def test_the_smallest_allowed_value_loads(
         pytest.param("runtime.default_max_turns", "true", "expected an integer, got a boolean"),
         pytest.param("runtime.max_turns_ceiling", "2.5", "expected an integer, got a number"),
         pytest.param("costs.default_max_output_tokens", "'16384'", "expected an integer"),
-        pytest.param("runtime.default_max_turn", "3", "unknown key; did you mean 'default_max_turns'?"),
+        pytest.param(
+            "runtime.default_max_turn", "3", "unknown key; did you mean 'default_max_turns'?"
+        ),
         pytest.param("runtime.default_budget.tokens", "3", "unknown key"),
     ],
 )
@@ -219,7 +233,9 @@ def test_a_malformed_workspace_value_names_file_line_and_key(
     assert message in issue.message
 
 
-def test_every_workspace_problem_is_reported_at_once(workspace: Workspace, make_kernel: Load) -> None:
+def test_every_workspace_problem_is_reported_at_once(
+    workspace: Workspace, make_kernel: Load
+) -> None:
     workspace.write_config(
         "runtime:\n  default_max_turns: -1\n  max_budget:\n    max_tokens: -1\n"
         "costs:\n  max_output_tokens_ceiling: -1\n"
@@ -246,11 +262,15 @@ def test_a_negative_environment_value_names_the_variable(
 # -- ranges of SOUL.yaml ----------------------------------------------------------------------
 
 AGENT_NEGATIVES = [
-    pytest.param("max_turns", "-2", "expected -1 or more (0 or omitted inherits, -1 requests unlimited)"),
+    pytest.param(
+        "max_turns", "-2", "expected -1 or more (0 or omitted inherits, -1 requests unlimited)"
+    ),
     pytest.param("budget.max_tokens", "-1", "expected 0 or more (0 requests unlimited)"),
     pytest.param("budget.max_llm_calls", "-1", "expected 0 or more (0 requests unlimited)"),
     pytest.param("no_progress_limit", "-1", "expected 0 or more (0 disables stall detection)"),
-    pytest.param("reasoning.max_steps", "-2", "expected -1 or more (omitted inherits, -1 is unlimited)"),
+    pytest.param(
+        "reasoning.max_steps", "-2", "expected -1 or more (omitted inherits, -1 is unlimited)"
+    ),
     pytest.param("llm.max_tokens", "-1", "expected 0 or more"),
     pytest.param("run_timeout", "-1h", "a duration cannot be negative"),
     pytest.param("reasoning.step_timeout", "-1s", "a duration cannot be negative"),
@@ -289,9 +309,7 @@ def test_a_bad_agent_value_names_file_line_and_key(
         pytest.param("llm: {max_tokens: 0}\n", id="llm.max_tokens 0"),
     ],
 )
-def test_the_allowed_agent_values_load(
-    workspace: Workspace, make_kernel: Load, agent: str
-) -> None:
+def test_the_allowed_agent_values_load(workspace: Workspace, make_kernel: Load, agent: str) -> None:
     workspace.write_agent("a", "id: a\n" + agent)
     kernel = make_kernel()
     key = agent.split(":", 1)[0]

@@ -1,0 +1,98 @@
+"""Every builtin implementation passes the conformance kit of its concern."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import trio
+from _support.http_server import KEYS
+from _support.openai_server import FakeOpenAI, serve_asgi, text, tool_call
+
+from soulacy.kernel import Kernel, open_kernel
+from soulacy.kernel.messages import ToolSpec
+from soulacy.kernel.providers import ProviderConfig
+from soulacy.kernel.store import MemoryStore
+from soulacy.kernel.testing import (
+    Workspace,
+    check_checkpoint_store,
+    check_compactor,
+    check_progress_detector,
+    check_provider,
+    check_transport,
+)
+from soulacy.plugins.compaction import ExtractiveCompactor
+from soulacy.plugins.openai import OpenAIProvider
+from soulacy.plugins.progress import SignatureDetector
+from soulacy.plugins.scripted import Script, ScriptedProvider, ScriptStep, ScriptToolCall
+from soulacy.plugins.sqlite_store import SQLiteStore
+
+TOOLS = [ToolSpec("weather", "the weather", {"type": "object", "properties": {}})]
+
+
+async def test_the_memory_store_passes_the_checkpoint_store_kit() -> None:
+    await check_checkpoint_store(MemoryStore)
+
+
+async def test_the_sqlite_store_passes_the_checkpoint_store_kit(tmp_path: Path) -> None:
+    counter = iter(range(100))
+    await check_checkpoint_store(lambda: SQLiteStore(tmp_path / f"c{next(counter)}.db"))
+
+
+def test_the_signature_detector_passes_the_progress_kit() -> None:
+    check_progress_detector(lambda limit: SignatureDetector(limit))
+
+
+def test_the_extractive_compactor_passes_the_compactor_kit() -> None:
+    check_compactor(ExtractiveCompactor)
+
+
+def test_a_compactor_that_cuts_nothing_fails_the_kit() -> None:
+    class Lazy:
+        def compact(self, messages, allowance, tools=()):  # type: ignore[no-untyped-def]
+            return messages
+
+    with pytest.raises(AssertionError, match="compactor check keeps"):
+        check_compactor(Lazy)
+
+
+async def test_the_scripted_provider_passes_the_provider_kit() -> None:
+    steps = [
+        ScriptStep(text="Hello there, friend."),
+        ScriptStep(tool_calls=[ScriptToolCall("weather", {}, "c1")]),
+    ]
+    provider = ScriptedProvider("s", Script(steps))
+    reply = await check_provider(provider, tools=TOOLS)
+    assert reply.message.content == "Hello there, friend."
+    reply = await check_provider(provider, tools=TOOLS)
+    assert reply.message.tool_calls[0].name == "weather"
+
+
+@pytest.fixture
+async def openai_url(nursery: trio.Nursery) -> AsyncIterator[tuple[str, FakeOpenAI]]:
+    server = FakeOpenAI()
+    url, shutdown = await serve_asgi(nursery, server.app)
+    yield url + "/v1", server
+    shutdown.set()
+
+
+async def test_the_openai_provider_passes_the_provider_kit(
+    openai_url: tuple[str, FakeOpenAI],
+) -> None:
+    url, server = openai_url
+    server.answers += [text("hi"), tool_call("c1", "weather", "{}")]
+    for _ in range(2):
+        provider = OpenAIProvider("o", ProviderConfig(type="openai", base_url=url))
+        await check_provider(provider, tools=TOOLS, stream=False)
+
+
+async def test_the_http_transport_passes_the_transport_kit(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.write_config(f"server:\n  port: 0\n  api_keys: {{alice: {KEYS['alice']}}}\n")
+    workspace.scripted_agent("echo", [{"text": "hello"}], repeat=True)
+    async with open_kernel(kernel=make_kernel(), grace_period=1) as kernel:
+        await check_transport(
+            kernel.started["http"][0], "echo", {"Authorization": f"Bearer {KEYS['alice']}"}
+        )
