@@ -23,7 +23,7 @@ import trio
 from ._contracts import Compactor, ContextOverflow, PassThrough, ProgressDetector, Verdict
 from ._conversations import RunHandle
 from ._errors import UsageError
-from ._messages import Message, ModelRequest, ToolCall
+from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
 from ._store import ConversationStore, RunRecord, StorageError, ToolRecord
 from ._tools import Tool, validate_arguments
@@ -100,6 +100,7 @@ class RunResult:
     started_at: float = 0.0
     finished_at: float = 0.0
     proof: Mapping[str, Any] | None = None  # sha256 and receipt count of the stored proof
+    cost_usd: float | None = None  # from price metadata (``costs.pricing``), when known
     assertions: list[Mapping[str, Any]] = attrs.Factory(list)  # evidence of each assertion
 
     def metadata(self) -> dict[str, Any]:
@@ -121,6 +122,7 @@ class RunResult:
                 "total": self.input_tokens + self.output_tokens,
             },
             "evidence": dict(self.evidence) if self.evidence else None,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "duration_s": round(self.finished_at - self.started_at, 6),
@@ -140,6 +142,15 @@ class _IdentityRefused(Exception):
     def __init__(self, message: str, differs: list[str]) -> None:
         super().__init__(message)
         self.differs = differs
+
+
+@attrs.frozen
+class _ModelSetup:
+    provider: Any
+    provider_name: str
+    model: str | None
+    specs: list[Any]
+    compactor: Any
 
 
 class RunStop(Exception):
@@ -227,19 +238,33 @@ class Run:
         self.pending_tools: list[ToolRecord] = []
         self.last_yield = time.perf_counter()
         self.refused = False
+        self.model_setup: _ModelSetup | None = None
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any], call_id: str) -> ToolOutcome:
         """Call a tool as the loop does: validated, permission-checked, recorded, replayed when
         ``call_id`` was executed before in this run, and judged by the progress detector."""
         return await self._engine._call_tool(self, ToolCall(call_id, name, dict(arguments)))
 
-    async def turn(self) -> None:
+    async def turn(self, limit: Literal["turns", "steps"] = "turns") -> None:
         """A turn boundary: store what is pending, let other runs in, count the turn against
-        the policy (raises RunStop when a limit is reached)."""
+        the policy (raises RunStop when a limit is reached). ``limit="steps"`` counts it as a
+        reasoning step (``reasoning.max_steps``) instead of a turn."""
         await self._engine._record(self)
         await self._engine._yield(self)
-        self._engine._check_budget(self)
+        self._engine._check_budget(self, limit)
         self.result.turns += 1
+
+    async def call_model(self, *, tools: bool = True) -> ModelReply:
+        """One model call on the run's messages (compacted, timed, accounted); the reply is
+        appended to the messages and returned. ``tools=False`` offers no tools."""
+        reply: ModelReply = await self._engine._call_model(self, offer_tools=tools)
+        self.messages.append(reply.message)
+        return reply
+
+    async def tool_loop(self, limit: Literal["turns", "steps"] = "turns") -> None:
+        """The classic tool loop from here on, until a final answer (``complete``) or a
+        limit; with ``limit="steps"`` each model call is a reasoning step."""
+        await self._engine._loop(self, limit)
 
     def complete(self, reply: str) -> None:
         """End the run as completed with ``reply`` (verification follows, by hook)."""
@@ -383,36 +408,36 @@ class Engine:
             result.incomplete_reason = "outcome_failed"
 
     async def _classic(self, run: Run) -> None:
-        kernel = self.kernel
-        provider, model = kernel.provider_for(run.agent)
-        specs = [tool.spec for tool in run.tools.values()]
-        compactor: Compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run) or (
-            PassThrough()
-        )
-        await self._loop(run, provider, model, run.agent.section("llm"), specs, compactor)
+        await self._loop(run, "turns")
 
-    async def _loop(
-        self,
-        run: Run,
-        provider: Any,
-        model: str | None,
-        llm: Any,
-        specs: Sequence[Any],
-        compactor: Compactor,
-    ) -> None:
+    def _model(self, run: Run) -> _ModelSetup:
+        """The provider, model, tool specs and compactor of a run (made on first use)."""
+        if run.model_setup is None:
+            kernel = self.kernel
+            provider_name, model = kernel.model_of(run.agent)
+            compactor: Compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run) or (
+                PassThrough()
+            )
+            run.model_setup = _ModelSetup(
+                kernel.provider(provider_name),
+                provider_name,
+                model,
+                [tool.spec for tool in run.tools.values()],
+                compactor,
+            )
+        return run.model_setup
+
+    async def _loop(self, run: Run, limit: Literal["turns", "steps"]) -> None:
+        """The tool loop. ``limit="steps"`` counts reasoning steps (``reasoning.max_steps``,
+        capped by the turn ceiling) and times each with the reasoning step timeout."""
         policy, result = run.policy, run.result
-        allowance = _input_allowance(policy)
         idle_replies = 0  # consecutive empty or progress-only replies
         idle_limit = policy.no_progress_limit.value
+        timeout = policy.step_timeout if limit == "turns" else policy.reasoning_step_timeout
         while True:
-            await self._record(run)  # each turn is durable before the next one starts
-            await self._yield(run)
-            self._check_budget(run)
-            result.turns += 1
-            with trio.move_on_after(_seconds(policy.step_timeout)) as step_scope:
-                reply = await self._call_model(
-                    run, provider, model, llm, specs, compactor, allowance
-                )
+            await run.turn(limit)
+            with trio.move_on_after(_seconds(timeout)) as step_scope:
+                reply = await self._call_model(run)
                 message = reply.message
                 run.messages.append(message)
                 if message.tool_calls:
@@ -440,6 +465,15 @@ class Engine:
             if step_scope.cancelled_caught:
                 raise RunStop("incomplete", "step_timeout")
 
+    def _account(self, run: Run, provider: str, model: str | None, usage: Any) -> None:
+        kernel = self.kernel
+        cost = kernel.hook.soulacy_price(kernel=kernel, provider=provider, model=model, usage=usage)
+        if cost is not None:
+            run.result.cost_usd = (run.result.cost_usd or 0.0) + float(cost)
+        kernel.hook.soulacy_usage(
+            kernel=kernel, run=run, provider=provider, model=model, usage=usage
+        )
+
     async def _yield(self, run: Run) -> None:
         """Let other runs in: a cancellation is seen every turn, and the scheduler gets the
         thread back at least every YIELD_INTERVAL even when models and tools never block."""
@@ -449,10 +483,17 @@ class Engine:
             run.last_yield = now
             await trio.lowlevel.checkpoint()
 
-    def _check_budget(self, run: Run) -> None:
+    def _check_budget(self, run: Run, limit: Literal["turns", "steps"] = "turns") -> None:
         policy, result = run.policy, run.result
-        if policy.max_turns.value is not None and result.turns >= policy.max_turns.value:
+        if (
+            limit == "turns"
+            and policy.max_turns.value is not None
+            and (result.turns >= policy.max_turns.value)
+        ):
             raise RunStop("incomplete", "max_turns")
+        steps = policy.reasoning_max_steps.value
+        if limit == "steps" and steps is not None and result.turns >= steps:
+            raise RunStop("incomplete", "max_steps")
         if policy.max_llm_calls.value is not None and (
             result.llm_calls >= policy.max_llm_calls.value
         ):
@@ -460,17 +501,18 @@ class Engine:
         used = result.input_tokens + result.output_tokens
         if policy.max_tokens.value is not None and used >= policy.max_tokens.value:
             raise RunStop("incomplete", "max_tokens")
+        # Dollar budgets and token quotas (the costs plugin) stay in force when turns and
+        # tokens are unlimited.
+        reason = self.kernel.hook.soulacy_check_budget(kernel=self.kernel, run=run)
+        if reason:
+            raise RunStop("incomplete", reason)
 
-    async def _call_model(
-        self,
-        run: Run,
-        provider: Any,
-        model: str | None,
-        llm: Any,
-        specs: Sequence[Any],
-        compactor: Compactor,
-        allowance: int | None,
-    ) -> Any:
+    async def _call_model(self, run: Run, offer_tools: bool = True) -> Any:
+        setup = self._model(run)
+        provider, model, compactor = setup.provider, setup.model, setup.compactor
+        specs = setup.specs if offer_tools else []
+        llm = run.agent.section("llm")
+        allowance = _input_allowance(run.policy)
         policy, result = run.policy, run.result
         retried = False
         reported: int | None = None  # the provider's own limit, once it has said it
@@ -521,6 +563,7 @@ class Engine:
                 raise RunStop("incomplete", "llm_timeout")
             result.input_tokens += reply.usage.input_tokens
             result.output_tokens += reply.usage.output_tokens
+            self._account(run, setup.provider_name, model, reply.usage)
             calibrate = getattr(compactor, "calibrate", None)
             if calibrate is not None and reply.usage.input_tokens:
                 calibrate(view, reply.usage.input_tokens)  # estimates learn from real usage

@@ -223,12 +223,19 @@ class Kernel:
                 f"no agent {agent_id!r} in workspace {str(self.workspace)!r}"
                 f" (expected {AGENTS_DIR}/{agent_id}/{AGENT_FILE}; known agents: {known})"
             )
-        settings = load_settings(path, load_yaml_file(path), self.sections, scope="agent")
+        spec = self.check_agent(agent_id, load_yaml_file(path), path)
+        self._agents[agent_id] = spec
+        return spec
+
+    def check_agent(self, agent_id: str, doc: Mapping[str, Any], file: Path) -> AgentSpec:
+        """Validate an agent document (a parsed SOUL.yaml) as the loaded plugins do, without
+        saving it; raises one ConfigError with every problem. Studio builds use this."""
+        settings = load_settings(file, doc, self.sections, scope="agent")
         declared = settings.get("id") if settings.is_set("id") else None
         spec = AgentSpec(agent_id, settings)
         issues = []
         if declared is not None and declared != agent_id:
-            loc = settings.source_of("id") or Location(str(path))
+            loc = settings.source_of("id") or Location(str(file))
             message = f"does not match the folder name {agent_id!r}"
             issues.append(ConfigIssue(loc, "id", message, declared, True))
         issues += [
@@ -238,7 +245,6 @@ class Kernel:
         ]
         if issues:
             raise ConfigError(issues)
-        self._agents[agent_id] = spec
         return spec
 
     def validate_all(self) -> list[str]:

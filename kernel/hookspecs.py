@@ -126,6 +126,13 @@ def soulacy_model_capacity(kernel: Kernel, provider: str | None, model: str | No
     """
 
 
+@hookspec(firstresult=True)
+def soulacy_price(kernel: Kernel, provider: str, model: str | None, usage: Any) -> float | None:
+    """The price in US dollars of one model call's ``usage`` (a ``Usage``), or None when no
+    price is known. Called after every model call; the first non-None answer wins.
+    """
+
+
 # --------------------------------------------------------------------------------------------
 # Tools
 # --------------------------------------------------------------------------------------------
@@ -145,6 +152,30 @@ def soulacy_tool_permission(kernel: Kernel, agent_id: str, tool_name: str, argum
     """Decide whether a tool call may run: ``True``, ``False``, or ``None`` to let others decide.
 
     Called before every tool call; the first non-None answer wins; with no answer the call runs.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets and accounting
+# --------------------------------------------------------------------------------------------
+
+
+@hookspec
+def soulacy_usage(kernel: Kernel, run: Run, provider: str, model: str | None, usage: Any) -> None:
+    """Observe the usage of one model call of ``run`` (for quotas and accounting).
+
+    Called after every model call, after ``run.result.cost_usd`` was updated. Every
+    implementation is called.
+    """
+
+
+@hookspec(firstresult=True)
+def soulacy_check_budget(kernel: Kernel, run: Run) -> str | None:
+    """Return a reason (such as ``max_cost_usd`` or ``token_quota``) to end ``run`` as
+    incomplete before its next model call, or None to let it go on.
+
+    Called at every turn boundary, after the policy's own limits; these budgets stay in force
+    when turns and tokens are unlimited. The first non-None answer wins.
     """
 
 
