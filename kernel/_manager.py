@@ -35,6 +35,9 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("workflows", "soulacy.plugins.workflows"),
     ("http", "soulacy.plugins.http"),
     ("scheduler", "soulacy.plugins.scheduler"),
+    ("costs", "soulacy.plugins.costs"),
+    ("reasoning", "soulacy.plugins.reasoning"),
+    ("studio", "soulacy.plugins.studio"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
 )

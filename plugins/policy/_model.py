@@ -41,11 +41,27 @@ class RuntimeConfig:
 
 
 @attrs.frozen
+class Price:
+    """Price metadata of a provider's models; ``*`` and ``?`` are wildcards."""
+
+    input_per_mtok: float  # US dollars per million input tokens
+    output_per_mtok: float
+    provider: str = "*"
+    model: str = "*"
+
+
+@attrs.frozen
 class CostsConfig:
-    """``costs:`` in config.yaml (per-response output allowances)."""
+    """``costs:`` in config.yaml: output allowances, price metadata and dollar budgets.
+
+    The budgets are enforced by the ``costs`` plugin; 0 means none.
+    """
 
     default_max_output_tokens: int = 16384
     max_output_tokens_ceiling: int = 0
+    pricing: list[Price] = attrs.Factory(list)
+    max_run_cost_usd: float = 0.0
+    max_daily_cost_usd: float = 0.0
 
 
 @attrs.frozen

@@ -22,6 +22,8 @@ WORKSPACE_RANGES = (
     ("runtime.no_progress_limit", 0, "0 disables stall detection"),
     ("costs.default_max_output_tokens", 0, "0 leaves it to the model's capacity"),
     ("costs.max_output_tokens_ceiling", 0, "0 means no ceiling"),
+    ("costs.max_run_cost_usd", 0, "0 means no dollar budget per run"),
+    ("costs.max_daily_cost_usd", 0, "0 means no daily dollar budget"),
     ("llm.studio.max_build_tokens", 0, "0 means unlimited"),
     ("llm.studio.max_build_cost_usd", 0, "0 means unlimited"),
     ("llm.studio.max_build_attempts", -1, "-1 means unlimited, 0 selects the default"),

@@ -1,0 +1,1 @@
+"""Studio builds (being built)."""
