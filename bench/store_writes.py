@@ -28,13 +28,17 @@ def raw_rate(path: Path, writes: int) -> float:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, session TEXT, role TEXT, content TEXT,"
-                 " created REAL)")
+    conn.execute(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, session TEXT, role TEXT, content TEXT,"
+        " created REAL)"
+    )
     started = time.perf_counter()
     for n in range(writes):
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t (session, role, content, created) VALUES (?, ?, ?, ?)",
-                     ("s", "tool", f"ok-{n}", time.time()))
+        conn.execute(
+            "INSERT INTO t (session, role, content, created) VALUES (?, ?, ?, ?)",
+            ("s", "tool", f"ok-{n}", time.time()),
+        )
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - started
     conn.close()
@@ -91,7 +95,9 @@ def main() -> None:
     print("| path | committed writes/s (median) | min-max |")
     print("|---|---|---|")
     print(f"| raw sqlite3, WAL + NORMAL | {r:,.0f} | {min(raw):,.0f}-{max(raw):,.0f} |")
-    print(f"| SQLite store plugin, record_turn | {p:,.0f} | {min(plugin):,.0f}-{max(plugin):,.0f} |")
+    print(
+        f"| SQLite store plugin, record_turn | {p:,.0f} | {min(plugin):,.0f}-{max(plugin):,.0f} |"
+    )
     print(f"\nplugin / raw: {p / r:.2f}")
     print(f"64 concurrent proof finalizations: {failures} failures, {stored} proofs stored")
 
