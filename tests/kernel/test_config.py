@@ -111,7 +111,7 @@ def test_an_unknown_key_below_a_shared_top_level_key_is_an_error(
 
 
 def test_original_keys_that_no_plugin_handles_are_warnings(load: Callable[..., Kernel]) -> None:
-    kernel = load("memory:\n  size: 8080\nrate_limit: {}\n")
+    kernel = load("memory:\n  size: 8080\nchannels: {}\n")
     assert len(kernel.config.warnings) == 2
     assert "'memory' is not handled by any loaded plugin" in kernel.config.warnings[0]
 
