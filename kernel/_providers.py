@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Awaitable, Callable
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -88,3 +90,42 @@ class ContextLengthExceeded(ProviderError):
         super().__init__(message, status=400)
         self.limit = limit
         self.requested = requested
+
+
+MAX_BACKOFF = 60.0  # seconds: the longest wait between two attempts of a model call
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds, given as seconds or as an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.datetime.now(when.tzinfo)).total_seconds())
+
+
+def backoff_delay(failure: ProviderError, attempt: int) -> float:
+    """How long to wait before retrying: what the provider asked for, else exponential."""
+    if failure.retry_after is not None:
+        return min(failure.retry_after, MAX_BACKOFF)
+    return min(0.5 * 2.0**attempt, MAX_BACKOFF)
+
+
+class SentText:
+    """Passes streamed text on to a sink, remembering whether any reached it: text already
+    shown cannot be taken back, so a stream that fails after it must not be retried."""
+
+    def __init__(self, sink: TextSink | None) -> None:
+        self.sink = sink
+        self.any = False
+
+    async def __call__(self, delta: str) -> None:
+        if self.sink is not None:  # without a sink nothing was shown: a retry is still fine
+            self.any = True
+            await self.sink(delta)

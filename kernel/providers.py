@@ -1,19 +1,27 @@
 """Public names for provider plugins: the protocol, configuration, kinds and errors."""
 
 from ._providers import (
+    MAX_BACKOFF,
     ContextLengthExceeded,
     Provider,
     ProviderConfig,
     ProviderError,
     ProviderType,
+    SentText,
     TextSink,
+    backoff_delay,
+    retry_after_seconds,
 )
 
 __all__ = [
+    "MAX_BACKOFF",
     "ContextLengthExceeded",
     "Provider",
     "ProviderConfig",
     "ProviderError",
     "ProviderType",
+    "SentText",
     "TextSink",
+    "backoff_delay",
+    "retry_after_seconds",
 ]

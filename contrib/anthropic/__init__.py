@@ -40,7 +40,10 @@ from soulacy.kernel.providers import (
     ProviderConfig,
     ProviderError,
     ProviderType,
+    SentText,
     TextSink,
+    backoff_delay,
+    retry_after_seconds,
 )
 
 from . import _wire
@@ -50,7 +53,6 @@ __all__ = ["AnthropicProvider"]
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; used when nothing else states it
-MAX_BACKOFF = 60.0
 PATH = "/v1/messages"
 
 
@@ -92,7 +94,7 @@ class AnthropicProvider:
         )
         body = _wire.request_body(request, model, max_tokens, stream)
         attempt = 0
-        sent = _SentText(on_text)
+        sent = SentText(on_text)
         while True:
             try:
                 if stream:
@@ -113,10 +115,10 @@ class AnthropicProvider:
                 )
             if not failure.retryable or attempt >= self.config.max_retries:
                 raise failure
-            await trio.sleep(self._delay(failure, attempt))
+            await trio.sleep(backoff_delay(failure, attempt))
             attempt += 1
 
-    async def _stream(self, body: dict[str, Any], on_text: _SentText) -> ModelReply:
+    async def _stream(self, body: dict[str, Any], on_text: SentText) -> ModelReply:
         assembler = _wire.StreamAssembler()
         async with self._client.stream("POST", PATH, json=body) as response:
             if response.status_code != 200:
@@ -166,45 +168,11 @@ class AnthropicProvider:
             message,
             status=status,
             retryable=status == 429 or status >= 500,  # 529 is "overloaded"
-            retry_after=_retry_after(headers.get("retry-after")),
+            retry_after=retry_after_seconds(headers.get("retry-after")),
         )
-
-    def _delay(self, failure: ProviderError, attempt: int) -> float:
-        if failure.retry_after is not None:
-            return min(failure.retry_after, MAX_BACKOFF)
-        return min(0.5 * 2.0**attempt, MAX_BACKOFF)
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-class _SentText:
-    """Passes text deltas on, remembering whether any reached the sink."""
-
-    def __init__(self, sink: TextSink | None) -> None:
-        self.sink = sink
-        self.any = False
-
-    async def __call__(self, delta: str) -> None:
-        # Without a sink nothing was shown, so a failed stream may still be retried.
-        if self.sink is not None:
-            self.any = True
-            await self.sink(delta)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """``Retry-After`` in seconds or as an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - datetime.datetime.now(when.tzinfo)).total_seconds())
 
 
 def _create(name: str, config: ProviderConfig, kernel: Kernel) -> AnthropicProvider:
