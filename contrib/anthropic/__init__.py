@@ -21,12 +21,10 @@ other 5xx answers (and dropped connections) with backoff, honouring ``Retry-Afte
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
-from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
 import httpx

@@ -19,11 +19,9 @@ a context-length refusal becomes ``ContextLengthExceeded`` carrying the server's
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from collections.abc import Sequence
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import attrs
