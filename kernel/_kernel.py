@@ -99,9 +99,7 @@ class Kernel:
         self.conversations = ConversationRegistry()
         self._engine: Engine | None = None
         self._providers: dict[str, Provider] = {}
-        self._store: ConversationStore | None = None
-        self._proofs: ProofStore | None = None
-        self._checkpoints: CheckpointStore | None = None
+        self._stores: dict[str, Any] = {}  # by storage hook name
         # Identifies this kernel as the owner of claims (runs, schedules) in shared stores.
         self.owner = ClaimOwner.current(uuid.uuid4().hex)
         self._memory: MemoryStore | None = None  # used when no plugin provides a store
@@ -297,28 +295,29 @@ class Kernel:
 
     def conversation_store(self) -> ConversationStore:
         """The store of history, runs and tool records (memory when no plugin provides one)."""
-        if self._store is None:
-            store = self.hook.soulacy_conversation_store(kernel=self)
-            self._store = store if store is not None else self._memory_store()
-        return self._store
+        store: ConversationStore = self._store_from("soulacy_conversation_store")
+        return store
 
     def checkpoint_store(self) -> CheckpointStore:
         """The store of workflow checkpoints and claims (memory when no plugin provides one)."""
-        if self._checkpoints is None:
-            store = self.hook.soulacy_checkpoint_store(kernel=self)
-            self._checkpoints = store if store is not None else self._memory_store()
-        return self._checkpoints
+        store: CheckpointStore = self._store_from("soulacy_checkpoint_store")
+        return store
 
     def proof_store(self) -> ProofStore:
-        if self._proofs is None:
-            store = self.hook.soulacy_proof_store(kernel=self)
-            self._proofs = store if store is not None else self._memory_store()
-        return self._proofs
+        """The store of proofs (memory when no plugin provides one)."""
+        store: ProofStore = self._store_from("soulacy_proof_store")
+        return store
 
-    def _memory_store(self) -> MemoryStore:
-        if self._memory is None:
-            self._memory = MemoryStore()
-        return self._memory
+    def _store_from(self, hook: str) -> Any:
+        """Ask a storage hook once; without an answer, one MemoryStore serves every concern."""
+        if hook not in self._stores:
+            found = getattr(self.hook, hook)(kernel=self)
+            if found is None:
+                if self._memory is None:
+                    self._memory = MemoryStore()
+                found = self._memory
+            self._stores[hook] = found
+        return self._stores[hook]
 
     # -- providers and tools -------------------------------------------------------------------
 
@@ -420,8 +419,8 @@ class Kernel:
         providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             await provider.aclose()
-        stores = {id(s): s for s in (self._store, self._proofs, self._checkpoints) if s is not None}
-        self._store = self._proofs = self._checkpoints = None
+        stores = {id(s): s for s in self._stores.values()}
+        self._stores = {}
         for store in stores.values():
             close = getattr(store, "aclose", None)
             if close is not None:
