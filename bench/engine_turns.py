@@ -32,7 +32,7 @@ from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.scripted import ScriptedProvider
 
 
-def build(folder: Path, turns: int, stamps: list[float]) -> Kernel:
+def build(folder: Path, turns: int, stamps: list[float], store: bool = False) -> Kernel:
     def model(request: ModelRequest, index: int) -> ModelReply:
         stamps.append(time.perf_counter())
         t = index + 1
@@ -57,15 +57,23 @@ def build(folder: Path, turns: int, stamps: list[float]) -> Kernel:
         ],
         soulacy_tools=lambda kernel, agent_id: [Tool.from_function(step)],
     )
-    return Kernel.load(folder, extra_plugins=[plugin], autoload=False, environ={})
+    plugins = [] if store else ["no:sqlite_store"]  # the engine alone, or with durable turns
+    return Kernel.load(folder, extra_plugins=[plugin], plugins=plugins, autoload=False, environ={})
 
 
-def one(turns: int) -> dict[str, Any]:
+def one(turns: int, store: bool = False) -> dict[str, Any]:
     stamps: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        kernel = build(Path(tmp), turns, stamps)
+        kernel = build(Path(tmp), turns, stamps, store)
+
+        async def run() -> Any:
+            try:
+                return await kernel.run("bench", "go")
+            finally:
+                await kernel.aclose()
+
         started = time.perf_counter()
-        result = trio.run(kernel.run, "bench", "go")
+        result = trio.run(run)
         elapsed = time.perf_counter() - started
     assert result.status == "completed", result.metadata()
     assert (result.llm_calls, result.tool_calls) == (turns, turns - 1), result.metadata()
@@ -77,6 +85,7 @@ def one(turns: int) -> dict[str, Any]:
 
     return {
         "turns": turns,
+        "store": store,
         "us_per_turn": elapsed / turns * 1e6,
         "us_turn_100": window(100) if turns > 150 else None,
         "us_last_100": window(len(gaps) - 50),
@@ -84,13 +93,13 @@ def one(turns: int) -> dict[str, Any]:
     }
 
 
-def table(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
+def table(sizes: list[int], repeat: int, store: bool = False) -> list[dict[str, Any]]:
     rows = []
     for turns in sizes:
         runs = []
         for _ in range(repeat):
             out = subprocess.run(
-                [sys.executable, __file__, "--one", str(turns)],
+                [sys.executable, __file__, "--one", str(turns), *(["--store"] if store else [])],
                 check=True,
                 capture_output=True,
                 text=True,
@@ -115,11 +124,12 @@ def main() -> None:
     parser.add_argument("--one", type=int, help="run one N in this process and print JSON")
     parser.add_argument("--sizes", default="100,200,1000,10000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--store", action="store_true", help="commit every turn to SQLite")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one)))
+        print(json.dumps(one(args.one, args.store)))
         return
-    rows = table([int(s) for s in args.sizes.split(",")], args.repeat)
+    rows = table([int(s) for s in args.sizes.split(",")], args.repeat, args.store)
     print(
         "| N | µs/turn (best of runs) | range | µs/turn near turn 100 | µs/turn, last 100 |"
         " peak RSS MB |"

@@ -101,7 +101,7 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 
 @hookimpl
 def soulacy_price(kernel: Kernel, provider: str, model: str | None, usage: Any) -> float | None:
-    return price_of(kernel.config.get("costs.pricing"), provider, model, usage)
+    return price_of(kernel.config.section("costs").pricing, provider, model, usage)
 
 
 @hookimpl
@@ -112,12 +112,12 @@ def soulacy_usage(kernel: Kernel, run: Any, provider: str, model: str | None, us
 
 @hookimpl
 def soulacy_check_budget(kernel: Kernel, run: Any) -> str | None:
+    costs = kernel.config.section("costs")  # owned by the policy plugin; read on every turn
     spent = run.result.cost_usd or 0.0
-    per_run = kernel.config.get("costs.max_run_cost_usd")
-    if per_run and spent >= per_run:
+    if costs.max_run_cost_usd and spent >= costs.max_run_cost_usd:
         return "max_cost_usd"
     meter, now = _meter(kernel), trio.current_time()
-    daily = kernel.config.get("costs.max_daily_cost_usd")
+    daily = costs.max_daily_cost_usd
     if daily and meter.total(now, 86400.0)[1] >= daily:
         return "daily_cost_budget"
     quotas: RateLimitConfig = kernel.config.section("rate_limit")
