@@ -79,7 +79,7 @@ def check_timeout_order(settings: Settings) -> Iterator[ConfigIssue]:
         inner = settings.get(f"runtime.timeouts.{shorter}")
         value = str(settings.get(path))
         if longer == "http":
-            want = '"0"' if inner.seconds == 0 else f'at least {inner} (e.g. "{_plus(inner)}")'
+            want = '"0"' if inner.seconds == 0 else f'longer than {inner} (e.g. "{_plus(inner)}")'
             run = "no deadline" if inner.seconds == 0 else str(inner)
             message = (
                 f"the HTTP timeout cannot accommodate the run timeout ({run}):"

@@ -54,6 +54,8 @@ runtime:
 costs:
   default_max_output_tokens: 8192   # per response
   max_output_tokens_ceiling: 12000
+  pricing:
+  - {provider: acme, model: "m-*", input_per_mtok: 0.5, output_per_mtok: 1.5}  # price metadata
 """
 SAVED_KEYS = [
     "plugins.disable",
@@ -77,6 +79,7 @@ SAVED_KEYS = [
     "runtime.timeouts.http",
     "costs.default_max_output_tokens",
     "costs.max_output_tokens_ceiling",
+    "costs.pricing",
 ]
 
 
@@ -179,6 +182,42 @@ def test_workspace_saves_send_changed_fields_only(
     assert saved_values(reloaded) == expected
     assert all(reloaded.config.is_set(k) for k in SAVED_KEYS)
     assert saved_values(kernel) == expected  # the running kernel sees the saved settings
+
+
+@pytest.mark.parametrize(
+    "pricing",
+    [
+        pytest.param(
+            "  pricing:\n    - {provider: acme, input_per_mtok: 0.5, output_per_mtok: 1.5}\n",
+            id="a list indented under its key (the style the kernel itself writes)",
+        ),
+        pytest.param(
+            "  pricing:   # price metadata\n"
+            "  - {provider: acme, input_per_mtok: 0.5, output_per_mtok: 1.5}\n",
+            id="a comment after the key of a list",
+        ),
+    ],
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="kernel bug: kernel/_yamlio.py dump_round_trip trusts ruamel's"
+    " load_yaml_guess_indent, which answers (4, 2) for these files, and re-indents every"
+    " mapping of config.yaml to 4 spaces on save",
+)
+def test_a_save_keeps_the_indentation_of_a_file_with_lists(
+    workspace: Workspace, make_kernel: Load, pricing: str
+) -> None:
+    """Only the changed line differs, whatever the style of the lists in the file."""
+    text = "runtime:\n  default_max_turns: 20\ncosts:\n" + pricing
+    saved = workspace.write_config(text)
+    assert make_kernel().update_config({"runtime.default_max_turns": 21}) == [
+        "runtime.default_max_turns"
+    ]
+    after = saved.read_text(encoding="utf-8")
+    assert changed_lines(text, after) == (
+        ["  default_max_turns: 20"],
+        ["  default_max_turns: 21"],
+    )
 
 
 def test_adding_a_key_only_adds_its_line(saved: Path, make_kernel: Load) -> None:

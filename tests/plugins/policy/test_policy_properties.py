@@ -28,8 +28,10 @@ PROPERTY = settings(max_examples=150, deadline=None)
 
 # -- strategies -------------------------------------------------------------------------------
 
-TOKENS = st.integers(0, 10**7)
-CALLS = st.integers(0, 5000)
+# The special values (0 and -1) are drawn often, beside ordinary ones.
+TOKENS = st.just(0) | st.integers(0, 10**7)
+CALLS = st.just(0) | st.integers(0, 5000)
+COUNTS = st.sampled_from([-1, 0]) | st.integers(-1, 1000)  # agent and request turns/steps
 RUN_TIMEOUTS = st.sampled_from(["0", "90s", "30m", "2h", "48h", "48h1m", "100h"])
 
 
@@ -57,20 +59,20 @@ WORKSPACES = optional(
 )
 AGENTS = optional(
     name=st.just("An agent"),
-    max_turns=st.integers(-1, 1000),
+    max_turns=COUNTS,
     budget=st.none() | budgets(TOKENS, CALLS),
-    reasoning=optional(max_steps=st.integers(-1, 1000), total_timeout=RUN_TIMEOUTS),
+    reasoning=optional(max_steps=COUNTS, total_timeout=RUN_TIMEOUTS),
     llm=optional(max_tokens=st.integers(0, 200_000)),
     no_progress_limit=st.integers(0, 60),
     run_timeout=RUN_TIMEOUTS,
 )
 REQUEST_DICTS = optional(
-    max_turns=st.integers(-1, 1000),
+    max_turns=COUNTS,
     budget=budgets(TOKENS, CALLS),
     run_timeout=RUN_TIMEOUTS,
     max_output_tokens=st.integers(0, 200_000),
     no_progress_limit=st.integers(0, 60),
-    reasoning_max_steps=st.integers(-1, 1000),
+    reasoning_max_steps=COUNTS,
 )
 CAPACITIES = st.none() | st.builds(
     ModelCapacity,
@@ -337,7 +339,7 @@ def test_zero_and_empty_spellings_inherit_like_omission(
     spelled = {
         **omitted,
         "max_turns": 0,
-        "budget": (agent.get("budget") and {}) or None,
+        "budget": {} if agent.get("budget") else None,  # an empty or a null budget
         "llm": {"max_tokens": 0},
         "reasoning": {"max_steps": 0},
     }

@@ -123,9 +123,22 @@ def test_an_http_timeout_that_cannot_accommodate_the_run_says_what_to_set(
     assert issue.path == "runtime.timeouts.http"
     assert (issue.location.file, issue.location.line) == (str(workspace.path / "config.yaml"), 4)
     assert "cannot accommodate the run timeout (72h)" in issue.message
-    assert 'set it to at least 72h (e.g. "72h1m")' in issue.message
+    assert 'set it to longer than 72h (e.g. "72h1m")' in issue.message
     assert '"0" means unlimited' in issue.message
     assert issue.value == "48h1m"
+
+
+def test_an_http_timeout_equal_to_the_run_asks_for_a_longer_one(
+    workspace: Workspace, make_kernel: Load
+) -> None:
+    """Equal would cut the reply off as the run ends: the message must not say "at least"."""
+    workspace.write_config("runtime:\n  timeouts:\n    run: 2h\n    http: 2h\n")
+    with pytest.raises(ConfigError) as caught:
+        make_kernel()
+    (issue,) = caught.value.issues
+    assert (issue.path, issue.location.line) == ("runtime.timeouts.http", 4)
+    assert 'set it to longer than 2h (e.g. "2h1m")' in issue.message
+    assert "at least 2h" not in issue.message
 
 
 def test_an_unlimited_run_needs_an_unlimited_http_timeout(
