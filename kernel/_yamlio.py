@@ -7,7 +7,9 @@ changed, and every key keeps its line and column for error messages.
 from __future__ import annotations
 
 import io
+import itertools
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -16,17 +18,51 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
-from ruamel.yaml.util import load_yaml_guess_indent
 
 from ._errors import ConfigError, ConfigIssue, Location
 
 
-def _round_trip(indent: int = 2, block_seq_indent: int = 2) -> YAML:
+def _round_trip(mapping: int = 2, sequence: int = 4, offset: int = 2) -> YAML:
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap a person's long lines
-    yaml.indent(mapping=indent, sequence=indent + block_seq_indent, offset=block_seq_indent)
+    yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
     return yaml
+
+
+_KEY = re.compile(r"^( *)[^\s#-][^:#]*:\s*(#.*)?$")  # "key:" opening a block (maybe commented)
+_ITEM = re.compile(r"^( *)- +(\S)")
+
+
+def guess_indentation(text: str) -> tuple[int, int, int]:
+    """(mapping, sequence, offset) as ruamel's ``indent()`` takes them, read off the file.
+
+    ruamel's own guess misreads common styles (a list under its key indented or not, a
+    comment after the key), and a wrong guess re-indents every line on save.
+    """
+    mapping = sequence = offset = None
+    lines = [
+        line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
+    for parent, child in itertools.pairwise(lines):
+        key = _KEY.match(parent)
+        if key is None:
+            continue
+        base = len(key.group(1))
+        item = _ITEM.match(child)
+        if item is not None and sequence is None:
+            offset = len(item.group(1)) - base
+            sequence = item.start(2) - base
+        elif item is None and mapping is None:
+            depth = len(child) - len(child.lstrip(" "))
+            if depth > base:
+                mapping = depth - base
+        if mapping is not None and sequence is not None:
+            break
+    mapping = mapping or 2
+    if sequence is None:
+        offset, sequence = mapping, mapping * 2
+    return mapping, sequence, offset or 0
 
 
 def parse_yaml(text: str, filename: str) -> CommentedMap:
@@ -87,13 +123,8 @@ def iter_leaves(node: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, 
 
 def dump_round_trip(doc: CommentedMap, original_text: str) -> str:
     """Serialize ``doc`` with the indentation that the original file used."""
-    indent, block_seq_indent = 2, 2
-    if original_text.strip():
-        _, guessed_indent, guessed_seq = load_yaml_guess_indent(original_text)
-        indent = guessed_indent or 2
-        block_seq_indent = guessed_seq if guessed_seq is not None else indent
     out = io.StringIO()
-    _round_trip(indent, block_seq_indent).dump(doc, out)
+    _round_trip(*guess_indentation(original_text)).dump(doc, out)
     return out.getvalue()
 
 

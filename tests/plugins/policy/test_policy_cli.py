@@ -198,12 +198,6 @@ def test_workspace_saves_send_changed_fields_only(
         ),
     ],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="kernel bug: kernel/_yamlio.py dump_round_trip trusts ruamel's"
-    " load_yaml_guess_indent, which answers (4, 2) for these files, and re-indents every"
-    " mapping of config.yaml to 4 spaces on save",
-)
 def test_a_save_keeps_the_indentation_of_a_file_with_lists(
     workspace: Workspace, make_kernel: Load, pricing: str
 ) -> None:
