@@ -90,6 +90,11 @@ def _strict_attrs(t: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
     inner = make_dict_structure_fn(t, conv)
 
     def structure(value: Any, type_: Any) -> Any:
+        if value is None:  # a key left empty in YAML (``timeouts:``) means "all defaults"
+            try:
+                return type_()
+            except TypeError:
+                pass
         if not isinstance(value, Mapping):
             raise ConfigValueError(f"expected a mapping of keys, got {_type_name(value)}")
         return inner(value, type_)

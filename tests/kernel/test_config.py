@@ -227,3 +227,8 @@ def test_a_mismatched_agent_id_is_reported_with_the_other_problems(
     messages = [str(issue) for issue in info.value.issues]
     assert any("id: does not match the folder name 'a' (got 'b')" in m for m in messages)
     assert len(messages) == 2
+
+
+def test_an_empty_nested_section_takes_its_defaults(load: Callable[..., Kernel]) -> None:
+    kernel = load("runtime:\n  timeouts:\n")
+    assert kernel.config.get("runtime.timeouts.run").seconds == 48 * 3600
