@@ -238,6 +238,7 @@ class Run:
         self.pending_tools: list[ToolRecord] = []
         self.last_yield = time.perf_counter()
         self.refused = False
+        self.started = False  # recorded as started in the store (at the first turn)
         self.model_setup: _ModelSetup | None = None
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any], call_id: str) -> ToolOutcome:
@@ -337,7 +338,8 @@ class Engine:
         store = kernel.conversation_store()
         run.tools = {tool.name: tool for tool in kernel.tools_for(agent)}  # errors come first
         await self._check_identity(run, store)
-        await store.start_run(run.record)
+        # The run is recorded as started at its first turn: a run a strategy refuses before
+        # that (a workflow retry of another request) leaves nothing of its own behind.
         # Tool calls already executed under this run id (a retry after a crash) replay.
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
@@ -707,17 +709,21 @@ class Engine:
 
     async def _record(self, run: Run) -> None:
         """Store the messages and tool calls not stored yet, in one step."""
+        store = self.kernel.conversation_store()
+        if not run.started:
+            await store.start_run(run.record)
+            run.started = True
         messages = run.messages[run.recorded :]
         if not messages and not run.pending_tools:
             return
-        await self.kernel.conversation_store().record_turn(run.record, messages, run.pending_tools)
+        await store.record_turn(run.record, messages, run.pending_tools)
         run.recorded = len(run.messages)
         run.pending_tools = []
 
     async def _complete(self, run: Run) -> None:
         kernel = self.kernel
         proof = None
-        if run.refused:
+        if run.refused or not run.started:  # refused before its first turn: nothing stored
             await self._emit(
                 run, "run.completed", {**run.result.metadata(), "reply": run.result.reply}
             )
@@ -726,7 +732,9 @@ class Engine:
             await self._record(run)
             store = kernel.conversation_store()
             await store.finish_run(run.run_id, run.result.metadata())
-            proof = await kernel.proof_store().finalize_proof(run.run_id, run.result.metadata())
+            proof = await kernel.proof_store().finalize_proof(
+                run.run_id, run.result.metadata(), run.result.assertions
+            )
         except StorageError as exc:
             # What could not be stored is said, never passed off as stored; the first
             # storage failure of the run is the one reported.

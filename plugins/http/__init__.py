@@ -10,7 +10,16 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 
-from soulacy.kernel import ConfigSection, Event, Kernel, Service, hookimpl
+from soulacy.kernel import (
+    ConfigIssue,
+    ConfigSection,
+    Event,
+    Kernel,
+    Location,
+    Service,
+    Settings,
+    hookimpl,
+)
 
 from ._app import Api
 from ._config import ServerConfig
@@ -33,6 +42,27 @@ def run_logs(kernel: Kernel) -> RunLogs:
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [ConfigSection("server", ServerConfig, doc="the HTTP API")]
+
+
+@hookimpl
+def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
+    server: ServerConfig = config.section("server")
+    checks = [
+        ("port", server.port, 0, 65535),
+        ("max_body_bytes", server.max_body_bytes, 1, None),
+        ("events_per_run", server.events_per_run, 1, None),
+        ("finished_runs_kept", server.finished_runs_kept, 0, None),
+    ]
+    issues = []
+    for key, value, low, high in checks:
+        if value < low or (high is not None and value > high):
+            path = f"server.{key}"
+            loc = config.source_of(path) or Location(str(config.file))
+            expected = (
+                f"expected {low} to {high}" if high is not None else (f"expected {low} or more")
+            )
+            issues.append(ConfigIssue(loc, path, expected, value, True))
+    return issues
 
 
 @hookimpl

@@ -180,7 +180,17 @@ class Api:
         policy = self.kernel.resolve_policy(body.agent_id, body.overrides or {})
         run_id = body.run_id or uuid.uuid4().hex
         current = self.logs.get(run_id)
-        if current is not None and not self._visible(current.principal, request):
+        stored = (
+            None
+            if current is not None
+            else (await self.kernel.conversation_store().get_run(run_id))
+        )
+        owner = (
+            current.principal
+            if current is not None
+            else (stored.principal if stored else request.principal)
+        )
+        if not self._visible(owner, request):
             raise HttpError(404, f"no run {run_id!r}")  # another principal's: not confirmed
         if current is not None and not current.finished:
             raise HttpError(409, f"run {run_id!r} is still running")

@@ -65,17 +65,32 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 
 @hookimpl
 def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
-    zone = config.section("scheduler").timezone
+    scheduler: SchedulerConfig = config.section("scheduler")
+    issues = []
+    if not scheduler.backoff:
+        loc = config.source_of("scheduler.backoff") or Location(str(config.file))
+        issues.append(
+            ConfigIssue(loc, "scheduler.backoff", "expected at least one duration", [], True)
+        )
+    if scheduler.max_failures < 0:
+        loc = config.source_of("scheduler.max_failures") or Location(str(config.file))
+        issues.append(
+            ConfigIssue(
+                loc,
+                "scheduler.max_failures",
+                "expected 0 (never) or more",
+                scheduler.max_failures,
+                True,
+            )
+        )
+    zone = scheduler.timezone
     try:
         ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
         loc = config.source_of("scheduler.timezone") or Location(str(config.file))
-        return [
-            ConfigIssue(
-                loc, "scheduler.timezone", "unknown time zone (e.g. UTC, Europe/Oslo)", zone, True
-            )
-        ]
-    return []
+        message = "unknown time zone (e.g. UTC, Europe/Oslo)"
+        issues.append(ConfigIssue(loc, "scheduler.timezone", message, zone, True))
+    return issues
 
 
 @hookimpl

@@ -98,9 +98,16 @@ class ScheduleLoop:
         if not schedule.run_missed_on_startup or last is None:
             return
         now = self.clock.now()
-        due = next_tick(schedule.cron, datetime.fromisoformat(last))
-        window = timedelta(seconds=schedule.missed_startup_window.seconds)
-        if due <= now and (schedule.missed_startup_window.is_zero or now - due <= window):
+        window = schedule.missed_startup_window
+        start = datetime.fromisoformat(last)
+        if not window.is_zero:
+            start = max(start, now - timedelta(seconds=window.seconds))
+        due = None  # the latest tick that was due since then: one catch-up run, not many
+        for tick in CronSim(schedule.cron, start):
+            if tick > now:
+                break
+            due = tick
+        if due is not None:
             await self._emit("schedule.missed", {"tick": due.isoformat()})
             await self._tick(due, runs)
 
@@ -121,7 +128,8 @@ class ScheduleLoop:
             await self._skip(state, tick, "another process owns the schedule's run", owner=holder)
             return
         state = dict(await self.store.load_state(self.key) or {})  # now under the claim
-        if state.get("last_tick") is not None and state["last_tick"] >= tick.isoformat():
+        last = state.get("last_tick")
+        if last is not None and datetime.fromisoformat(last) >= tick:  # instants, not strings
             await self.store.release_claim(self.key, self.kernel.owner)
             return  # another process already ran this tick
         if claim.took_over_from is not None:
@@ -159,6 +167,9 @@ class ScheduleLoop:
                 beat.cancel_scope.cancel()
             if scope.cancelled_caught:
                 outcome.update(status="incomplete", incomplete_reason="schedule_timeout")
+        except trio.Cancelled:  # shutdown: the run did not finish, so it did not succeed
+            outcome.update(status="cancelled", incomplete_reason="scheduler_stopped")
+            raise
         except Exception as exc:  # a scheduler never dies of one run: the run is a failure
             while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
                 exc = exc.exceptions[0]

@@ -102,6 +102,8 @@ def soulacy_run_strategy(kernel: Kernel, run: Run) -> Callable[[Run], Awaitable[
 @hookimpl
 def soulacy_verify_outcome(kernel: Kernel, run: Run) -> Verification | None:
     outcome: Outcome = run.agent.section("outcome")
+    if run.request.mode == "classic" and run.agent.section("workflow") is not None:
+        return None  # a model-turn step of the workflow: the outcome is the workflow's
     if not outcome.assertions:
         return None  # nothing declared: completion stays explicitly unverified
     evidence = {"input": run.request.text, "reply": run.result.reply, **run.evidence}

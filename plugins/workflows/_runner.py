@@ -220,9 +220,15 @@ class WorkflowRunner:
                 run.run_id, step_id, status, run.agent_id, evidence, dict(identity), time.time()
             )
 
+        # Inputs are filled in before the step is marked in progress: a bad reference fails
+        # the run without leaving a step that looks interrupted.
+        filled = render(
+            step.arguments if step.tool is not None else step.prompt or step.input or "",
+            {"input": run.request.text, "steps": steps},
+        )
         await store.save_checkpoint(checkpoint("in_progress"))
         await run.emit("workflow.step", {"step": step_id, "status": "in_progress"})
-        ok, result, detail = await self._execute(run, step_id, step, steps)
+        ok, result, detail = await self._execute(run, step_id, step, filled)
         evidence = {"kind": step.kind, "result": result, **detail}
         status = "completed" if ok else "failed"
         await store.save_checkpoint(checkpoint(status, evidence))
@@ -238,11 +244,10 @@ class WorkflowRunner:
         return result
 
     async def _execute(
-        self, run: Run, step_id: str, step: Step, steps: Mapping[str, Any]
+        self, run: Run, step_id: str, step: Step, filled: Any
     ) -> tuple[bool, Any, dict[str, Any]]:
-        evidence = {"input": run.request.text, "steps": steps}
         if step.tool is not None:
-            arguments = render(step.arguments, evidence)
+            arguments = filled
             call_id = f"{run.run_id}:{step_id}"
             # The call is recorded like a model's, so the conversation stays well-formed.
             run.messages.append(
@@ -251,7 +256,7 @@ class WorkflowRunner:
             outcome = await run.call_tool(step.tool, arguments, call_id)
             value = outcome.value if outcome.value is not None else outcome.content
             return not outcome.is_error, value, {"call_id": call_id}
-        text = render(step.prompt if step.prompt is not None else step.input or "", evidence)
+        text = filled
         agent_id = step.agent or run.agent_id
         sub = await run.kernel.run(
             agent_id,

@@ -322,3 +322,31 @@ FUZZED = [
     ("POST", "/chat/cancel", "CancelRequest"),
     ("PATCH", "/config", "ConfigPatch"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("events_per_run: 0", "server.events_per_run: expected 1 or more"),
+        ("port: 70000", "server.port: expected 0 to 65535"),
+    ],
+)
+def test_server_settings_are_validated(
+    workspace: Workspace, make_kernel: Callable[..., Kernel], setting: str, message: str
+) -> None:
+    from soulacy.kernel import ConfigError
+
+    workspace.write_config(f"server:\n  {setting}\n")
+    with pytest.raises(ConfigError, match=message):
+        make_kernel()
+
+
+async def test_a_stored_run_of_another_principal_is_not_confirmed(server: Server) -> None:
+    async with server.client("alice") as alice:
+        await alice.post("/chat", json={"agent_id": "echo", "text": "x", "run_id": "mine"})
+    from soulacy.plugins.http import run_logs
+
+    run_logs(server.kernel)._logs.pop("mine")  # as after a restart: the log is gone
+    async with server.client("bob") as bob:
+        response = await bob.post("/chat", json={"agent_id": "echo", "text": "x", "run_id": "mine"})
+    assert response.status_code == 404

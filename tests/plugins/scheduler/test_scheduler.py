@@ -173,30 +173,30 @@ async def test_a_completed_run_writes_its_output_and_a_failed_delivery_is_a_fail
 async def test_missed_runs_at_start_up_follow_the_window(
     workspace: Workspace, load: Callable[..., Kernel], autojump_clock: trio.abc.Clock
 ) -> None:
+    from datetime import datetime
+
     scheduled(
         workspace,
         {"cron": "0 * * * *", "run_missed_on_startup": True, "missed_startup_window": "24h"},
         [{"text": "caught up"}],
     )
-    kernel = load()
-    await kernel.checkpoint_store().save_state(
-        "schedule:cron", {"last_tick": "2000-01-01T00:00:00+00:00"}
-    )  # long ago: outside the window
-    events = recorder(kernel)
-    async with open_kernel(kernel=kernel, grace_period=0):
-        await trio.sleep(1)
-    assert not [e for e in events if e.type == "schedule.missed"]
-    from datetime import datetime, timedelta
 
-    recent = (datetime.now(UTC) - timedelta(hours=2)).replace(minute=0, second=0, microsecond=0)
-    await kernel.checkpoint_store().save_state("schedule:cron", {"last_tick": recent.isoformat()})
-    kernel2 = load()
-    kernel2._memory = kernel._memory  # the same (memory) store: a restart of the process
-    events2 = recorder(kernel2)
-    async with open_kernel(kernel=kernel2, grace_period=0):
-        await trio.sleep(1)
-    assert [e.type for e in events2].count("schedule.missed") == 1
-    assert [e.data["result"] for e in events2 if e.type == "schedule.finished"] == ["succeeded"]
+    async def start_after(last_tick: str) -> list[Event]:
+        kernel = load()
+        await kernel.checkpoint_store().save_state("schedule:cron", {"last_tick": last_tick})
+        events = recorder(kernel)
+        async with open_kernel(kernel=kernel, grace_period=0):
+            await trio.sleep(1)
+        return events
+
+    # Down for years: the ticks of the last 24 hours were missed; one catch-up run, not many.
+    events = await start_after("2000-01-01T00:00:00+00:00")
+    assert [e.type for e in events].count("schedule.missed") == 1
+    assert [e.data["result"] for e in events if e.type == "schedule.finished"] == ["succeeded"]
+    # Nothing was due since the last tick: no catch-up.
+    latest = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    events = await start_after(latest.isoformat())
+    assert not [e for e in events if e.type == "schedule.missed"]
 
 
 def test_a_bad_cron_expression_is_a_config_error(
@@ -216,3 +216,21 @@ def test_scheduled_agents_inherit_the_workspace_policy(
     policy = load().resolve_policy("cron")
     assert policy.max_turns.value == 256
     assert policy.max_turns.source == "default"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("scheduler:\n  backoff: []\n", "scheduler.backoff: expected at least one duration"),
+        ("scheduler:\n  max_failures: -1\n", "scheduler.max_failures: expected 0"),
+        ("scheduler:\n  timezone: Mars/Olympus\n", "scheduler.timezone: unknown time zone"),
+    ],
+)
+def test_scheduler_settings_are_validated(
+    workspace: Workspace, load: Callable[..., Kernel], config: str, message: str
+) -> None:
+    from soulacy.kernel import ConfigError
+
+    workspace.write_config(config)
+    with pytest.raises(ConfigError, match=message):
+        load()

@@ -412,3 +412,29 @@ def test_a_plugin_adds_an_assertion_operator(
         },
     )
     assert make_kernel(extra_plugins=[calls.plugin(), ops]).agent("wf").id == "wf"
+
+
+async def test_a_refused_retry_leaves_the_run_it_names_untouched(
+    workspace: Workspace, make_kernel: Callable[..., Kernel], calls: Calls
+) -> None:
+    agent(
+        workspace,
+        outcome={"assertions": [{"target": "steps.fetch.result.status", "op": "eq", "value": 200}]},
+    )
+    kernel = make_kernel(extra_plugins=[calls.plugin()])
+    try:
+        done = await kernel.run("wf", "u", run_id="r1", session_id="s")
+        refused = await kernel.run("wf", "other input", run_id="r1", session_id="s")
+        store = kernel.conversation_store()
+        run = await store.get_run("r1")
+        proof = await kernel.proof_store().get_proof("r1")
+        history = await store.history("s")
+    finally:
+        await kernel.aclose()
+    assert refused.incomplete_reason == "identity_mismatch"
+    assert run is not None
+    assert (run.status, run.verification) == ("completed", "verified")
+    assert proof is not None
+    assert proof.sha256 == done.metadata()["proof"]["sha256"]
+    assert proof.data()["assertions"][0]["passed"] is True  # the proof keeps its evidence
+    assert "other input" not in [e.content for e in history]
