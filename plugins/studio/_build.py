@@ -16,6 +16,8 @@ import trio
 from soulacy.kernel import ConfigError, Kernel, SoulacyError, UsageError
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, Usage
 from soulacy.kernel.providers import Provider, ProviderError
+from soulacy.kernel.yamlio import atomic_write
+from soulacy.kernel.yamlio import parse_yaml as parse
 
 from ._allowances import Allowances, resolve_allowances
 from ._checks import CheckResult, run_check
@@ -23,7 +25,6 @@ from ._document import Candidate, compose, extract_yaml
 from ._prompt import Previous, system_prompt, user_prompt
 from ._scratch import AGENT_FILE, AGENTS_DIR, candidate_kernel, scratch_workspace
 from ._spec import LIMIT_PATHS, BuildSpec, as_spec
-from ._yaml import atomic_write, parse
 
 Status = Literal["completed", "incomplete", "failed"]
 

@@ -13,8 +13,11 @@ from typing import Any
 import attrs
 from ruamel.yaml.comments import CommentedMap
 
+from soulacy.kernel.yamlio import dump_round_trip as dump
+from soulacy.kernel.yamlio import parse_yaml as parse
+from soulacy.kernel.yamlio import plain
+
 from ._spec import LIMIT_PATHS, BuildSpec
-from ._yaml import dump, parse, plain
 
 # A fenced block; an unterminated one (a truncated reply) runs to the end.
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)

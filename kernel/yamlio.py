@@ -1,0 +1,18 @@
+"""Public round-trip YAML helpers: edit a person's file so that only what changed differs.
+
+``parse_yaml`` keeps comments, quoting and key order; ``dump_round_trip`` writes with the
+file's own indentation; ``atomic_write`` replaces a file whole or not at all; ``plain`` turns a
+parsed document into plain dicts, lists and scalars for comparisons.
+"""
+
+from ._config import _plain as plain
+from ._yamlio import atomic_write, dump_round_trip, guess_indentation, load_yaml_file, parse_yaml
+
+__all__ = [
+    "atomic_write",
+    "dump_round_trip",
+    "guess_indentation",
+    "load_yaml_file",
+    "parse_yaml",
+    "plain",
+]
