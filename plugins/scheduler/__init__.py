@@ -37,7 +37,7 @@ from soulacy.kernel import (
 )
 
 from ._model import Schedule, ScheduleEntry, SchedulerConfig
-from ._service import SchedulerService, next_tick, state_key
+from ._service import SchedulerService, next_tick, notes_key, state_key
 
 __all__ = ["Schedule", "ScheduleEntry", "SchedulerConfig", "SchedulerService", "schedules"]
 
@@ -142,6 +142,7 @@ async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
         store = kernel.checkpoint_store()
         for entry in schedules(kernel):
             state = dict(await store.load_state(state_key(entry)) or {})
+            notes = dict(await store.load_state(notes_key(entry)) or {})
             holder = await store.claim_holder(state_key(entry))
             rows.append(
                 {
@@ -152,7 +153,7 @@ async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
                     "last_result": state.get("last_result"),
                     "failure_streak": state.get("failure_streak", 0),
                     "disabled": bool(state.get("disabled")),
-                    "skipped": state.get("skipped_count", 0),
+                    "skipped": notes.get("skipped_count", 0),
                     "owner": None if holder is None else {"pid": holder.pid, "host": holder.host},
                 }
             )

@@ -51,6 +51,10 @@ def state_key(entry: ScheduleEntry) -> str:
     return f"schedule:{entry.id}"
 
 
+def notes_key(entry: ScheduleEntry) -> str:
+    return f"schedule:{entry.id}:notes"
+
+
 class SchedulerService:
     name = "scheduler"
 
@@ -116,16 +120,16 @@ class ScheduleLoop:
         if state.get("disabled"):
             return
         if self.running:
-            await self._skip(state, tick, "the previous run is still executing")
+            await self._skip(tick, "the previous run is still executing")
             return
         retry_at = state.get("retry_at")
         if retry_at is not None and tick.timestamp() < retry_at:
-            await self._skip(state, tick, "backing off after a failure")
+            await self._skip(tick, "backing off after a failure")
             return
         claim = await self.store.try_claim(self.key, self.kernel.owner)
         if not claim.acquired:
             holder = attrs.asdict(claim.holder) if claim.holder else None
-            await self._skip(state, tick, "another process owns the schedule's run", owner=holder)
+            await self._skip(tick, "another process owns the schedule's run", owner=holder)
             return
         state = dict(await self.store.load_state(self.key) or {})  # now under the claim
         last = state.get("last_tick")
@@ -133,9 +137,7 @@ class ScheduleLoop:
             await self.store.release_claim(self.key, self.kernel.owner)
             return  # another process already ran this tick
         if claim.took_over_from is not None:
-            await self._note(
-                state, "takeover", tick, previous_owner=attrs.asdict(claim.took_over_from)
-            )
+            await self._note("takeover", tick, previous_owner=attrs.asdict(claim.took_over_from))
         state["last_tick"] = tick.isoformat()
         state["owner"] = attrs.asdict(self.kernel.owner)
         await self.store.save_state(self.key, state)
@@ -194,6 +196,7 @@ class ScheduleLoop:
             tmp.write_text(reply, encoding="utf-8")
             tmp.replace(path)
         except OSError as exc:
+            path.with_suffix(path.suffix + ".tmp").unlink(missing_ok=True)
             return f"delivery to {output!r} failed: {exc}"
         return True
 
@@ -220,16 +223,20 @@ class ScheduleLoop:
         await self._emit("schedule.finished", outcome)
         await _call_observers(self.kernel, self.entry, outcome)
 
-    async def _skip(self, state: dict[str, Any], tick: datetime, reason: str, **extra: Any) -> None:
-        await self._note(state, "skipped", tick, reason=reason, **extra)
+    async def _skip(self, tick: datetime, reason: str, **extra: Any) -> None:
+        await self._note("skipped", tick, reason=reason, **extra)
         await self._emit("schedule.skipped", {"tick": tick.isoformat(), "reason": reason})
 
-    async def _note(self, state: dict[str, Any], kind: str, tick: datetime, **detail: Any) -> None:
-        recent = list(state.get("recent", []))[-(RECENT - 1) :]
+    async def _note(self, kind: str, tick: datetime, **detail: Any) -> None:
+        """Skipped ticks and takeovers go under a key of their own: a process that skips a
+        tick never writes the state the owner of the run is updating."""
+        key = notes_key(self.entry)
+        notes = dict(await self.store.load_state(key) or {})
+        recent = list(notes.get("recent", []))[-(RECENT - 1) :]
         recent.append({"kind": kind, "tick": tick.isoformat(), **detail})
-        state["recent"] = recent
-        state[f"{kind}_count"] = int(state.get(f"{kind}_count", 0)) + 1
-        await self.store.save_state(self.key, state)
+        notes["recent"] = recent
+        notes[f"{kind}_count"] = int(notes.get(f"{kind}_count", 0)) + 1
+        await self.store.save_state(key, notes)
 
     async def _heartbeat(self) -> None:
         while True:

@@ -47,6 +47,18 @@ def _loads(text: str | None) -> Any:
     return json.loads(text) if text else None
 
 
+def _evidence(evidence: str | None, legacy_state: str | None) -> Any:
+    """A checkpoint's evidence; the original system kept a step's result in ``state``."""
+    if evidence is not None:
+        return _loads(evidence)
+    if legacy_state is None:
+        return None
+    try:
+        return {"result": json.loads(legacy_state)}
+    except ValueError:
+        return {"result": legacy_state}
+
+
 def _epoch(value: Any) -> float:
     """New rows store epoch seconds; rows of the original system store 'YYYY-MM-DD HH:MM:SS'."""
     if isinstance(value, int | float):
@@ -415,12 +427,20 @@ class SQLiteStore:
     async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
         def read(conn: sqlite3.Connection) -> list[Checkpoint]:
             rows = conn.execute(
-                "SELECT step_id, status, agent_id, evidence, identity, updated_at"
+                "SELECT step_id, status, agent_id, evidence, identity, updated_at, state"
                 " FROM workflow_checkpoints WHERE run_id = ? ORDER BY rowid",
                 (run_id,),
             ).fetchall()
             return [
-                Checkpoint(run_id, r[0], r[1], r[2] or "", _loads(r[3]), _loads(r[4]), _epoch(r[5]))
+                Checkpoint(
+                    run_id,
+                    r[0],
+                    r[1],
+                    r[2] or "",
+                    _evidence(r[3], r[6]),
+                    _loads(r[4]),
+                    _epoch(r[5]),
+                )
                 for r in rows
             ]
 

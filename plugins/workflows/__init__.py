@@ -78,16 +78,19 @@ def soulacy_validate_agent(kernel: Kernel, agent: AgentSpec) -> Sequence[ConfigI
     issues = check(agent.section("workflow"), agent.section("tools"), ops, str(agent.file))
     for n, assertion in enumerate(agent.section("outcome").assertions):
         if assertion.op not in ops:
-            issues.append(
-                ConfigIssue(
-                    agent.settings.source_of(f"outcome.assertions.{n}.op")
-                    or Location(str(agent.file)),
-                    f"outcome.assertions[{n}].op",
-                    f"unknown operator ({', '.join(sorted(ops))})",
-                    assertion.op,
-                    True,
-                )
+            loc = agent.settings.source_of(f"outcome.assertions.{n}.op") or Location(
+                str(agent.file)
             )
+            message = f"unknown operator ({', '.join(sorted(ops))})"
+            issues.append(
+                ConfigIssue(loc, f"outcome.assertions[{n}].op", message, assertion.op, True)
+            )
+    reasoning = agent.settings.values.get("reasoning")  # the policy plugin's key, if loaded
+    strategy = getattr(reasoning, "strategy", None)
+    if agent.section("workflow") is not None and strategy:
+        loc = agent.settings.source_of("reasoning.strategy") or Location(str(agent.file))
+        message = "an agent runs a workflow or a reasoning strategy, not both"
+        issues.append(ConfigIssue(loc, "reasoning.strategy", message, strategy, True))
     return issues
 
 

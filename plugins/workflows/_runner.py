@@ -143,9 +143,8 @@ class WorkflowRunner:
                         f" soulacy runs reconcile {run.run_id} --accept|--discard"
                     ),
                 )
-            if checkpoint.identity.get("accepted"):
-                continue  # an operator accepted a legacy checkpoint for the next retry
-            differs = _differences(checkpoint.identity, identity)
+            accepted = checkpoint.identity.get("accepted")  # an operator accepted a legacy one
+            differs = [] if accepted else _differences(checkpoint.identity, identity)
             if differs:
                 raise RunStop(
                     "failed",
@@ -261,7 +260,7 @@ class WorkflowRunner:
         sub = await run.kernel.run(
             agent_id,
             str(text),
-            session_id=f"{run.session_id}/{run.run_id}/{step_id}",
+            session_id=f"{run.session_id}:{run.run_id}:{step_id}",  # readable over HTTP too
             run_id=f"{run.run_id}:{step_id}",
             user_id=run.request.user_id,
             principal=run.request.principal,

@@ -53,11 +53,28 @@ def scheduled(
     )
 
 
-def recorder(kernel: Kernel) -> list[Event]:
-    seen: list[Event] = []
-    kernel.pm.register(
-        throwaway_plugin("rec", soulacy_event=lambda event: seen.append(event)), name="rec"
-    )
+class Recorder(list[Event]):
+    """The kernel's events, and a way to wait for scheduled runs to finish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = trio.Event()
+
+    def add(self, event: Event) -> None:
+        self.append(event)
+        self.changed.set()
+        self.changed = trio.Event()
+
+
+async def finished(events: Recorder, count: int) -> None:
+    """Wait (in virtual time) until ``count`` scheduled runs have finished."""
+    while sum(e.type == "schedule.finished" for e in events) < count:
+        await events.changed.wait()
+
+
+def recorder(kernel: Kernel) -> Recorder:
+    seen = Recorder()
+    kernel.pm.register(throwaway_plugin("rec", soulacy_event=seen.add), name="rec")
     return seen
 
 
@@ -121,7 +138,7 @@ async def test_an_incomplete_run_is_a_failure_not_a_completion(
     kernel = load()
     events = recorder(kernel)
     async with open_kernel(kernel=kernel, grace_period=0):
-        await trio.sleep(61)
+        await finished(events, 1)
         state = await kernel.checkpoint_store().load_state("schedule:cron")
     assert state is not None
     assert state["last_result"]["result"] == "failed"
@@ -157,12 +174,13 @@ async def test_a_completed_run_writes_its_output_and_a_failed_delivery_is_a_fail
     scheduled(workspace, {"cron": "* * * * *", "output": "out/report.md"}, [{"text": "the report"}])
     (workspace.path / "out").mkdir()
     kernel = load()
+    events = recorder(kernel)
     async with open_kernel(kernel=kernel, grace_period=0):
-        await trio.sleep(61)
+        await finished(events, 1)
         assert (workspace.path / "out" / "report.md").read_text() == "the report"
         (workspace.path / "out" / "report.md").unlink()
         (workspace.path / "out" / "report.md").mkdir()  # now the write must fail
-        await trio.sleep(60)
+        await finished(events, 2)
         state = await kernel.checkpoint_store().load_state("schedule:cron")
     assert state is not None
     assert state["last_result"]["status"] == "completed"  # the run itself completed…

@@ -438,3 +438,37 @@ async def test_a_refused_retry_leaves_the_run_it_names_untouched(
     assert proof.sha256 == done.metadata()["proof"]["sha256"]
     assert proof.data()["assertions"][0]["passed"] is True  # the proof keeps its evidence
     assert "other input" not in [e.content for e in history]
+
+
+def test_a_workflow_and_a_reasoning_strategy_do_not_mix(
+    workspace: Workspace, load: Callable[..., Kernel]
+) -> None:
+    agent(workspace, reasoning={"strategy": "react"})
+    with pytest.raises(ConfigError, match="a workflow or a reasoning strategy, not both"):
+        load().agent("wf")
+
+
+async def test_an_accepted_legacy_step_in_progress_still_needs_reconciling(
+    workspace: Workspace, load: Callable[..., Kernel], calls: Calls
+) -> None:
+    agent(workspace)
+    kernel = load()
+    await kernel.checkpoint_store().save_checkpoint(
+        Checkpoint("old", "fetch", "in_progress", "wf", None, {"accepted": True})
+    )
+    refused = await kernel.run("wf", "u", run_id="old", session_id="s")
+    assert refused.incomplete_reason == "needs_reconciliation"
+    assert calls.count == {}
+
+
+async def test_a_bad_reference_fails_before_the_step_is_marked_in_progress(
+    workspace: Workspace, load: Callable[..., Kernel], calls: Calls
+) -> None:
+    agent(
+        workspace,
+        {"steps": [{"id": "a", "tool": "fetch", "arguments": {"url": "{steps.nope.result}"}}]},
+    )
+    kernel = load()
+    result = await kernel.run("wf", "u", run_id="r", session_id="s")
+    assert "unknown reference" in (result.error or "")
+    assert await kernel.checkpoint_store().load_checkpoints("r") == []
