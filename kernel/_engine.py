@@ -359,6 +359,7 @@ class Engine:
                 "agent_id": run.agent_id,
                 "session_id": run.session_id,
                 "user_id": request.user_id,
+                "principal": request.principal,
                 "text": request.text,
             },
         )

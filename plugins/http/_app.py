@@ -172,11 +172,13 @@ class Api:
         _check_id("run_id", body.run_id)
         _check_id("session_id", body.session_id)
         try:
-            self.kernel.agent(body.agent_id)
+            agent = self.kernel.agent(body.agent_id)
         except ConfigError:
             raise
         except UsageError:
             raise HttpError(404, f"no agent {body.agent_id!r}") from None
+        if not agent.section("enabled"):
+            raise HttpError(409, f"agent {body.agent_id!r} is disabled")
         policy = self.kernel.resolve_policy(body.agent_id, body.overrides or {})
         run_id = body.run_id or uuid.uuid4().hex
         current = self.logs.get(run_id)

@@ -98,8 +98,8 @@ class RunLogs:
         if name is None or event.run_id is None:
             return
         log = self._logs.get(event.run_id)
-        if log is None:  # a run started elsewhere (the CLI, the scheduler): follow it too
-            log = self.open(event.run_id, None)
+        if log is None:  # a run started elsewhere (a workflow step, the scheduler): follow it
+            log = self.open(event.run_id, event.data.get("principal"))
         log.append(name, _data(name, event))
         if name == "result":
             self._finished += 1
