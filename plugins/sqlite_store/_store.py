@@ -89,6 +89,9 @@ class SQLiteStore:
         # cheaper on the Trio thread than the hop to a worker; see docs/decisions/0009.
         self._inline = synchronous == "NORMAL"
         self._commits = 0
+        self._checkpointing = False
+        self._checkpointer: sqlite3.Connection | None = None  # checkpoints, apart from writes
+        self._checkpoint_limiter = trio.CapacityLimiter(1)
         self.migrated_from: int | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -144,10 +147,30 @@ class SQLiteStore:
             self._lock.release()
 
     async def _count_commit(self) -> None:
-        """Autocheckpointing is off when writes run inline: checkpoint every N commits."""
+        """Autocheckpointing is off when writes run inline: checkpoint every N commits, on a
+        connection of its own in a worker thread, while writers go on (WAL allows it)."""
         self._commits += 1
-        if self._inline and self._commits % CHECKPOINT_EVERY == 0:
-            await self._in_thread("checkpoint", _checkpoint)
+        if self._inline and self._commits % CHECKPOINT_EVERY == 0 and not self._checkpointing:
+            self._checkpointing = True
+            trio.lowlevel.spawn_system_task(self._checkpoint_aside)
+
+    async def _checkpoint_aside(self) -> None:
+        def work() -> None:
+            if self._checkpointer is None:
+                self._checkpointer = sqlite3.connect(
+                    self.path,
+                    timeout=self.busy_timeout,
+                    check_same_thread=False,
+                    isolation_level=None,
+                )
+            _checkpoint(self._checkpointer)
+
+        try:
+            await trio.to_thread.run_sync(work, limiter=self._checkpoint_limiter)
+        except sqlite3.Error:
+            pass  # a checkpoint that cannot run now runs at the next one, or at close
+        finally:
+            self._checkpointing = False
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -200,6 +223,10 @@ class SQLiteStore:
                     conn.close()
 
                 await trio.to_thread.run_sync(close)
+        async with self._checkpoint_limiter:  # after a checkpoint still running aside
+            if self._checkpointer is not None:
+                checkpointer, self._checkpointer = self._checkpointer, None
+                await trio.to_thread.run_sync(checkpointer.close)
 
     # -- conversation store ----------------------------------------------------------------------
 
