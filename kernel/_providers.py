@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from ._errors import SoulacyError
+from ._errors import SoulacyError, UsageError
 from ._messages import ModelReply, ModelRequest
 from .policy import ModelCapacity
 
@@ -129,3 +129,17 @@ class SentText:
         if self.sink is not None:  # without a sink nothing was shown: a retry is still fine
             self.any = True
             await self.sink(delta)
+
+
+def api_key(name: str, config: ProviderConfig, environ: Mapping[str, str]) -> str | None:
+    """The key of provider ``name``: ``api_key``, else the ``api_key_env`` variable (an error
+    naming the setting when it is not set), else None (a local server may need none)."""
+    if config.api_key is not None or not config.api_key_env:
+        return config.api_key
+    key = environ.get(config.api_key_env)
+    if key is None:
+        raise UsageError(
+            f"llm.providers.{name}.api_key_env: the environment variable"
+            f" {config.api_key_env} is not set"
+        )
+    return key

@@ -9,6 +9,7 @@ from ._providers import (
     ProviderType,
     SentText,
     TextSink,
+    api_key,
     backoff_delay,
     retry_after_seconds,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "ProviderType",
     "SentText",
     "TextSink",
+    "api_key",
     "backoff_delay",
     "retry_after_seconds",
 ]

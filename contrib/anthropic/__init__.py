@@ -30,7 +30,7 @@ from typing import Any, cast
 import httpx
 import trio
 
-from soulacy.kernel import Kernel, UsageError, hookimpl
+from soulacy.kernel import Kernel, hookimpl
 from soulacy.kernel.messages import ModelReply, ModelRequest
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import (
@@ -40,6 +40,7 @@ from soulacy.kernel.providers import (
     ProviderType,
     SentText,
     TextSink,
+    api_key,
     backoff_delay,
     retry_after_seconds,
 )
@@ -58,14 +59,7 @@ class AnthropicProvider:
     def __init__(self, name: str, config: ProviderConfig, environ: Any = os.environ) -> None:
         self.name = name
         self.config = config
-        key = config.api_key
-        if key is None and config.api_key_env:
-            key = environ.get(config.api_key_env)
-            if key is None:
-                raise UsageError(
-                    f"llm.providers.{name}.api_key_env: the environment variable"
-                    f" {config.api_key_env} is not set"
-                )
+        key = api_key(name, config, environ)
         version = str(config.options.get("anthropic_version") or API_VERSION)
         headers = {"anthropic-version": version, "content-type": "application/json"}
         if key:  # a local proxy may need none

@@ -28,7 +28,7 @@ import attrs
 import httpx
 import trio
 
-from soulacy.kernel import Kernel, UsageError, hookimpl
+from soulacy.kernel import Kernel, hookimpl
 from soulacy.kernel.messages import ModelReply, ModelRequest
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import (
@@ -38,6 +38,7 @@ from soulacy.kernel.providers import (
     ProviderType,
     SentText,
     TextSink,
+    api_key,
     backoff_delay,
     retry_after_seconds,
 )
@@ -53,14 +54,7 @@ class OpenAIProvider:
     def __init__(self, name: str, config: ProviderConfig, environ: Any = os.environ) -> None:
         self.name = name
         self.config = config
-        key = config.api_key
-        if key is None and config.api_key_env:
-            key = environ.get(config.api_key_env)
-            if key is None:
-                raise UsageError(
-                    f"llm.providers.{name}.api_key_env: the environment variable"
-                    f" {config.api_key_env} is not set"
-                )
+        key = api_key(name, config, environ)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.AsyncClient(
             base_url=config.base_url or DEFAULT_BASE_URL, headers=headers, timeout=None
