@@ -174,26 +174,41 @@ class SQLiteStore:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None
-            )
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise sqlite3.OperationalError(f"could not enable WAL (journal_mode={mode})")
-                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-                self.migrated_from = migrate(conn)
-                if self._inline:
-                    # Checkpoints (the only fsyncs) run in a worker thread, never inline.
-                    conn.execute("PRAGMA wal_autocheckpoint = 0")
-                    conn.execute("PRAGMA busy_timeout = 0")
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            # Two processes opening a new file at once: switching it to WAL happens in rollback
+            # mode, where SQLite answers "locked" at once (deadlock avoidance) instead of
+            # waiting. Such an answer is retried until the busy timeout is used up.
+            deadline = time.monotonic() + self.busy_timeout
+            while True:
+                try:
+                    self._conn = self._open()
+                    break
+                except sqlite3.OperationalError as exc:
+                    locked = "locked" in str(exc) or "busy" in str(exc)
+                    if not locked or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.05)  # in a worker thread: this never blocks the Trio loop
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise sqlite3.OperationalError(f"could not enable WAL (journal_mode={mode})")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            self.migrated_from = migrate(conn)
+            if self._inline:
+                # Checkpoints (the only fsyncs) run in a worker thread, never inline.
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
+                conn.execute("PRAGMA busy_timeout = 0")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     @staticmethod
     def _write(conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:
