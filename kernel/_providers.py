@@ -8,6 +8,8 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
+import httpx
+import trio
 
 from ._errors import SoulacyError, UsageError
 from ._messages import ModelReply, ModelRequest
@@ -129,6 +131,36 @@ class SentText:
         if self.sink is not None:  # without a sink nothing was shown: a retry is still fine
             self.any = True
             await self.sink(delta)
+
+
+async def call_with_retries(
+    name: str,
+    max_retries: int,
+    on_text: TextSink | None,
+    attempt_once: Callable[[SentText], Awaitable[ModelReply]],
+) -> ModelReply:
+    """Runs ``attempt_once`` until it answers, retrying retryable ``ProviderError``s and
+    dropped connections with ``backoff_delay`` up to ``max_retries`` times. Streamed text goes
+    through one ``SentText``: once any reached the sink, a dropped connection is final."""
+    sent = SentText(on_text)
+    attempt = 0
+    while True:
+        try:
+            return await attempt_once(sent)
+        except ContextLengthExceeded:
+            raise
+        except ProviderError as exc:
+            failure = exc
+        except httpx.TransportError as exc:
+            failure = ProviderError(
+                f"provider {name!r}: {type(exc).__name__}: {exc}",
+                # Text already shown cannot be taken back: no retry after the first delta.
+                retryable=not sent.any,
+            )
+        if not failure.retryable or attempt >= max_retries:
+            raise failure
+        await trio.sleep(backoff_delay(failure, attempt))
+        attempt += 1
 
 
 def api_key(name: str, config: ProviderConfig, environ: Mapping[str, str]) -> str | None:

@@ -11,6 +11,7 @@ from ._providers import (
     TextSink,
     api_key,
     backoff_delay,
+    call_with_retries,
     retry_after_seconds,
 )
 
@@ -25,5 +26,6 @@ __all__ = [
     "TextSink",
     "api_key",
     "backoff_delay",
+    "call_with_retries",
     "retry_after_seconds",
 ]

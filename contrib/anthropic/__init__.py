@@ -28,7 +28,6 @@ from contextlib import aclosing
 from typing import Any, cast
 
 import httpx
-import trio
 
 from soulacy.kernel import Kernel, hookimpl
 from soulacy.kernel.messages import ModelReply, ModelRequest
@@ -41,7 +40,7 @@ from soulacy.kernel.providers import (
     SentText,
     TextSink,
     api_key,
-    backoff_delay,
+    call_with_retries,
     retry_after_seconds,
 )
 
@@ -85,30 +84,16 @@ class AnthropicProvider:
             request.max_output_tokens or self.config.max_output_tokens or DEFAULT_MAX_TOKENS
         )
         body = _wire.request_body(request, model, max_tokens, stream)
-        attempt = 0
-        sent = SentText(on_text)
-        while True:
-            try:
-                if stream:
-                    return await self._stream(body, sent)
-                response = await self._client.post(PATH, json=body)
-                if response.status_code == 200:
-                    return _wire.reply(response.json())
-                failure = self._failure(response.status_code, response.text, response.headers)
-            except ContextLengthExceeded:
-                raise
-            except ProviderError as exc:  # a streamed answer's error status or error event
-                failure = exc
-            except httpx.TransportError as exc:
-                failure = ProviderError(
-                    f"provider {self.name!r}: {type(exc).__name__}: {exc}",
-                    # Text already shown cannot be taken back: no retry after the first delta.
-                    retryable=not sent.any,
-                )
-            if not failure.retryable or attempt >= self.config.max_retries:
-                raise failure
-            await trio.sleep(backoff_delay(failure, attempt))
-            attempt += 1
+
+        async def attempt_once(sent: SentText) -> ModelReply:
+            if stream:
+                return await self._stream(body, sent)
+            response = await self._client.post(PATH, json=body)
+            if response.status_code == 200:
+                return _wire.reply(response.json())
+            raise self._failure(response.status_code, response.text, response.headers)
+
+        return await call_with_retries(self.name, self.config.max_retries, on_text, attempt_once)
 
     async def _stream(self, body: dict[str, Any], on_text: SentText) -> ModelReply:
         assembler = _wire.StreamAssembler()

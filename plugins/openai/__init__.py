@@ -26,7 +26,6 @@ from typing import Any
 
 import attrs
 import httpx
-import trio
 
 from soulacy.kernel import Kernel, hookimpl
 from soulacy.kernel.messages import ModelReply, ModelRequest
@@ -39,7 +38,7 @@ from soulacy.kernel.providers import (
     SentText,
     TextSink,
     api_key,
-    backoff_delay,
+    call_with_retries,
     retry_after_seconds,
 )
 
@@ -72,30 +71,16 @@ class OpenAIProvider:
             request.model or self.config.model,
             self.config.options,
         )
-        attempt = 0
-        sent = SentText(on_text)
-        while True:
-            try:
-                if stream:
-                    return await self._stream(body, sent)
-                response = await self._client.post("/chat/completions", json=body)
-                if response.status_code == 200:
-                    return _wire.reply(response.json())
-                failure = self._failure(response.status_code, response.text, response.headers)
-            except ContextLengthExceeded:
-                raise
-            except ProviderError as exc:  # a streamed answer's error status
-                failure = exc
-            except httpx.TransportError as exc:
-                failure = ProviderError(
-                    f"provider {self.name!r}: {type(exc).__name__}: {exc}",
-                    # Text already shown cannot be taken back: no retry after the first delta.
-                    retryable=not sent.any,
-                )
-            if not failure.retryable or attempt >= self.config.max_retries:
-                raise failure
-            await trio.sleep(backoff_delay(failure, attempt))
-            attempt += 1
+
+        async def attempt_once(sent: SentText) -> ModelReply:
+            if stream:
+                return await self._stream(body, sent)
+            response = await self._client.post("/chat/completions", json=body)
+            if response.status_code == 200:
+                return _wire.reply(response.json())
+            raise self._failure(response.status_code, response.text, response.headers)
+
+        return await call_with_retries(self.name, self.config.max_retries, on_text, attempt_once)
 
     async def _stream(self, body: dict[str, Any], on_text: SentText) -> ModelReply:
         assembler = _wire.StreamAssembler()
