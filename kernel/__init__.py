@@ -11,10 +11,12 @@ from ._core import redact
 from ._durations import Duration, format_duration
 from ._engine import RunRequest, RunResult
 from ._errors import (
+    CapacityError,
     ConfigError,
     ConfigIssue,
     Location,
     PluginError,
+    RunIdInUse,
     SoulacyError,
     UsageError,
 )
@@ -27,6 +29,7 @@ from .hookspecs import hookimpl, hookspec
 __all__ = [
     "BUILTIN_PLUGINS",
     "AgentSpec",
+    "CapacityError",
     "CliCommand",
     "CliContext",
     "ConfigError",
@@ -40,6 +43,7 @@ __all__ = [
     "Location",
     "PluginError",
     "PluginInfo",
+    "RunIdInUse",
     "RunRequest",
     "RunResult",
     "Service",

@@ -71,3 +71,32 @@ class ConfigError(UsageError):
         lines = [f"invalid configuration ({len(self.issues)} problems):"]
         lines.extend(f"  - {issue}" for issue in self.issues)
         return "\n".join(lines)
+
+
+class RunIdInUse(UsageError):
+    """A run id that a live run of this kernel holds: a run id names one run at a time.
+
+    ``owner`` is the principal of the run that holds it; a transport answers 409 to that same
+    principal and 404 to any other (which must not learn that the id exists).
+    """
+
+    def __init__(self, run_id: str, owner: str | None) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        super().__init__(f"run {run_id!r} is still running; wait for it or use another run id")
+
+
+class CapacityError(SoulacyError):
+    """Too many runs at once (``runtime.max_concurrent_sessions`` or the per-principal cap).
+
+    Nothing was started or stored; ``retry_after`` is a suggested wait in seconds.
+    """
+
+    exit_code = 75  # EX_TEMPFAIL: try again later
+
+    def __init__(self, scope: str, limit: int, retry_after: int = 1) -> None:
+        self.scope = scope  # "overall" or "principal"
+        self.limit = limit
+        self.retry_after = retry_after
+        which = "runs in all" if scope == "overall" else "runs of this principal"
+        super().__init__(f"too many concurrent runs: at most {limit} {which}; retry later")

@@ -38,6 +38,10 @@ class RuntimeConfig:
     max_budget: Budget = Budget()
     timeouts: Timeouts = Timeouts()
     no_progress_limit: int = 20
+    # Runs at once in this kernel, and per principal; 0 means no cap. Beyond them a run is
+    # refused before it starts (HTTP 429 with Retry-After), never queued without bound.
+    max_concurrent_sessions: int = 100
+    max_concurrent_sessions_per_principal: int = 50
 
 
 @attrs.frozen
