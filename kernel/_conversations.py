@@ -1,9 +1,15 @@
-"""Serialization and cancellation of runs by conversation and by run id.
+"""Reservation, serialization and cancellation of runs by conversation and by run id.
 
-Turns of one conversation (agent + session) run one at a time across their whole model/tool
-exchange, in arrival order; separate conversations run concurrently. Each run registers its own
-cancel scope under its run id before it queues, so cancelling a conversation stops its active and
-its queued runs, and finishing one run never removes another's tracking.
+A conversation is an agent's session *as seen by one principal and user*: the same session id
+used by another principal is another conversation, with its own history and its own turn.
+
+Turns of one conversation run one at a time across their whole model/tool exchange, in arrival
+order; separate conversations run concurrently. A run id is reserved before anything of its run
+happens (synchronously: no checkpoint separates the check from the reservation), so a live run's
+id is never taken by another request; a retry of the *same* request (same conversation, same
+input) queues behind it instead, as the seed asks of concurrent retries in one process. Each run registers its own cancel scope under its run id before it
+queues, so cancelling a conversation stops its active and its queued runs, and finishing one
+run never removes another's tracking.
 """
 
 from __future__ import annotations
@@ -15,41 +21,97 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-ConversationKey = tuple[str, str]  # (agent id, session id)
+from ._errors import CapacityError, RunIdInUse
+
+
+@attrs.frozen
+class ConversationKey:
+    """Who a conversation belongs to: every store read and write of history goes by this."""
+
+    agent_id: str
+    session_id: str
+    principal: str | None = None
+    user_id: str | None = None
 
 
 @attrs.define(eq=False)
 class RunHandle:
     run_id: str
     conversation: ConversationKey
+    request: str = ""  # what identifies the request beyond its conversation (its input)
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     cancel_reason: str | None = None
+    released: bool = False
+
+
+@attrs.frozen
+class Capacity:
+    """How many runs may be reserved at once; 0 means no cap."""
+
+    overall: int = 0
+    per_principal: int = 0
 
 
 class ConversationRegistry:
     def __init__(self) -> None:
         self._locks: dict[ConversationKey, trio.Lock] = {}
         self._by_conversation: dict[ConversationKey, list[RunHandle]] = defaultdict(list)
-        self._by_run: dict[str, list[RunHandle]] = defaultdict(list)
+        self._by_run: dict[str, list[RunHandle]] = {}
+        self._by_principal: dict[str | None, int] = defaultdict(int)
+        self._active = 0  # reserved runs, queued ones included: each counts until it ends
 
-    def register(self, run_id: str, conversation: ConversationKey) -> RunHandle:
-        handle = RunHandle(run_id, conversation)
+    def reserve(
+        self,
+        run_id: str,
+        conversation: ConversationKey,
+        request: str = "",
+        capacity: Capacity = Capacity(),
+    ) -> RunHandle:
+        """Reserve ``run_id`` for one run of ``conversation``, or raise.
+
+        :class:`RunIdInUse` when a live run of another request holds the id (a retry of the
+        same request queues behind it), :class:`CapacityError` when a cap is reached.
+        Synchronous on purpose: the check and the reservation are one step.
+        """
+        holders = self._by_run.get(run_id, [])
+        if holders and (holders[0].conversation, holders[0].request) != (conversation, request):
+            raise RunIdInUse(run_id, holders[0].conversation.principal)
+        if capacity.overall and self._active >= capacity.overall:
+            raise CapacityError("overall", capacity.overall)
+        principal = conversation.principal
+        if capacity.per_principal and self._by_principal[principal] >= capacity.per_principal:
+            raise CapacityError("principal", capacity.per_principal)
+        handle = RunHandle(run_id, conversation, request)
+        self._by_run.setdefault(run_id, []).append(handle)
+        self._active += 1
+        self._by_principal[principal] += 1
         self._by_conversation[conversation].append(handle)
-        self._by_run[run_id].append(handle)
         self._locks.setdefault(conversation, trio.Lock())
         return handle
 
-    def unregister(self, handle: RunHandle) -> None:
-        """Forget ``handle`` alone; the lock goes once its conversation has no runs left."""
+    def release(self, handle: RunHandle) -> None:
+        """Forget ``handle`` alone (twice is harmless); the lock goes with the last run."""
+        if handle.released:
+            return
+        handle.released = True
         same_run = self._by_run[handle.run_id]
         same_run.remove(handle)
         if not same_run:
             del self._by_run[handle.run_id]
+        self._active -= 1
+        principal = handle.conversation.principal
+        self._by_principal[principal] -= 1
+        if not self._by_principal[principal]:
+            del self._by_principal[principal]
         same_conversation = self._by_conversation[handle.conversation]
         same_conversation.remove(handle)
         if not same_conversation:
             del self._by_conversation[handle.conversation]
             del self._locks[handle.conversation]
+
+    def holder(self, run_id: str) -> RunHandle | None:
+        holders = self._by_run.get(run_id)
+        return holders[0] if holders else None
 
     @asynccontextmanager
     async def turn(self, handle: RunHandle) -> AsyncIterator[None]:

@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from ._contracts import Compactor, ContextOverflow, PassThrough, ProgressDetector, Verdict
-from ._conversations import RunHandle
+from ._conversations import ConversationKey, RunHandle
 from ._errors import UsageError
 from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
@@ -77,6 +77,9 @@ class RunRequest:
     stream: bool = False
     # "classic" forces the classic tool loop (a workflow's model-turn step uses it).
     mode: Literal["auto", "classic"] = "auto"
+    # A run id reserved beforehand (``Kernel.reserve_run``), so that a transport can answer
+    # 409/404/429 before it promises a stream; None: the run reserves its own.
+    reservation: RunHandle | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.define
@@ -286,13 +289,29 @@ class Engine:
         kernel = self.kernel
         run_id = request.run_id or uuid.uuid4().hex
         session_id = request.session_id or uuid.uuid4().hex
-        agent = kernel.agent(request.agent_id)
-        if not agent.section("enabled"):
-            raise UsageError(
-                f"agent {request.agent_id!r} is disabled (enabled: false in {agent.file})"
+        handle = request.reservation
+        if handle is None:
+            handle = kernel.reserve_run(
+                run_id,
+                agent_id=request.agent_id,
+                session_id=session_id,
+                user_id=request.user_id,
+                principal=request.principal,
+                text=request.text,
+                overrides=request.overrides,
             )
-        policy: ExecutionPolicy = kernel.resolve_policy(request.agent_id, request.overrides)
-        handle = kernel.conversations.register(run_id, (request.agent_id, session_id))
+        try:  # nothing is stored or published yet: a refusal gives the reservation back
+            if handle.run_id != run_id or handle.conversation != _conversation(request, session_id):
+                raise UsageError(f"the reservation of run {handle.run_id!r} is for another request")
+            agent = kernel.agent(request.agent_id)
+            if not agent.section("enabled"):
+                raise UsageError(
+                    f"agent {request.agent_id!r} is disabled (enabled: false in {agent.file})"
+                )
+            policy: ExecutionPolicy = kernel.resolve_policy(request.agent_id, request.overrides)
+        except BaseException:
+            kernel.release_run(handle)
+            raise
         run = Run(self, request, run_id, session_id, policy, agent)
         try:
             with handle.scope:
@@ -326,7 +345,7 @@ class Engine:
                     await self._complete(run)
             raise
         finally:
-            kernel.conversations.unregister(handle)
+            kernel.release_run(handle)
         await self._complete(run)
         return run.result
 
@@ -344,7 +363,8 @@ class Engine:
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
         run.detector = kernel.hook.soulacy_make_progress_detector(kernel=kernel, run=run)
-        history = await store.load_history(run.agent_id, run.session_id)
+        key = handle.conversation  # the principal and user are part of the conversation
+        history = await store.load_history(key.agent_id, key.session_id, key.principal, key.user_id)
         prompt = agent.section("system_prompt")
         if prompt and not (history and history[0].role == "system"):
             run.messages.append(Message("system", prompt))
@@ -751,6 +771,10 @@ class Engine:
 
     async def _emit(self, run: Run, type: str, data: Mapping[str, Any]) -> None:
         await self.kernel.events.emit(type, data, run_id=run.run_id)
+
+
+def _conversation(request: RunRequest, session_id: str) -> ConversationKey:
+    return ConversationKey(request.agent_id, session_id, request.principal, request.user_id)
 
 
 def _input_allowance(policy: ExecutionPolicy) -> int | None:

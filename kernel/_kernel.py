@@ -14,13 +14,20 @@ import trio
 
 from ._config import ConfigSection, OwnedSection, Settings, check_section_owners, load_settings
 from ._config_edit import apply_changes
-from ._conversations import ConversationRegistry
+from ._conversations import Capacity, ConversationKey, ConversationRegistry, RunHandle
 from ._engine import Engine, RunRequest, RunResult
 from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
 from ._providers import Provider, ProviderConfig, ProviderType
-from ._store import CheckpointStore, ClaimOwner, ConversationStore, MemoryStore, ProofStore
+from ._store import (
+    CheckpointStore,
+    ClaimOwner,
+    ConversationStore,
+    MemoryStore,
+    ProofStore,
+    canonical_json,
+)
 from ._tools import Tool, load_file_tool
 from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
 from .policy import ModelCapacity
@@ -285,13 +292,57 @@ class Kernel:
             self._engine = Engine(self)
         return await self._engine.run(RunRequest(agent_id, text, **options))
 
-    def cancel_run(self, run_id: str) -> bool:
-        """Cancel the run with this id, running or queued; False when there is none."""
-        return self.conversations.cancel_run(run_id) > 0
+    def reserve_run(
+        self,
+        run_id: str,
+        *,
+        agent_id: str,
+        session_id: str,
+        user_id: str | None = None,
+        principal: str | None = None,
+        text: str = "",
+        overrides: Mapping[str, Any] | None = None,
+    ) -> RunHandle:
+        """Reserve ``run_id`` for one run now, before anything of it is stored or published.
 
-    def cancel_conversation(self, agent_id: str, session_id: str) -> int:
+        Raises :class:`RunIdInUse` when a live run of this kernel holds the id for another
+        request (a retry of the same conversation, text and overrides queues behind it), and
+        :class:`CapacityError` beyond ``runtime.max_concurrent_sessions`` or its per-principal
+        cap. Pass the handle to :meth:`run` (``reservation=``), or give it back with
+        :meth:`release_run` if the run is not started after all.
+        """
+        conversation = ConversationKey(agent_id, session_id, principal, user_id)
+        request = canonical_json({"text": text, "overrides": dict(overrides or {})})
+        return self.conversations.reserve(run_id, conversation, request, self._capacity())
+
+    def release_run(self, handle: RunHandle) -> None:
+        """Give back a reservation that :meth:`run` did not use (twice is harmless)."""
+        self.conversations.release(handle)
+
+    def _capacity(self) -> Capacity:
+        # Read at each reservation, not each turn: a PATCH of the caps applies to the next run.
+        try:
+            overall = self.config.get("runtime.max_concurrent_sessions")
+            per_principal = self.config.get("runtime.max_concurrent_sessions_per_principal")
+        except KeyError:  # no plugin declares the caps: none apply
+            return Capacity()
+        return Capacity(int(overall or 0), int(per_principal or 0))
+
+    def cancel_run(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Cancel the run with this id, running or queued; False when there is none."""
+        return self.conversations.cancel_run(run_id, reason) > 0
+
+    def cancel_conversation(
+        self,
+        agent_id: str,
+        session_id: str,
+        *,
+        principal: str | None = None,
+        user_id: str | None = None,
+    ) -> int:
         """Cancel the active and queued runs of one conversation; returns how many."""
-        return self.conversations.cancel_conversation((agent_id, session_id))
+        key = ConversationKey(agent_id, session_id, principal, user_id)
+        return self.conversations.cancel_conversation(key)
 
     def conversation_store(self) -> ConversationStore:
         """The store of history, runs and tool records (memory when no plugin provides one)."""

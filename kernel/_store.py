@@ -7,6 +7,7 @@ raised as :class:`StorageError`, never read as "no data".
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ from typing import Any, Literal, Protocol, cast
 
 import attrs
 
+from ._conversations import ConversationKey
 from ._errors import SoulacyError
 from ._messages import Message, Role, ToolCall
 
@@ -61,6 +63,8 @@ class HistoryEntry:
     tool_calls: Sequence[Mapping[str, Any]] = ()
     name: str | None = None
     is_error: bool = False
+    principal: str | None = None  # whose conversation it is: part of the conversation key
+    user_id: str | None = None
 
     def message(self) -> Message:
         calls = tuple(ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in self.tool_calls)
@@ -233,11 +237,32 @@ class CheckpointStore(Protocol):
     async def save_state(self, key: str, value: Mapping[str, Any]) -> None: ...
 
 
-class ConversationStore(Protocol):
-    """History with reply metadata, runs and tool records (``soulacy_conversation_store``)."""
+class EveryPrincipal(enum.Enum):
+    """The ``principal`` of a history read that is not limited to one principal (an operator's
+    ``soulacy history``); a transport always passes the caller's principal instead."""
 
-    async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
-        """The messages of a conversation, oldest first, to continue it."""
+    EVERY = "every principal"
+
+
+EVERY_PRINCIPAL = EveryPrincipal.EVERY
+
+
+class ConversationStore(Protocol):
+    """History with reply metadata, runs and tool records (``soulacy_conversation_store``).
+
+    A conversation is keyed by (agent, session, principal, user): the same session id used by
+    another principal or user is another conversation, and no read of one returns the other's
+    messages (``None`` is a value of its own, matched only by ``None``).
+    """
+
+    async def load_history(
+        self,
+        agent_id: str,
+        session_id: str,
+        principal: str | None = None,
+        user_id: str | None = None,
+    ) -> list[Message]:
+        """The messages of one conversation, oldest first, to continue it."""
 
     async def start_run(self, run: RunRecord) -> None:
         """Record a run as started (status ``running``). A retry of a run id starts a new
@@ -255,8 +280,14 @@ class ConversationStore(Protocol):
         """Record how a run ended, and set the reply metadata of its history entries (only
         those of this run)."""
 
-    async def history(self, session_id: str, agent_id: str | None = None) -> list[HistoryEntry]:
-        """Stored entries of a conversation with their metadata, oldest first."""
+    async def history(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        principal: str | None | EveryPrincipal = EVERY_PRINCIPAL,
+    ) -> list[HistoryEntry]:
+        """Stored entries of a session with their metadata, oldest first: of one principal
+        (its conversations with every agent, or with ``agent_id``), or of every principal."""
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
@@ -280,7 +311,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._entries: list[HistoryEntry] = []
-        self._by_conversation: dict[tuple[str, str], list[HistoryEntry]] = {}
+        self._by_conversation: dict[ConversationKey, list[HistoryEntry]] = {}
         self._runs: dict[str, RunRecord] = {}
         self._tools: dict[str, dict[str, ToolRecord]] = {}
         self._proofs: dict[str, ProofRecord] = {}
@@ -290,8 +321,15 @@ class MemoryStore:
         self._claims: dict[str, ClaimOwner] = {}
         self._state: dict[str, str] = {}
 
-    async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
-        return [e.message() for e in self._by_conversation.get((agent_id, session_id), ())]
+    async def load_history(
+        self,
+        agent_id: str,
+        session_id: str,
+        principal: str | None = None,
+        user_id: str | None = None,
+    ) -> list[Message]:
+        key = ConversationKey(agent_id, session_id, principal, user_id)
+        return [e.message() for e in self._by_conversation.get(key, ())]
 
     async def start_run(self, run: RunRecord) -> None:
         self._runs[run.run_id] = run
@@ -302,7 +340,8 @@ class MemoryStore:
     async def record_turn(
         self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
     ) -> None:
-        conversation = self._by_conversation.setdefault((run.agent_id, run.session_id), [])
+        key = ConversationKey(run.agent_id, run.session_id, run.principal, run.user_id)
+        conversation = self._by_conversation.setdefault(key, [])
         for m in messages:
             entry = HistoryEntry(
                 len(self._entries) + 1,
@@ -321,6 +360,8 @@ class MemoryStore:
                 ],
                 m.name,
                 m.is_error,
+                run.principal,
+                run.user_id,
             )
             self._entries.append(entry)
             conversation.append(entry)
@@ -343,13 +384,21 @@ class MemoryStore:
             )
         self._run_metadata[run_id] = dict(metadata)
 
-    async def history(self, session_id: str, agent_id: str | None = None) -> list[HistoryEntry]:
-        return [
+    async def history(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        principal: str | None | EveryPrincipal = EVERY_PRINCIPAL,
+    ) -> list[HistoryEntry]:
+        entries = (
             attrs.evolve(e, metadata=self._run_metadata.get(e.run_id or ""))
-            for (a, s), entries in self._by_conversation.items()
+            for key, entries in self._by_conversation.items()
             for e in entries
-            if s == session_id and (agent_id is None or a == agent_id)
-        ]
+            if key.session_id == session_id
+            and (agent_id is None or key.agent_id == agent_id)
+            and (principal is EVERY_PRINCIPAL or key.principal == principal)
+        )
+        return sorted(entries, key=lambda e: e.id)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id)

@@ -55,14 +55,42 @@ async def _history_round_trip(store: Any) -> None:
         messages[2:],
         [ToolRecord("kit-r1", "c1", "read", {"path": "a.txt"}, "contents", False)],
     )
-    loaded = await store.load_history("agent", "s1")
+    loaded = await store.load_history("agent", "s1", None, "u")
     assert loaded == messages, f"history round trip: {loaded!r} != {messages!r}"
-    assert await store.load_history("agent", "other") == [], "sessions must be separate"
-    assert await store.load_history("other-agent", "s1") == [], "agents must be separate"
+    assert await store.load_history("agent", "other", None, "u") == [], "sessions must be separate"
+    assert await store.load_history("other-agent", "s1", None, "u") == [], (
+        "agents must be separate"
+    )
+    assert await store.load_history("agent", "s1") == [], "users must be separate"
     entries = await store.history("s1")
     assert [e.role for e in entries] == ["user", "assistant", "tool", "assistant"]
     assert all(e.run_id == "kit-r1" for e in entries)
     assert all(e.metadata is None for e in entries), "metadata arrives with finish_run"
+
+
+async def _conversations_by_principal(store: Any) -> None:
+    """The same agent and session id used by two principals are two conversations."""
+    alice = RunRecord("kit-p1", "agent", "shared", principal="alice")
+    bob = RunRecord("kit-p2", "agent", "shared", principal="bob")
+    for run, text in ((alice, "password hunter2"), (bob, "hello")):
+        await store.start_run(run)
+        await store.record_turn(run, [Message("user", text)], [])
+    seen_by_bob = await store.load_history("agent", "shared", "bob")
+    assert [m.content for m in seen_by_bob] == ["hello"], (
+        f"bob's conversation must hold only bob's messages, got {seen_by_bob!r}"
+    )
+    assert await store.load_history("agent", "shared") == [], (
+        "no principal (None) is a principal of its own, not a wildcard"
+    )
+    alice_entries = await store.history("shared", principal="alice")
+    assert [e.content for e in alice_entries] == ["password hunter2"], (
+        f"history(principal='alice') must hold only alice's entries, got {alice_entries!r}"
+    )
+    assert all(e.principal == "alice" for e in alice_entries), "entries name their principal"
+    every = await store.history("shared")
+    assert sorted(e.content for e in every) == ["hello", "password hunter2"], (
+        f"history() of every principal must hold both, got {every!r}"
+    )
 
 
 async def _metadata_by_run_id(store: Any) -> None:
@@ -161,6 +189,7 @@ async def _concurrent_finalization(store: Any) -> None:
 
 STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _history_round_trip,
+    _conversations_by_principal,
     _metadata_by_run_id,
     _runs_listing,
     _tool_records_replay,

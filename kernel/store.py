@@ -1,6 +1,8 @@
 """Public names for store plugins: records, protocols, errors, proofs and the memory store."""
 
+from ._conversations import ConversationKey
 from ._store import (
+    EVERY_PRINCIPAL,
     RECEIPT_FIELD_CHARS,
     Checkpoint,
     CheckpointStatus,
@@ -8,6 +10,7 @@ from ._store import (
     Claim,
     ClaimOwner,
     ConversationStore,
+    EveryPrincipal,
     HistoryEntry,
     MemoryStore,
     ProofRecord,
@@ -22,13 +25,16 @@ from ._store import (
 )
 
 __all__ = [
+    "EVERY_PRINCIPAL",
     "RECEIPT_FIELD_CHARS",
     "Checkpoint",
     "CheckpointStatus",
     "CheckpointStore",
     "Claim",
     "ClaimOwner",
+    "ConversationKey",
     "ConversationStore",
+    "EveryPrincipal",
     "HistoryEntry",
     "MemoryStore",
     "ProofRecord",

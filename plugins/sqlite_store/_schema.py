@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -89,7 +89,24 @@ def _v4(conn: sqlite3.Connection) -> None:
         key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL)""")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
+def _v5(conn: sqlite3.Connection) -> None:
+    # The conversation key includes the principal and the user. Entries written by a run of
+    # this project already name their run, whose record names both: fill the new columns from
+    # it, so a conversation continues across the upgrade. The original system's entries have
+    # no run and stay NULL (a conversation of no principal: the local operator's).
+    _add_columns(conn, "conversation_history", {"principal": "TEXT", "user_id": "TEXT"})
+    conn.execute(
+        "UPDATE conversation_history SET (principal, user_id) ="
+        " (SELECT principal, user_id FROM runs WHERE runs.run_id = conversation_history.run_id)"
+        " WHERE run_id IS NOT NULL AND principal IS NULL AND user_id IS NULL"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS history_by_owner"
+        " ON conversation_history (session_id, agent_id, principal, user_id, id)"
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

@@ -22,9 +22,11 @@ import trio
 
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
+    EVERY_PRINCIPAL,
     Checkpoint,
     Claim,
     ClaimOwner,
+    EveryPrincipal,
     HistoryEntry,
     ProofRecord,
     RunRecord,
@@ -245,24 +247,42 @@ class SQLiteStore:
 
     # -- conversation store ----------------------------------------------------------------------
 
-    async def load_history(self, agent_id: str, session_id: str) -> list[Message]:
+    async def load_history(
+        self,
+        agent_id: str,
+        session_id: str,
+        principal: str | None = None,
+        user_id: str | None = None,
+    ) -> list[Message]:
         entries = await self._entries(
-            "load history", "session_id = ? AND agent_id = ?", (session_id, agent_id)
+            "load history",
+            "session_id = ? AND agent_id = ? AND principal IS ? AND user_id IS ?",
+            (session_id, agent_id, principal, user_id),
         )
         return [e.message() for e in entries]
 
-    async def history(self, session_id: str, agent_id: str | None = None) -> list[HistoryEntry]:
-        if agent_id is None:
-            return await self._entries("read history", "session_id = ?", (session_id,))
-        return await self._entries(
-            "read history", "session_id = ? AND agent_id = ?", (session_id, agent_id)
-        )
+    async def history(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        principal: str | None | EveryPrincipal = EVERY_PRINCIPAL,
+    ) -> list[HistoryEntry]:
+        where: list[str] = ["session_id = ?"]
+        args: list[str | None] = [session_id]
+        if agent_id is not None:
+            where.append("agent_id = ?")
+            args.append(agent_id)
+        if not isinstance(principal, EveryPrincipal):
+            where.append("principal IS ?")
+            args.append(principal)  # None matches only None (IS)
+        return await self._entries("read history", " AND ".join(where), tuple(args))
 
     async def _entries(self, what: str, where: str, args: tuple[Any, ...]) -> list[HistoryEntry]:
         def read(conn: sqlite3.Connection) -> list[HistoryEntry]:
             rows = conn.execute(
                 "SELECT id, agent_id, session_id, run_id, role, content, tokens, created_at,"
-                " metadata, tool_call_id, tool_calls, name, is_error FROM conversation_history"
+                " metadata, tool_call_id, tool_calls, name, is_error, principal, user_id"
+                " FROM conversation_history"
                 f" WHERE {where} ORDER BY id",
                 args,
             ).fetchall()
@@ -281,6 +301,8 @@ class SQLiteStore:
                     _loads(r[10]) or (),
                     r[11],
                     bool(r[12]),
+                    r[13],
+                    r[14],
                 )
                 for r in rows
             ]
@@ -337,6 +359,8 @@ class SQLiteStore:
                 else None,
                 m.name,
                 int(m.is_error),
+                run.principal,
+                run.user_id,
             )
             for m in messages
         ]
@@ -357,8 +381,8 @@ class SQLiteStore:
             if rows:
                 conn.executemany(
                     "INSERT INTO conversation_history (agent_id, session_id, run_id, role,"
-                    " content, created_at, tool_call_id, tool_calls, name, is_error)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " content, created_at, tool_call_id, tool_calls, name, is_error, principal,"
+                    " user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
             if records:
