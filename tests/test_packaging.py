@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -72,3 +73,36 @@ def test_the_wheel_declares_the_launcher_and_the_pytest_plugin(wheel: Path) -> N
         text = zf.read(name).decode()
     assert "soulacy = soulacy.kernel.cli:main" in text
     assert "soulacy = soulacy.kernel.testing" in text
+
+
+def test_the_test_dependencies_include_what_building_a_wheel_needs() -> None:
+    """A stock venv (setuptools 65, no wheel) must pass the suite: the wheel tests build
+    without isolation, so the build backend's requirements are test dependencies."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    test_extra = {
+        Requirement(r).name: Requirement(r)
+        for r in project["project"]["optional-dependencies"]["test"]
+    }
+    for needed in map(Requirement, project["build-system"]["requires"]):
+        assert needed.name in test_extra, (
+            f"{needed.name} is needed to build but not a test dependency"
+        )
+        assert str(needed.specifier) in str(test_extra[needed.name].specifier), (
+            f"the test extra asks {test_extra[needed.name]}, building needs {needed}"
+        )
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python3 dev.py demo" in readme and "python3 dev.py test" in readme
+    commands = [
+        line.strip() for line in ci.splitlines() if line.strip() and not line.startswith("#")
+    ]
+    assert "python3 dev.py test" in commands
+    installs = [c for c in commands if re.search(r"\bpip\b|apt-get", c)]
+    assert not installs, f"CI installs nothing the README does not: {installs}"
