@@ -99,7 +99,8 @@ def test_the_test_dependencies_include_what_building_a_wheel_needs() -> None:
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python3 dev.py demo" in readme and "python3 dev.py test" in readme
+    assert "python3 dev.py demo" in readme
+    assert "python3 dev.py test" in readme
     commands = [
         line.strip() for line in ci.splitlines() if line.strip() and not line.startswith("#")
     ]
