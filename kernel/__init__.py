@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ._cli import CliCommand, CliContext
 from ._config import ConfigSection, Settings, load_document, parse_scalar, structure
-from ._core import redact
+from ._redact import redact, redact_text
 from ._durations import Duration, format_duration
 from ._engine import RunRequest, RunResult
 from ._errors import (
@@ -60,5 +60,6 @@ __all__ = [
     "open_kernel",
     "parse_scalar",
     "redact",
+    "redact_text",
     "structure",
 ]

@@ -22,6 +22,7 @@ import trio
 
 from ._contracts import Compactor, ContextOverflow, PassThrough, ProgressDetector, Verdict
 from ._conversations import ConversationKey, RunHandle
+from ._redact import redact_text
 from ._errors import UsageError
 from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
@@ -722,7 +723,7 @@ class Engine:
             return
         result.status = status
         result.incomplete_reason = reason if status != "completed" else None
-        result.error = error
+        result.error = redact_text(error) if error else error  # a provider's text may hold keys
         result.evidence = evidence
         if status != "completed" and not result.reply:
             result.reply = _last_text(run.messages[run.first_new :])

@@ -1,0 +1,101 @@
+"""Redaction: secrets never leave in a printout, an API answer, an event or an error message.
+
+A value is secret when its key names a secret (``api_key``, ``Authorization``, ``cookie`` …) at
+any depth, headers included. Names are matched as words so that settings such as
+``max_build_tokens`` or ``chars_per_token`` stay visible. Free text (an error a provider
+returned, say) is scrubbed of bearer tokens and ``key=value`` secrets.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MASK = "***"
+
+# A key is secret when one of its words (split at _ - . and case changes) is one of these, or
+# when it ends in one of the compound names. "tokens" alone is a secret (a map of tokens);
+# "max_tokens" is a count: a word before "tokens" that makes it a count keeps it visible.
+_SECRET_WORDS = frozenset(
+    {
+        "authorization",
+        "apikey",
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "secrets",
+        "cookie",
+        "cookies",
+        "credential",
+        "credentials",
+        "dsn",
+    }
+)
+_SECRET_COMPOUNDS = (
+    "api_key",
+    "api_keys",
+    "access_token",
+    "refresh_token",
+    "auth_token",
+    "private_key",
+    "client_secret",
+    "set_cookie",
+    "x_api_key",
+    "session_token",
+)
+_COUNT_WORDS = frozenset({"max", "min", "input", "output", "per", "build", "chars", "total", "num"})
+
+
+def is_secret_key(key: str) -> bool:
+    """True when ``key`` names a secret (``Authorization``, ``api_keys``, ``x-api-key`` …)."""
+    if not key:
+        return False
+    normal = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower().replace("-", "_").replace(".", "_")
+    words = [w for w in normal.split("_") if w]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    if any(normal == c or normal.endswith("_" + c) for c in _SECRET_COMPOUNDS):
+        return True
+    if words in (["key"], ["keys"]):
+        return True
+    if words and words[-1] in ("token", "tokens"):
+        # alone, or after a word that does not make it a count: bearer_token, hf_token
+        return len(words) == 1 or words[-2] not in _COUNT_WORDS
+    return False
+
+
+def redact(data: Any, key: str = "") -> Any:
+    """A copy of ``data`` with the value of every secret-named key replaced by ``***``."""
+    if isinstance(data, dict):
+        if is_secret_key(key):  # a mapping of secrets (api_keys: {principal: token})
+            return {k: MASK if v else v for k, v in data.items()}
+        return {k: redact(v, str(k)) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [redact(v, key) for v in data]
+    if is_secret_key(key) and data not in (None, "", 0, False):
+        return MASK
+    if isinstance(data, str):
+        return redact_text(data)
+    return data
+
+
+_IN_TEXT = re.compile(
+    r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{4,}"
+    r"|(\b(?:api[_-]?key|token|secret|password|authorization)\b[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
+    r"|\b(sk|pk|rk)-[A-Za-z0-9_-]{8,}"
+)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with bearer tokens, ``api_key=…`` style secrets and ``sk-…`` keys masked."""
+    if not text:
+        return text
+
+    def mask(match: re.Match[str]) -> str:
+        prefix = match.group(1) or match.group(2)
+        if prefix:
+            return prefix + MASK
+        return f"{match.group(3)}-{MASK}"
+
+    return _IN_TEXT.sub(mask, text)
