@@ -22,10 +22,10 @@ import trio
 
 from ._contracts import Compactor, ContextOverflow, PassThrough, ProgressDetector, Verdict
 from ._conversations import ConversationKey, RunHandle
-from ._redact import redact_text
 from ._errors import UsageError
 from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
+from ._redact import redact_text
 from ._store import ConversationStore, RunRecord, StorageError, ToolRecord
 from ._tools import Tool, validate_arguments
 

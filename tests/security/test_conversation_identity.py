@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import echo_model
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.testing import Workspace
-
-from _support import echo_model
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -55,7 +54,7 @@ async def test_a_reopened_store_keeps_conversations_apart(echo_workspace: Worksp
     kernel = load(echo_workspace)  # a new process would open the file the same way
     store = kernel.conversation_store()
     assert await store.load_history("a", "s", "bob") == []
-    assert [m.content for m in await store.load_history("a", "s", "alice")][0] == (
+    assert next(m.content for m in await store.load_history("a", "s", "alice")) == (
         "password hunter2"
     )
     bob_view = await store.history("s", principal="bob")
