@@ -79,7 +79,7 @@ async def test_fifty_racing_pairs_of_principals_never_share_a_run(
         await trio.testing.wait_all_tasks_blocked()
         gate.open.set()
     for run_id, seen in outcomes.items():
-        winner, loser = sorted(seen)  # "completed" sorts before "refused-by-…"
+        winner, loser = sorted(seen, key=lambda s: "refused" in s)
         assert winner.endswith(":completed"), (run_id, seen)
         assert loser.endswith(f":refused-by-{winner.split(':')[0]}"), (run_id, seen)
     started: dict[str, list[Any]] = {}
