@@ -9,7 +9,9 @@ from typing import Any
 __all__ = ["RESULT", "TERMINAL", "ChatResponse", "HistoryEntry", "StreamEvent"]
 
 RESULT = "result"  # the terminal event of a run: its data is a ChatResponse
-TERMINAL = frozenset({RESULT, "error"})  # "error": the server's HTTP deadline passed
+# "run_error": the server's HTTP deadline passed. Servers before 0.2 named it "error", which
+# collides with EventSource's own error event; both are understood.
+TERMINAL = frozenset({RESULT, "run_error", "error"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ def test_event_helpers() -> None:
     )
     assert result.response().completed
     assert StreamEvent(None, "error", {"error": "HTTP deadline passed"}).is_terminal
+    assert StreamEvent(None, "run_error", {"error": "HTTP deadline passed"}).is_terminal
     delta = StreamEvent(3, "delta", {"text": "hi "})
     assert (delta.text, delta.is_result, delta.is_terminal) == ("hi ", False, False)
     assert StreamEvent(4, "tool.call", {"text": "not a delta"}).text == ""
