@@ -1,6 +1,6 @@
 """Soulacy against LangGraph, Pydantic AI and the OpenAI Agents SDK, side by side: one command.
 
-    /work/.venv/bin/python bench/run_peers.py            # everything -> docs/benchmarks.md
+    python bench/run_peers.py            # everything -> docs/benchmarks.md (the project's venv)
 
 Runs in the project's venv. The peers live in their own venv (``--venv``, default
 ``../bench-venv`` next to the repository, or ``$SOULACY_BENCH_VENV``), created from the pinned

@@ -20,7 +20,7 @@ import httpx
 from ._contracts import ContextOverflow
 from ._messages import Message, ModelReply, ModelRequest, ToolCall, ToolSpec
 from ._store import Checkpoint, ClaimOwner
-from ._store_kit import _close, _make
+from ._store_kit import StoreFactory, expect, expect_storage_error, expect_that, run_checks
 from .policy import ModelCapacity
 
 
@@ -29,6 +29,10 @@ def _named(name: str, check: Callable[[], Any]) -> Any:
         return check()
     except AssertionError as exc:
         raise AssertionError(f"{name}: {exc}") from exc
+    except Exception as exc:
+        raise AssertionError(
+            f"{name}: a call: expected no exception, got {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _dead_pid() -> int:
@@ -41,118 +45,275 @@ def _dead_pid() -> int:
 # -- checkpoint stores --------------------------------------------------------------------------
 
 
-async def check_checkpoint_store(factory: Callable[[], Any]) -> None:
+async def check_checkpoint_store(
+    factory: StoreFactory, *, failing: StoreFactory | None = None
+) -> None:
     """Checkpoints (order, upsert, legacy identity, discard), claims (exclusive, reentrant,
-    takeover only from a provably gone owner) and plugin state, each on a fresh store."""
-    checks = (_checkpoints, _claims, _state)
-    for check in checks:
-        store = await _make(factory)
-        try:
-            await check(store)
-        except AssertionError as exc:
-            raise AssertionError(
-                f"checkpoint store check {check.__name__.strip('_')}: {exc}"
-            ) from exc
-        finally:
-            await _close(store)
+    takeover only from a provably gone owner) and plugin state, each on a fresh store.
+
+    ``failing``, when given, makes a store whose storage fails on every call: each call must
+    raise StorageError (a failed read of checkpoints is never an empty list)."""
+    await run_checks("checkpoint store", factory, (_checkpoints, _claims, _state))
+    if failing is not None:
+        await run_checks("checkpoint store", failing, (_checkpoint_failures_raise,))
+
+
+def _steps(saved: Sequence[Checkpoint]) -> list[tuple[str, str]]:
+    return [(c.step_id, c.status) for c in saved]
 
 
 async def _checkpoints(store: Any) -> None:
     identity = {"user_id": "u", "session_id": "s"}
-    await store.save_checkpoint(Checkpoint("r", "a", "in_progress", "ag", None, identity))
-    await store.save_checkpoint(Checkpoint("r", "b", "completed", "ag", {"result": 2}, identity))
-    await store.save_checkpoint(Checkpoint("r", "a", "completed", "ag", {"result": 1}, identity))
+    # Step ids out of alphabetical order: the order is the order of first saving.
+    await store.save_checkpoint(Checkpoint("r", "zeta", "in_progress", "ag", None, identity))
+    await store.save_checkpoint(
+        Checkpoint("r", "alpha", "completed", "ag", {"result": 2}, identity)
+    )
+    await store.save_checkpoint(Checkpoint("r", "zeta", "completed", "ag", {"result": 1}, identity))
     await store.save_checkpoint(Checkpoint("legacy", "x", "completed", "ag", {"result": 0}, None))
     saved = await store.load_checkpoints("r")
-    assert [(c.step_id, c.status) for c in saved] == [("a", "completed"), ("b", "completed")], (
-        "steps keep the order they were first saved in; a save replaces the step's state"
+    expect(
+        _steps(saved),
+        [("zeta", "completed"), ("alpha", "completed")],
+        "load_checkpoints: steps in the order first saved, a save replacing the step's state",
     )
-    assert saved[0].evidence == {"result": 1}
-    assert saved[0].identity == identity
+    expect(
+        (saved[0].run_id, saved[0].agent_id, saved[0].evidence, saved[0].identity),
+        ("r", "ag", {"result": 1}, identity),
+        "a checkpoint's (run_id, agent_id, evidence, identity) as last saved",
+    )
+    expect(saved[1].evidence, {"result": 2}, "the evidence of another step")
     (legacy,) = await store.load_checkpoints("legacy")
-    assert legacy.identity is None, "a checkpoint without identity stays without identity"
-    assert await store.load_checkpoints("none") == []
-    assert await store.discard_checkpoints("r", "a") == 1
-    assert [c.step_id for c in await store.load_checkpoints("r")] == ["b"]
-    assert await store.discard_checkpoints("r") == 1
-    assert await store.load_checkpoints("r") == []
+    expect(legacy.identity, None, "the identity of a checkpoint saved without one")
+    expect(await store.load_checkpoints("none"), [], "load_checkpoints of an unknown run")
+    await store.save_checkpoint(Checkpoint("r2", "s", "failed", "ag", {"error": "boom"}, identity))
+    expect(
+        _steps(await store.load_checkpoints("r2")), [("s", "failed")], "another run's checkpoints"
+    )
+    expect(await store.discard_checkpoints("r", "zeta"), 1, "discard_checkpoints('r', 'zeta')")
+    expect(
+        [c.step_id for c in await store.load_checkpoints("r")],
+        ["alpha"],
+        "the steps left after discarding one",
+    )
+    expect(await store.discard_checkpoints("r", "zeta"), 0, "discarding a step again")
+    expect(await store.discard_checkpoints("r"), 1, "discard_checkpoints('r') of its one step")
+    expect(await store.load_checkpoints("r"), [], "a run's checkpoints after discarding all")
+    expect(
+        _steps(await store.load_checkpoints("r2")),
+        [("s", "failed")],
+        "another run's checkpoints after discarding one run's",
+    )
 
 
 async def _claims(store: Any) -> None:
     me = ClaimOwner("kernel-1", os.getpid(), ClaimOwner.current("x").host)
     other = ClaimOwner("kernel-2", os.getpid(), me.host)  # alive: this very process
     first = await store.try_claim("k", me)
-    assert first.acquired
-    assert first.took_over_from is None
-    assert (await store.try_claim("k", me)).acquired, "a claim is reentrant for its owner"
+    expect(
+        (first.acquired, first.holder, first.took_over_from),
+        (True, me, None),
+        "a free claim's (acquired, holder, took_over_from)",
+    )
+    again = await store.try_claim("k", me)
+    expect((again.acquired, again.holder), (True, me), "a claim is reentrant for its owner")
     refused = await store.try_claim("k", other)
-    assert not refused.acquired, "a live owner's claim is exclusive"
-    assert refused.holder == me
-    assert await store.claim_holder("k") == me
+    expect(
+        (refused.acquired, refused.holder),
+        (False, me),
+        "a live owner's claim is exclusive: another owner's (acquired, holder)",
+    )
+    expect(await store.claim_holder("k"), me, "claim_holder after a refused claim")
     await store.release_claim("k", other)  # not the holder: no effect
-    assert await store.claim_holder("k") == me
+    expect(await store.claim_holder("k"), me, "claim_holder after a release by a non-holder")
     await store.release_claim("k", me)
-    assert await store.claim_holder("k") is None
+    expect(await store.claim_holder("k"), None, "claim_holder after the holder released")
+    expect(await store.claim_holder("never"), None, "claim_holder of a key never claimed")
     gone = ClaimOwner("kernel-gone", _dead_pid(), me.host)
-    assert (await store.try_claim("j", gone)).acquired
+    expect((await store.try_claim("j", gone)).acquired, True, "a free claim for a soon-gone owner")
     taken = await store.try_claim("j", me)
-    assert taken.acquired, "a claim of a provably gone owner is taken over"
-    assert taken.took_over_from == gone, "a takeover says whose claim it took"
+    expect(
+        (taken.acquired, taken.holder, taken.took_over_from),
+        (True, me, gone),
+        "a claim of a provably gone owner is taken over, saying whose: (acquired, holder,"
+        " took_over_from)",
+    )
+    expect(await store.claim_holder("j"), me, "claim_holder after a takeover")
     elsewhere = ClaimOwner("kernel-far", 1, "another-host.invalid")
     await store.release_claim("j", me)
-    assert (await store.try_claim("i", elsewhere)).acquired
-    assert not (await store.try_claim("i", me)).acquired, (
-        "another host's owner cannot be proven gone: its claim stays"
+    expect((await store.try_claim("i", elsewhere)).acquired, True, "a free claim from elsewhere")
+    expect(
+        (await store.try_claim("i", me)).acquired,
+        False,
+        "another host's owner cannot be proven gone: a claim of its key acquired",
     )
+    await store.heartbeat("i", elsewhere)
 
 
 async def _state(store: Any) -> None:
-    assert await store.load_state("missing") is None
-    await store.save_state("s", {"last_tick": "2026-01-01T00:00:00+00:00", "n": 3})
+    expect(await store.load_state("missing"), None, "load_state of a key never saved")
+    value = {"last_tick": "2026-01-01T00:00:00+00:00", "n": 3}
+    await store.save_state("s", value)
+    value["n"] = 99  # the caller's object changing later is not the stored state
+    expect(
+        await store.load_state("s"),
+        {"last_tick": "2026-01-01T00:00:00+00:00", "n": 3},
+        "load_state returns what was saved",
+    )
     await store.save_state("s", {"last_tick": "2026-01-02T00:00:00+00:00", "n": 4})
-    assert await store.load_state("s") == {"last_tick": "2026-01-02T00:00:00+00:00", "n": 4}
+    await store.save_state("t", {"other": True})
+    expect(
+        await store.load_state("s"),
+        {"last_tick": "2026-01-02T00:00:00+00:00", "n": 4},
+        "load_state after a second save (it replaces the first)",
+    )
+
+
+async def _checkpoint_failures_raise(store: Any) -> None:
+    owner = ClaimOwner.current("kit")
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("load_checkpoints", lambda: store.load_checkpoints("r")),
+        ("save_checkpoint", lambda: store.save_checkpoint(Checkpoint("r", "a", "completed"))),
+        ("discard_checkpoints", lambda: store.discard_checkpoints("r")),
+        ("try_claim", lambda: store.try_claim("k", owner)),
+        ("claim_holder", lambda: store.claim_holder("k")),
+        ("release_claim", lambda: store.release_claim("k", owner)),
+        ("load_state", lambda: store.load_state("s")),
+        ("save_state", lambda: store.save_state("s", {"n": 1})),
+    ]
+    for what, call in calls:
+        await expect_storage_error(what, call)
 
 
 # -- progress detectors --------------------------------------------------------------------------
 
+VERDICTS = ("progress", "repeated", "stalled")
+
+
+def _feed(
+    detector: Any,
+    results: Sequence[Any],
+    *,
+    arguments: str = "vary",
+    tool: str = "t",
+    is_error: bool = False,
+) -> list[str]:
+    """Feed results to a detector, the arguments varying or the same every time."""
+    kinds = []
+    for n, result in enumerate(results):
+        args = {"n": n} if arguments == "vary" else {"n": 0}
+        verdict = detector.observe(tool, args, result, is_error)
+        expect_that(
+            getattr(verdict, "kind", None) in VERDICTS,
+            f"the verdict of result {n + 1}",
+            f"a Verdict whose kind is one of {VERDICTS}",
+            verdict,
+        )
+        kinds.append(verdict.kind)
+    return kinds
+
 
 def check_progress_detector(make: Callable[[int | None], Any]) -> None:
-    """``make(limit)`` returns a fresh detector; ``None`` disables stalling."""
-    verdicts = {"progress", "repeated", "stalled"}
+    """``make(limit)`` returns a fresh detector; ``None`` disables stalling.
 
-    def feed(detector: Any, results: Sequence[Any], tool: str = "t") -> list[str]:
-        kinds = []
-        for n, result in enumerate(results):
-            verdict = detector.observe(tool, {"n": n}, result, False)
-            assert verdict.kind in verdicts, f"unknown verdict {verdict.kind!r}"
-            kinds.append(verdict.kind)
-        return kinds
+    ``limit`` identical results stall, one fewer does not, whether the calls repeat exactly
+    or only their arguments change; a fresh result resets the count; alternating tools that
+    return old evidence stall; so do identical errors; detectors share nothing; ``None``
+    never stalls, whatever is fed."""
 
     def limit_identical() -> None:
-        assert feed(make(5), ["same"] * 5)[-1] == "stalled", "limit identical results stall"
-        assert "stalled" not in feed(make(5), ["same"] * 4), "one fewer does not"
+        for limit in (2, 5, 9):
+            for arguments in ("vary", "same"):
+                how = f"limit {limit}, arguments {'varying' if arguments == 'vary' else 'the same'}"
+                kinds = _feed(make(limit), ["same"] * limit, arguments=arguments)
+                expect(kinds[-1], "stalled", f"{how}: the verdict of result {limit} of {limit}")
+                fewer = _feed(make(limit), ["same"] * (limit - 1), arguments=arguments)
+                expect_that(
+                    "stalled" not in fewer,
+                    f"{how}: {limit - 1} identical results (one fewer than the limit)",
+                    "no 'stalled' verdict",
+                    fewer,
+                )
 
     def fresh_resets() -> None:
-        kinds = feed(make(5), ["same"] * 4 + ["fresh"] + ["same"] * 3)
-        assert "stalled" not in kinds, "a fresh result resets the count"
+        for arguments in ("vary", "same"):
+            kinds = _feed(make(5), ["same"] * 4 + ["fresh"] + ["same"] * 3, arguments=arguments)
+            expect_that(
+                "stalled" not in kinds,
+                "4 identical results, a fresh one, 3 identical ones (limit 5)",
+                "no 'stalled' verdict: a fresh result resets the count",
+                kinds,
+            )
+        kinds = _feed(make(5), [f"r{n}" for n in range(50)], arguments="same")
+        expect_that(
+            "stalled" not in kinds,
+            "50 different results of the same call (limit 5)",
+            "no 'stalled' verdict: every result is fresh",
+            kinds,
+        )
 
     def arguments_alone() -> None:
         detector = make(3)
         kinds = [detector.observe("t", {"q": n}, "same answer", False).kind for n in range(3)]
-        assert kinds[-1] == "stalled", "changing the arguments alone is not progress"
+        expect(kinds[-1], "stalled", "changing the arguments alone is not progress (limit 3)")
 
     def alternation() -> None:
-        kinds = feed(make(6), ["A", "B"] * 5)
-        assert "stalled" in kinds, "alternating tools returning old evidence stall too"
+        detector = make(6)
+        kinds = [
+            detector.observe(tool, {"n": n}, tool, False).kind
+            for n, tool in enumerate(["A", "B"] * 5)
+        ]
+        expect_that(
+            "stalled" in kinds,
+            "two tools alternating, each returning its old evidence (limit 6)",
+            "a 'stalled' verdict",
+            kinds,
+        )
+
+    def errors() -> None:
+        kinds = _feed(make(4), ["error: disk full"] * 4, is_error=True)
+        expect(kinds[-1], "stalled", "the same error 4 times (limit 4)")
+
+    def independent() -> None:
+        first, second = make(5), make(5)
+        kinds = []
+        for n in range(4):
+            kinds.append(first.observe("t", {"n": n}, "same", False).kind)
+            kinds.append(second.observe("t", {"n": n}, "same", False).kind)
+        expect_that(
+            "stalled" not in kinds,
+            "two detectors of limit 5 fed 4 identical results each",
+            "no 'stalled' verdict: each detector counts its own run",
+            kinds,
+        )
+        expect(first.observe("t", {"n": 4}, "same", False).kind, "stalled", "the 5th of one")
 
     def disabled() -> None:
-        assert "stalled" not in feed(make(None), ["same"] * 200), "None never stalls"
+        for arguments in ("vary", "same"):
+            kinds = _feed(make(None), ["same"] * 200, arguments=arguments)
+            expect_that(
+                "stalled" not in kinds,
+                f"200 identical results, arguments {arguments}, limit None",
+                "no 'stalled' verdict: None never stalls",
+                kinds,
+            )
+        kinds = _feed(make(None), ["error"] * 50, is_error=True)
+        expect_that(
+            "stalled" not in kinds, "50 identical errors, limit None", "no 'stalled'", kinds
+        )
+        detector = make(None)
+        kinds = [detector.observe(t, {}, t, False).kind for t in ["A", "B"] * 50]
+        expect_that(
+            "stalled" not in kinds, "100 alternating results, limit None", "no 'stalled'", kinds
+        )
 
     for name, check in (
         ("limit", limit_identical),
         ("fresh", fresh_resets),
         ("arguments", arguments_alone),
         ("alternation", alternation),
+        ("errors", errors),
+        ("independent", independent),
         ("disabled", disabled),
     ):
         _named(f"progress detector check {name}", check)
@@ -177,11 +338,21 @@ def _pairs_intact(view: Sequence[Message]) -> None:
     calls = {c.id for m in view if m.role == "assistant" for c in m.tool_calls}
     for m in view:
         if m.role == "tool":
-            assert m.tool_call_id in calls, f"tool result {m.tool_call_id} lost its call"
+            expect_that(
+                m.tool_call_id in calls,
+                f"the call of tool result {m.tool_call_id!r} in the view",
+                "the assistant message that made the call, kept with its result",
+                sorted(calls),
+            )
     results = {m.tool_call_id for m in view if m.role == "tool"}
     for m in view:
         for c in m.tool_calls if m.role == "assistant" else ():
-            assert c.id in results, f"tool call {c.id} lost its result"
+            expect_that(
+                c.id in results,
+                f"the result of tool call {c.id!r} in the view",
+                "the tool result, kept with its call",
+                sorted(str(r) for r in results),
+            )
 
 
 def check_compactor(make: Callable[[], Any]) -> None:
@@ -190,19 +361,34 @@ def check_compactor(make: Callable[[], Any]) -> None:
 
     def unchanged() -> None:
         messages = _history(5)
-        assert list(make().compact(messages, None, tools)) == messages, "no allowance: as is"
-        assert list(make().compact(messages, 10**9, tools)) == messages, "under: as is"
+        expect(list(make().compact(messages, None, tools)), messages, "no allowance: the view")
+        expect(list(make().compact(messages, 10**9, tools)), messages, "under it: the view")
 
     def keeps_what_matters() -> None:
         messages = _history(400)
         before = copy.deepcopy(messages)
         view = list(make().compact(messages, 4000, tools))
-        assert messages == before, "the original messages are never changed"
-        assert len(view) < len(messages), "over the allowance the view is smaller"
-        assert view[0] == messages[0], "the system instructions are kept"
-        assert any(m.content == "GOAL: count to 10" for m in view), "the goal is kept"
-        assert view[-1] == messages[-1], "the latest request is kept"
-        assert messages[-2] in view, "the most recent tool exchange is kept whole"
+        expect(messages, before, "the original messages after compacting (never changed)")
+        expect_that(
+            len(view) < len(messages),
+            "the view's length over the allowance",
+            f"fewer than the {len(messages)} messages",
+            len(view),
+        )
+        expect(view[0], messages[0], "the view's first message (the system instructions)")
+        expect_that(
+            any(m.content == "GOAL: count to 10" for m in view),
+            "the goal in the view",
+            "the first user message kept",
+            [m.content[:40] for m in view[:5]],
+        )
+        expect(view[-1], messages[-1], "the view's last message (the latest request)")
+        expect_that(
+            messages[-2] in view,
+            "the most recent tool result in the view",
+            "the most recent tool exchange kept whole",
+            view[-3:],
+        )
         _pairs_intact(view)
 
     def oversized_result() -> None:
@@ -214,17 +400,26 @@ def check_compactor(make: Callable[[], Any]) -> None:
             Message("user", "go on"),
         ]
         view = list(make().compact(messages, 2000, tools))
-        (cut,) = [m for m in view if m.role == "tool"]
-        assert 0 < len(cut.content) < len(messages[3].content), "an oversized result is cut"
-        assert cut.meta.get("truncated") is True, "and carries truncated: True"
+        cut = [m for m in view if m.role == "tool"]
+        expect(len(cut), 1, "the tool results in the view of one oversized result")
+        expect_that(
+            0 < len(cut[0].content) < len(messages[3].content),
+            "the length of an oversized result in the view",
+            f"cut: more than 0 and fewer than {len(messages[3].content)} characters",
+            len(cut[0].content),
+        )
+        expect(cut[0].meta.get("truncated"), True, "a cut result's meta['truncated']")
 
     def overflow() -> None:
         messages = [Message("system", "rule " * 50_000), Message("user", "hi")]
         try:
-            make().compact(messages, 1000, tools)
+            view = make().compact(messages, 1000, tools)
         except ContextOverflow:
             return
-        raise AssertionError("system instructions over the allowance raise ContextOverflow")
+        raise AssertionError(
+            "system instructions over the allowance: expected ContextOverflow,"
+            f" got a view of {len(list(view))} messages"
+        )
 
     for name, check in (
         ("unchanged", unchanged),
@@ -245,7 +440,12 @@ async def check_provider(
     shape: an assistant message, usage in whole tokens, tool calls with ids and known names,
     and streamed text that adds up to the reply. Returns the reply."""
     capacity = provider.capacity(None)
-    assert capacity is None or isinstance(capacity, ModelCapacity), "capacity() type"
+    expect_that(
+        capacity is None or isinstance(capacity, ModelCapacity),
+        "provider check capacity(None)",
+        "None or a ModelCapacity",
+        capacity,
+    )
     deltas: list[str] = []
 
     async def sink(text: str) -> None:
@@ -258,17 +458,39 @@ async def check_provider(
         stream=stream,
     )
     reply = await provider.complete(request, sink if stream else None)
-    assert isinstance(reply, ModelReply), "complete() returns a ModelReply"
-    assert reply.message.role == "assistant", "the reply is an assistant message"
-    assert reply.usage.input_tokens >= 0
-    assert reply.usage.output_tokens >= 0
+    if not isinstance(reply, ModelReply):
+        raise AssertionError(
+            f"provider check complete(): expected a ModelReply, got {type(reply).__name__}"
+        )
+    expect(reply.message.role, "assistant", "provider check: the reply message's role")
+    usage = (reply.usage.input_tokens, reply.usage.output_tokens)
+    expect_that(
+        all(isinstance(n, int) and n >= 0 for n in usage),
+        "provider check: the reply's usage (input_tokens, output_tokens)",
+        "whole numbers of tokens, 0 or more",
+        usage,
+    )
     names = {t.name for t in tools}
     for call in reply.message.tool_calls:
-        assert call.id, "every tool call has an id"
-        assert call.name in names, f"tool call {call.name!r} names no offered tool"
-        assert isinstance(call.arguments, Mapping), "arguments are a mapping"
+        expect_that(bool(call.id), "provider check: a tool call's id", "an id", call)
+        expect_that(
+            call.name in names,
+            "provider check: a tool call's name",
+            f"one of the offered tools {sorted(names)}",
+            call.name,
+        )
+        expect_that(
+            isinstance(call.arguments, Mapping),
+            "provider check: a tool call's arguments",
+            "a mapping",
+            call.arguments,
+        )
     if stream and deltas:
-        assert "".join(deltas) == reply.message.content, "streamed text adds up to the reply"
+        expect(
+            "".join(deltas),
+            reply.message.content,
+            "provider check: the streamed text (it adds up to the reply)",
+        )
     close = provider.aclose()
     if inspect.isawaitable(close):
         await close
@@ -287,27 +509,51 @@ async def check_transport(
     async with httpx.AsyncClient(
         base_url=base_url.rstrip("/") + "/api/v1", headers=dict(headers or {}), timeout=120
     ) as client:
-        assert (await client.get("/health")).status_code == 200, "GET /health"
+        health = await client.get("/health")
+        expect(health.status_code, 200, "transport check: the status of GET /health")
         chat = await client.post("/chat", json={"agent_id": agent_id, "text": "hi"})
-        assert chat.status_code == 200, f"POST /chat: {chat.status_code} {chat.text}"
+        expect(chat.status_code, 200, f"transport check: the status of POST /chat ({chat.text})")
         body = chat.json()
-        for key in ("reply", "run_id", "session_id", "status", "verification", "metadata"):
-            assert key in body, f"POST /chat answers {key}"
+        keys = ("reply", "run_id", "session_id", "status", "verification", "metadata")
+        expect_that(
+            all(key in body for key in keys),
+            "transport check: the keys of POST /chat's answer",
+            f"all of {keys}",
+            sorted(body),
+        )
         stream = await client.post("/chat/stream", json={"agent_id": agent_id, "text": "hi"})
         events = _sse(stream.text)
-        assert events, "POST /chat/stream sends events"
-        assert all(e.get("id") for e in events), "every SSE event has an id"
-        assert events[-1]["event"] == "result", "the stream ends with a result event"
+        expect_that(bool(events), "transport check: POST /chat/stream", "SSE events", stream.text)
+        expect_that(
+            all(e.get("id") for e in events),
+            "transport check: the ids of POST /chat/stream's events",
+            "an id on every event",
+            [e.get("id") for e in events],
+        )
+        expect(
+            events[-1]["event"],
+            "result",
+            "transport check: the last event of POST /chat/stream",
+        )
         result = json.loads(events[-1]["data"])
-        for key in ("reply", "run_id", "session_id", "status", "metadata"):
-            assert key in result, f"the result event carries {key}"
+        result_keys = ("reply", "run_id", "session_id", "status", "metadata")
+        expect_that(
+            all(key in result for key in result_keys),
+            "transport check: the keys of the result event",
+            f"all of {result_keys}",
+            sorted(result),
+        )
         again = await client.get(
             f"/runs/{result['run_id']}/events", headers={"Last-Event-ID": events[0]["id"]}
         )
-        assert [e["id"] for e in _sse(again.text)] == [e["id"] for e in events[1:]], (
-            "reconnecting with Last-Event-ID delivers each missed event once"
+        expect(
+            [e.get("id") for e in _sse(again.text)],
+            [e["id"] for e in events[1:]],
+            "transport check: the event ids after reconnecting with Last-Event-ID of the"
+            " first (each missed event once)",
         )
-        assert (await client.get("/runs/no-such-run")).status_code == 404, "unknown run: 404"
+        missing = await client.get("/runs/no-such-run")
+        expect(missing.status_code, 404, "transport check: the status of GET /runs/no-such-run")
 
 
 def _sse(text: str) -> list[dict[str, str]]:

@@ -223,7 +223,9 @@ class CheckpointStore(Protocol):
     async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
         """Take ``key`` if it is free, already ours, or held by an owner provably gone."""
 
-    async def heartbeat(self, key: str, owner: ClaimOwner) -> None: ...
+    async def heartbeat(self, key: str, owner: ClaimOwner) -> None:
+        """Say that ``owner`` still holds ``key`` (a store shared between processes records
+        the time)."""
 
     async def release_claim(self, key: str, owner: ClaimOwner) -> None:
         """Release ``key`` if ``owner`` holds it."""
@@ -234,7 +236,8 @@ class CheckpointStore(Protocol):
     async def load_state(self, key: str) -> Mapping[str, Any] | None:
         """A plugin's small durable state (a schedule's last tick, its failure streak)."""
 
-    async def save_state(self, key: str, value: Mapping[str, Any]) -> None: ...
+    async def save_state(self, key: str, value: Mapping[str, Any]) -> None:
+        """Replace the state of ``key`` with ``value`` (JSON), committed before returning."""
 
 
 class EveryPrincipal(enum.Enum):
@@ -284,14 +287,17 @@ class ConversationStore(Protocol):
         self,
         session_id: str,
         agent_id: str | None = None,
-        principal: str | None | EveryPrincipal = EVERY_PRINCIPAL,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
     ) -> list[HistoryEntry]:
         """Stored entries of a session with their metadata, oldest first: of one principal
         (its conversations with every agent, or with ``agent_id``), or of every principal."""
 
-    async def get_run(self, run_id: str) -> RunRecord | None: ...
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run's record, or None for an unknown run id."""
 
-    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]: ...
+    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
+        """Runs newest first (by ``started_at``), at most ``limit``, of ``agent_id`` or of every
+        agent."""
 
 
 class ProofStore(Protocol):
@@ -303,7 +309,9 @@ class ProofStore(Protocol):
         """Build and store the run's proof from its tool records, once; a second call returns
         the stored proof. Concurrent finalizations wait for each other rather than fail."""
 
-    async def get_proof(self, run_id: str) -> ProofRecord | None: ...
+    async def get_proof(self, run_id: str) -> ProofRecord | None:
+        """The current attempt's proof, or None (unknown run, not finalized, or a retry
+        started)."""
 
 
 class MemoryStore:
@@ -388,7 +396,7 @@ class MemoryStore:
         self,
         session_id: str,
         agent_id: str | None = None,
-        principal: str | None | EveryPrincipal = EVERY_PRINCIPAL,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
     ) -> list[HistoryEntry]:
         entries = (
             attrs.evolve(e, metadata=self._run_metadata.get(e.run_id or ""))

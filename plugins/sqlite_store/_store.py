@@ -9,8 +9,12 @@ instead of failing.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -35,10 +39,68 @@ from soulacy.kernel.store import (
     make_proof,
 )
 
-from ._schema import migrate
+from ._schema import SCHEMA_VERSION, migrate
 
 T = TypeVar("T")
 CHECKPOINT_EVERY = 256  # inline commits between two checkpoints (run in a worker thread)
+
+
+# What the OS or SQLite said, in words a person acts on.
+_DISK_FULL = "disk full"
+_READ_ONLY = "read-only"
+
+
+def _plain_cause(exc: BaseException, path: Path) -> str | None:
+    """Say "disk full" or "read-only" when the OS says so (through SQLite or an OSError)."""
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return _DISK_FULL
+        if exc.errno == errno.EROFS:
+            return f"{_READ_ONLY} file system"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return f"{_READ_ONLY}: permission denied"
+        return None
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary == sqlite3.SQLITE_FULL:
+        return _DISK_FULL
+    if primary == sqlite3.SQLITE_READONLY:
+        return f"{_READ_ONLY} database"
+    if primary in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN):
+        # SQLite reports a full disk met while sizing its shared memory (at open) as a plain
+        # I/O error; ask the OS how much room is left.
+        if _free_bytes(path) == 0:
+            return _DISK_FULL
+        if primary == sqlite3.SQLITE_CANTOPEN and not os.access(_existing(path), os.W_OK):
+            return f"{_READ_ONLY}: the folder cannot be written"
+    return None
+
+
+def _existing(path: Path) -> Path:
+    """``path``, or its nearest existing parent folder."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path if path.is_dir() else path.parent
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        stat = os.statvfs(_existing(path))
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def _is_wal(path: Path) -> bool:
+    """Whether the database file's header says WAL (file format version 2 at bytes 18-19)."""
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18:20] == b"\x02\x02"
 
 
 def _checkpoint(conn: sqlite3.Connection) -> None:
@@ -80,16 +142,24 @@ class SQLiteStore:
     """Conversation history, runs, tool records and proofs in one SQLite file."""
 
     def __init__(
-        self, path: Path, *, busy_timeout: float = 30.0, synchronous: str = "NORMAL"
+        self,
+        path: Path,
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
+        # Read-only: nothing is created, migrated or written; see _open_read_only.
+        self.read_only = read_only
+        self._snapshot: tempfile.TemporaryDirectory[str] | None = None
         self._conn: sqlite3.Connection | None = None
         self._lock = trio.Lock()  # one user of the connection at a time, on any thread
         # With synchronous=NORMAL a WAL commit does not fsync, so an uncontended write is
         # cheaper on the Trio thread than the hop to a worker; see docs/decisions/0009.
-        self._inline = synchronous == "NORMAL"
+        self._inline = synchronous == "NORMAL" and not read_only
         self._commits = 0
         self._checkpointing = False
         self._checkpointer: sqlite3.Connection | None = None  # checkpoints, apart from writes
@@ -98,8 +168,15 @@ class SQLiteStore:
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def describe(self) -> str:
+        """Where the data is, for messages naming the store."""
+        return str(self.path)
+
     def _error(self, what: str, exc: BaseException) -> StorageError:
         detail = f"{type(exc).__name__}: {exc}" if isinstance(exc, sqlite3.Error) else str(exc)
+        cause = _plain_cause(exc, self.path)
+        if cause:
+            detail = f"{cause} ({detail})"
         return StorageError(f"SQLite store {self.path}: {what} failed: {detail}")
 
     async def _call(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -192,6 +269,8 @@ class SQLiteStore:
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
+        if self.read_only:
+            return self._open_read_only()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
             self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None
@@ -210,6 +289,57 @@ class SQLiteStore:
         except BaseException:
             conn.close()
             raise
+        return conn
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """Open for reading without creating or changing any file, even in a folder that
+        cannot be written.
+
+        A WAL database needs its ``-shm`` file to be read; SQLite creates it (and an empty
+        ``-wal``) when missing, and cannot in a read-only folder. So: no file is an empty
+        store (in memory); a rollback-journal file opens ``mode=ro``; a WAL file with both its
+        ``-wal`` and ``-shm`` opens ``mode=ro`` on them (a writer may be running); a WAL file
+        without ``-wal`` is complete in itself and opens ``immutable=1`` (WAL writers change
+        the main file only when they checkpoint); a ``-wal`` without ``-shm`` (a copy taken
+        while the database was open) is read from a private copy of both. A file of an older
+        schema is migrated in memory, never on disk.
+        """
+        wal, shm = Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+        if not self.path.exists():
+            conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            migrate(conn)
+        else:
+            source = self.path
+            if _is_wal(self.path) and wal.exists() and not shm.exists():
+                self._snapshot = tempfile.TemporaryDirectory(prefix="soulacy-ro-")
+                source = Path(self._snapshot.name) / self.path.name
+                shutil.copyfile(self.path, source)
+                shutil.copyfile(wal, f"{source}-wal")
+            query = "mode=ro"
+            if _is_wal(source) and not Path(f"{source}-wal").exists():
+                query += "&immutable=1"
+            conn = sqlite3.connect(
+                f"{source.resolve().as_uri()}?{query}",
+                uri=True,
+                timeout=self.busy_timeout,
+                check_same_thread=False,
+                isolation_level=None,
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                if version < SCHEMA_VERSION:  # an older file: read it migrated, in memory
+                    memory = sqlite3.connect(
+                        ":memory:", check_same_thread=False, isolation_level=None
+                    )
+                    conn.backup(memory)
+                    conn.close()
+                    conn = memory
+                    self.migrated_from = migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
+        conn.execute("PRAGMA query_only = ON")  # a write says "read-only", even in memory
         return conn
 
     @staticmethod
@@ -265,7 +395,7 @@ class SQLiteStore:
         self,
         session_id: str,
         agent_id: str | None = None,
-        principal: str | None | EveryPrincipal = EVERY_PRINCIPAL,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
     ) -> list[HistoryEntry]:
         where: list[str] = ["session_id = ?"]
         args: list[str | None] = [session_id]
