@@ -6,8 +6,18 @@ Everything a plugin author needs is re-exported here; the underscored modules ar
 from __future__ import annotations
 
 from ._cli import CliCommand, CliContext
-from ._config import ConfigSection, Settings, load_document, parse_scalar, structure
-from ._redact import redact, redact_text
+from ._config import (
+    DROP,
+    ConfigSection,
+    Keep,
+    KeptKey,
+    KeyPath,
+    Scope,
+    Settings,
+    load_document,
+    parse_scalar,
+    structure,
+)
 from ._durations import Duration, format_duration
 from ._engine import RunRequest, RunResult
 from ._errors import (
@@ -23,11 +33,13 @@ from ._errors import (
 from ._events import Event, EventStream
 from ._kernel import AgentSpec, Kernel, LoadedPlugins, Service, load_plugins, open_kernel
 from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
+from ._redact import redact, redact_text
 from ._tools import Tool
 from .hookspecs import hookimpl, hookspec
 
 __all__ = [
     "BUILTIN_PLUGINS",
+    "DROP",
     "AgentSpec",
     "CapacityError",
     "CliCommand",
@@ -38,7 +50,10 @@ __all__ = [
     "Duration",
     "Event",
     "EventStream",
+    "Keep",
+    "KeptKey",
     "Kernel",
+    "KeyPath",
     "LoadedPlugins",
     "Location",
     "PluginError",
@@ -46,6 +61,7 @@ __all__ = [
     "RunIdInUse",
     "RunRequest",
     "RunResult",
+    "Scope",
     "Service",
     "Settings",
     "SoulacyError",

@@ -9,7 +9,11 @@ and "explicitly set to the default" stay distinguishable and every error can poi
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+import fnmatch
+import functools
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,59 +25,30 @@ from cattrs.errors import (
     IterableValidationError,
 )
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from ._converter import ConfigValueError, converter
+from ._durations import Duration
 from ._errors import ConfigError, ConfigIssue, Location
 from ._yamlio import load_yaml_file, position
 
 Scope = Literal["workspace", "agent"]
 ENV_PREFIX = "SOULACY_"
 
-# Keys that the original system's files carry. When no loaded plugin handles one of them, it is a
-# warning rather than an error, so that existing files keep loading with a plugin disabled.
-ORIGINAL_WORKSPACE_KEYS = frozenset(
-    {
-        "runtime",
-        "costs",
-        "llm",
-        "server",
-        "plugins",
-        "rate_limit",
-        "memory",
-        "search",
-        "updates",
-        "support",
-        "logging",
-        "retention",
-        "studio",
-        "channels",
-        "workspace",
-    }
-)
-ORIGINAL_AGENT_KEYS = frozenset(
-    {
-        "id",
-        "name",
-        "description",
-        "llm",
-        "system_prompt",
-        "tools",
-        "max_turns",
-        "budget",
-        "run_timeout",
-        "reasoning",
-        "schedule",
-        "outcome",
-        "workflow",
-        "confirm_tools",
-        "stream_reply",
-        "enabled",
-        "no_progress_limit",
-        "memory",
-        "skills",
-        "channels",
-    }
-)
+KeyPath = tuple[str | int, ...]
+Keep = Callable[[KeyPath, str], None]
+"""``keep(path, why)``: an adapter reports a value it took out (path relative to its own)."""
+Adapter = Callable[[Any, KeyPath, Keep], Any]
+"""``adapt(value, path, keep)`` returns the value to validate instead (or :data:`DROP`)."""
+
+
+class _Drop:
+    def __repr__(self) -> str:
+        return "DROP"
+
+
+DROP: Any = _Drop()
+"""What an adapter returns to take the whole value out (after reporting it with ``keep``)."""
 
 
 @attrs.frozen
@@ -84,6 +59,11 @@ class ConfigSection:
     top-level key such as ``llm`` without sharing a class. ``type`` is anything the strict
     converter can structure, usually an attrs class; ``default`` builds the value used when the
     key is absent (by default ``type()`` for attrs classes, else ``None``).
+
+    A plugin may also *declare* keys of a file format it does not own (the original system's,
+    say), with one of :meth:`known`, :meth:`alias` or :meth:`adapter`. Declarations never own a
+    key and never conflict with an owner: they say what to do with a key that the owners'
+    types do not take.
     """
 
     key: str
@@ -91,6 +71,37 @@ class ConfigSection:
     scope: Scope = "workspace"
     default: Any = attrs.field(default=None, kw_only=True)
     doc: str = attrs.field(default="", kw_only=True)
+    kept: bool = attrs.field(default=False, kw_only=True)
+    alias_of: str | None = attrs.field(default=None, kw_only=True)
+    adapt: Adapter | None = attrs.field(default=None, kw_only=True)
+
+    @classmethod
+    def known(cls, key: str, scope: Scope = "workspace", *, doc: str = "") -> ConfigSection:
+        """A known key no loaded plugin may implement: when no owner's type takes it, it stays
+        in the file, has no effect, and is reported once as a warning (not as an error).
+
+        ``key`` is dotted; a part may be a pattern (``"llm.providers.*.keep_alive"``, list
+        items by index: ``"workflow.steps.*.if"``). A value that asks for nothing (empty,
+        zero, false, null) is accepted without a warning.
+        """
+        return cls(key, object, scope, doc=doc, kept=True)
+
+    @classmethod
+    def alias(cls, key: str, of: str, scope: Scope = "workspace") -> ConfigSection:
+        """An old name of the key ``of``: its value is used for ``of`` unless ``of`` is set too
+        (then ``of`` wins, with a warning when they differ); errors and sources point at it."""
+        return cls(key, object, scope, alias_of=of)
+
+    @classmethod
+    def adapter(cls, key: str, adapt: Adapter, scope: Scope = "workspace") -> ConfigSection:
+        """Rewrite the value at ``key`` (a dotted pattern) before it is validated: an older shape
+        into the owner's (the file itself is never rewritten)."""
+        return cls(key, object, scope, adapt=adapt)
+
+    @property
+    def owns(self) -> bool:
+        """False for declarations (:meth:`known`, :meth:`alias`, :meth:`adapter`)."""
+        return not (self.kept or self.alias_of is not None or self.adapt is not None)
 
     def make_default(self) -> Any:
         if callable(self.default):
@@ -98,6 +109,22 @@ class ConfigSection:
         if self.default is None and attrs.has(self.type):
             return self.type()
         return self.default
+
+
+@attrs.frozen
+class KeptKey:
+    """A key that stays in the file with no effect: no loaded plugin implements it."""
+
+    path: str
+    location: Location
+    doc: str = ""
+
+    def __str__(self) -> str:
+        why = f" ({self.doc})" if self.doc else ""
+        return (
+            f"{self.location}: {self.path}: not implemented by any loaded plugin;"
+            f" kept in the file, it has no effect{why}"
+        )
 
 
 @attrs.frozen
@@ -128,6 +155,8 @@ class Settings:
     values: Mapping[str, Any]
     sources: SourceMap
     warnings: tuple[str, ...] = ()
+    kept: tuple[KeptKey, ...] = ()  # in the file, implemented by no loaded plugin
+    aliases: Mapping[str, str] = attrs.field(factory=dict)  # old dotted name -> new one
 
     def section(self, key: str) -> Any:
         """The typed value of a declared section (its default when the file leaves it out)."""
@@ -138,13 +167,14 @@ class Settings:
 
     def is_set(self, path: str) -> bool:
         """True when ``path`` (or something below it) was written in the file or environment."""
-        return self.sources.is_set(path)
+        return self.sources.is_set(self.aliases.get(path, path))
 
     def source_of(self, path: str) -> Location | None:
-        return self.sources.source_of(path)
+        return self.sources.source_of(self.aliases.get(path, path))
 
     def get(self, path: str) -> Any:
-        """The value at a dotted path, e.g. ``"runtime.timeouts.run"``."""
+        """The value at a dotted path, e.g. ``"runtime.timeouts.run"`` (or an old name of it)."""
+        path = self.aliases.get(path, path)
         for key in sorted(self.values, key=len, reverse=True):
             if path == key or path.startswith(key + "."):
                 node = self.values[key]
@@ -165,21 +195,60 @@ class Settings:
         return out
 
 
-def parse_scalar(text: str) -> Any:
-    """Read a command-line or environment value the way YAML would (``300`` is an int)."""
+def parse_scalar(text: str, *, key: str | None = None, origin: str = "command line") -> Any:
+    """Read a command-line or environment value the way YAML would (``300`` is an int).
+
+    Text that is not a YAML value (``[1, 2``) is a ConfigError naming ``origin`` and ``key``.
+    """
+    try:
+        return _yaml_value(text)
+    except (YAMLError, RecursionError) as exc:
+        raise ConfigError([_unreadable(text, exc, Location(origin), key)]) from None
+
+
+def _yaml_value(text: str) -> Any:
     value = YAML(typ="safe", pure=True).load(text)
     return text if value is None and text.strip() not in ("null", "~") else value
 
 
+def _unreadable(text: str, exc: BaseException, where: Location, key: str | None) -> ConfigIssue:
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at column {mark.column + 1}" if mark is not None and "\n" not in text else ""
+    message = (
+        f"not a valid YAML value ({' '.join(str(problem).split())}{at}): {text!r};"
+        " quote it to set a string"
+    )
+    return ConfigIssue(where, key or "", message)
+
+
 def env_overrides(environ: Mapping[str, str]) -> dict[tuple[str, ...], tuple[str, Any]]:
-    """``SOULACY_SECTION__KEY=value`` -> {("section", "key"): (variable name, parsed value)}."""
+    """``SOULACY_SECTION__KEY=value`` -> {("section", "key"): (variable name, parsed value)}.
+
+    Raises one ConfigError naming every variable whose value is not YAML.
+    """
+    found, issues = _env_overrides(environ)
+    if issues:
+        raise ConfigError(issues)
+    return found
+
+
+def _env_overrides(
+    environ: Mapping[str, str],
+) -> tuple[dict[tuple[str, ...], tuple[str, Any]], list[ConfigIssue]]:
     found: dict[tuple[str, ...], tuple[str, Any]] = {}
+    issues: list[ConfigIssue] = []
     for name, text in environ.items():
         if name.startswith(ENV_PREFIX) and "__" in name:
             path = tuple(p.lower() for p in name[len(ENV_PREFIX) :].split("__"))
-            if all(path):
-                found[path] = (name, parse_scalar(text))
-    return found
+            if not all(path):
+                continue
+            try:
+                found[path] = (name, _yaml_value(text))
+            except (YAMLError, RecursionError) as exc:
+                where = Location(f"environment variable {name}")
+                issues.append(_unreadable(text, exc, where, ".".join(path)))
+    return found, issues
 
 
 def _did_you_mean(key: str, choices: Iterable[str]) -> str:
@@ -187,7 +256,7 @@ def _did_you_mean(key: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _lookup(tree: Any, path: tuple[str | int, ...]) -> tuple[bool, Any]:
+def _lookup(tree: Any, path: KeyPath) -> tuple[bool, Any]:
     node = tree
     for part in path:
         in_map = isinstance(node, Mapping) and part in node
@@ -199,6 +268,78 @@ def _lookup(tree: Any, path: tuple[str | int, ...]) -> tuple[bool, Any]:
     return True, node
 
 
+def _pattern(key: str) -> tuple[str, ...]:
+    return tuple(key.split("."))
+
+
+def _matches(path: KeyPath, pattern: tuple[str, ...]) -> bool:
+    return len(path) == len(pattern) and all(
+        fnmatch.fnmatchcase(str(part), want) for part, want in zip(path, pattern, strict=True)
+    )
+
+
+def _expand(data: Any, pattern: tuple[str, ...], prefix: KeyPath = ()) -> list[KeyPath]:
+    """Every path in ``data`` that ``pattern`` matches (``*`` parts over keys and indexes)."""
+    if not pattern:
+        return [prefix]
+    head, rest = pattern[0], pattern[1:]
+    if isinstance(data, dict):
+        children: list[tuple[str | int, Any]] = list(data.items())
+    elif isinstance(data, list):
+        children = list(enumerate(data))
+    else:
+        return []
+    out: list[KeyPath] = []
+    for key, value in children:
+        if fnmatch.fnmatchcase(str(key), head):
+            out.extend(_expand(value, rest, (*prefix, key)))
+    return out
+
+
+def _asks_for_nothing(value: Any) -> bool:
+    """An empty, zero, false or null value: the original wrote such zero values for "unset"."""
+    if value is None or value is False or value == "" or value == [] or value == {}:
+        return True
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == 0
+
+
+def _fits(type_: Any, value: Any) -> bool:
+    """Whether ``value`` has the shape ``type_`` takes (mapping, list or scalar), shallowly."""
+    if type_ is Any or type_ is object:
+        return True
+    args = typing.get_args(type_)
+    if typing.get_origin(type_) in (typing.Union, types.UnionType):
+        return any(_fits(arg, value) for arg in args)
+    if type_ is type(None):
+        return value is None
+    if attrs.has(type_) and type_ is not Duration:
+        return isinstance(value, Mapping) or value is None
+    origin = typing.get_origin(type_) or type_
+    if origin in (dict, Mapping) or origin is dict:
+        return isinstance(value, Mapping)
+    if origin in (list, tuple, Sequence, set, frozenset):
+        return isinstance(value, list)
+    return not isinstance(value, Mapping | list)  # a scalar: the converter checks which
+
+
+def _unwrap(type_: Any) -> Any:
+    """``X | None`` -> ``X``: what a present value is structured as."""
+    if typing.get_origin(type_) in (typing.Union, types.UnionType):
+        present = [arg for arg in typing.get_args(type_) if arg is not type(None)]
+        if len(present) == 1:
+            return present[0]
+    return type_
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # a class whose annotations cannot be resolved: no stripping below it
+        return {}
+    return {field.name: hints.get(field.name, Any) for field in attrs.fields(cls)}
+
+
 class _Loader:
     """Turns one parsed document (plus environment overrides) into Settings or one ConfigError."""
 
@@ -207,19 +348,26 @@ class _Loader:
         file: Path,
         doc: Mapping[str, Any],
         sections: Iterable[OwnedSection],
-        original_keys: frozenset[str],
-        overrides: Mapping[tuple[str, ...], tuple[str, Any]] | None = None,
+        environ: Mapping[str, str] | None = None,
         check_keys: bool = True,
     ) -> None:
         self.check_keys = check_keys
         self.file = file
         self.doc = doc
-        self.sections = {owned.section.key: owned.section for owned in sections}
-        self.original_keys = original_keys
+        chosen = list(sections)
+        self.sections = {o.section.key: o.section for o in chosen if o.section.owns}
+        self.known = [(_pattern(o.section.key), o.section.doc) for o in chosen if o.section.kept]
+        self.aliases = [o.section for o in chosen if o.section.alias_of is not None]
+        self.adapters = [o.section for o in chosen if o.section.adapt is not None]
         self.issues: list[ConfigIssue] = []
-        self.warnings: list[str] = []
+        self.warnings: list[tuple[Location, str]] = []
+        self.kept: list[KeptKey] = []
         self.env_locations: dict[str, Location] = {}
-        self.data = self._merge(doc, overrides or {})
+        self.moved: dict[KeyPath, KeyPath] = {}  # new path -> the old name's path in the file
+        overrides: dict[tuple[str, ...], tuple[str, Any]] = {}
+        if environ is not None:
+            overrides, self.issues = _env_overrides(environ)
+        self.data = self._merge(doc, overrides)
 
     def _merge(
         self, doc: Mapping[str, Any], overrides: Mapping[tuple[str, ...], tuple[str, Any]]
@@ -236,7 +384,16 @@ class _Loader:
             self.env_locations[".".join(path)] = Location(f"environment variable {var}")
         return data
 
-    def location(self, path: tuple[str | int, ...]) -> Location:
+    def _in_file(self, path: KeyPath) -> KeyPath:
+        """Where a (possibly moved) value is written: a path under an alias's new name is under
+        its old name in the file."""
+        for new, old in self.moved.items():
+            if path[: len(new)] == new:
+                return (*old, *path[len(new) :])
+        return path
+
+    def location(self, path: KeyPath) -> Location:
+        path = self._in_file(path)
         dotted = ".".join(str(p) for p in path)
         for key, loc in self.env_locations.items():
             # the variable set this value, or something below it (an unknown key, say)
@@ -245,12 +402,128 @@ class _Loader:
         pos = position(self.doc, path)
         return Location(str(self.file), *pos) if pos else Location(str(self.file))
 
-    def issue(self, path: tuple[str | int, ...], message: str) -> None:
+    def issue(self, path: KeyPath, message: str) -> None:
         found, value = _lookup(self.data, path)
         dotted = ".".join(str(p) for p in path)
         self.issues.append(ConfigIssue(self.location(path), dotted, message, value, found))
 
+    def warn(self, path: KeyPath, message: str) -> None:
+        dotted = ".".join(str(p) for p in self._in_file(path))
+        location = self.location(path)
+        self.warnings.append((location, f"{location}: {dotted}: {message}"))
+
+    # -- declarations: old names, older shapes, kept keys -----------------------------------
+
+    def _known(self, path: KeyPath) -> tuple[bool, str]:
+        for pattern, doc in self.known:
+            if _matches(path, pattern):
+                return True, doc
+        return False, ""
+
+    def _known_names(self, parent: KeyPath) -> list[str]:
+        """Known keys right below ``parent`` (for a did-you-mean)."""
+        return [
+            pattern[-1]
+            for pattern, _ in self.known
+            if len(pattern) == len(parent) + 1 and _matches(parent, pattern[:-1])
+        ]
+
+    def _keep(self, parent: dict[str, Any], key: str, path: KeyPath, doc: str) -> None:
+        """Take a kept key out of what is validated (it stays in the file) and report it."""
+        value = parent.pop(key)
+        if not _asks_for_nothing(value):
+            self.keep(path, doc)
+
+    def keep(self, path: KeyPath, doc: str) -> None:
+        kept = KeptKey(".".join(str(p) for p in self._in_file(path)), self.location(path), doc)
+        self.kept.append(kept)
+        self.warnings.append((kept.location, str(kept)))
+
+    def _apply_aliases(self) -> None:
+        for alias in self.aliases:
+            assert alias.alias_of is not None
+            old, new = _pattern(alias.key), _pattern(alias.alias_of)
+            found, value = _lookup(self.data, old)
+            parent_found, parent = _lookup(self.data, old[:-1])
+            if not found or not parent_found or not isinstance(parent, dict):
+                continue
+            is_set, current = _lookup(self.data, new)
+            if is_set:
+                del parent[old[-1]]
+                if not self._same(new, current, value):
+                    self.warn(
+                        old,
+                        f"the original system's name of {alias.alias_of}, which is also set;"
+                        f" {alias.alias_of} applies (the value here has no effect)",
+                    )
+                continue
+            node = self.data
+            for part in new[:-1]:
+                child = node.get(part)
+                if child is None:
+                    child = node[part] = {}
+                if not isinstance(child, dict):
+                    break  # not a mapping: left where it is, for the key check to report
+                node = child
+            else:
+                del parent[old[-1]]
+                node[new[-1]] = value
+                self.moved[new] = old
+
+    def _type_at(self, path: KeyPath) -> Any:
+        """The declared type of the value at ``path`` (None when no section declares it)."""
+        for key, section in self.sections.items():
+            head = _pattern(key)
+            if path[: len(head)] != head:
+                continue
+            type_: Any = section.type
+            for part in path[len(head) :]:
+                type_ = _unwrap(type_)
+                args = typing.get_args(type_)
+                if attrs.has(type_) and isinstance(part, str):
+                    type_ = _field_types(type_).get(part)
+                elif typing.get_origin(type_) in (dict, Mapping) and len(args) == 2:
+                    type_ = args[1]
+                else:
+                    return None
+                if type_ is None:
+                    return None
+            return type_
+        return None
+
+    def _same(self, path: KeyPath, one: Any, other: Any) -> bool:
+        """Equal as the key's type reads them (``120s`` is ``2m``), else as written."""
+        if one == other:
+            return True
+        type_ = self._type_at(path)
+        if type_ is None:
+            return False
+        try:
+            return bool(converter.structure(one, type_) == converter.structure(other, type_))
+        except Exception:  # either one is invalid: the key check and structuring say so
+            return False
+
+    def _apply_adapters(self) -> None:
+        for adapter in self.adapters:
+            assert adapter.adapt is not None
+            for path in _expand(self.data, _pattern(adapter.key)):
+                _, parent = _lookup(self.data, path[:-1])
+                value = parent[path[-1]]
+
+                def keep(sub: KeyPath, doc: str, base: KeyPath = path) -> None:
+                    self.keep((*base, *sub), doc)
+
+                new = adapter.adapt(value, path, keep)
+                if new is DROP:
+                    del parent[path[-1]]
+                else:
+                    parent[path[-1]] = new
+
+    # -- validation -------------------------------------------------------------------------
+
     def load(self) -> Settings:
+        self._apply_aliases()
+        self._apply_adapters()
         if self.check_keys:
             self._check_keys(self.data, (), self._key_tree())
         values: dict[str, Any] = {}
@@ -260,13 +533,24 @@ class _Loader:
             if not found or (raw is None and attrs.has(section.type)):
                 values[key] = section.make_default()
                 continue
+            if self.known:
+                self._strip(raw, section.type, path)
             try:
                 values[key] = converter.structure(raw, section.type)
             except Exception as exc:  # cattrs reports every problem of the section at once
                 self._collect(exc, path)
         if self.issues:
             raise ConfigError(sorted(self.issues, key=_by_position))
-        return Settings(self.file, values, SourceMap(self._sources()), tuple(self.warnings))
+        aliases = {a.key: a.alias_of for a in self.aliases if a.alias_of is not None}
+        in_order = sorted(self.warnings, key=lambda w: _position_key(w[0]))
+        return Settings(
+            self.file,
+            values,
+            SourceMap(self._sources()),
+            tuple(text for _, text in in_order),
+            tuple(sorted(self.kept, key=lambda k: _position_key(k.location))),
+            aliases,
+        )
 
     def _key_tree(self) -> dict[str, Any]:
         tree: dict[str, Any] = {}
@@ -290,16 +574,43 @@ class _Loader:
                 if tree[key] is not None:
                     self._check_keys(data[key], (*path, key), tree[key])
                 continue
-            if not path and key in self.original_keys:
-                self.warnings.append(
-                    f"{self.location((key,))}: {key!r} is not handled by any loaded plugin;"
-                    " it is kept in the file but has no effect"
-                )
-                del data[key]
+            known, doc = self._known((*path, key))
+            if known:
+                self._keep(data, key, (*path, key), doc)
                 continue
-            self.issue((*path, key), "unknown key" + _did_you_mean(key, tree))
+            choices = [*tree, *self._known_names(path)]
+            self.issue((*path, key), "unknown key" + _did_you_mean(key, choices))
 
-    def _collect(self, exc: BaseException, path: tuple[str | int, ...]) -> None:
+    def _strip(self, value: Any, type_: Any, path: KeyPath) -> None:
+        """Take known keys that ``type_`` does not take out of ``value`` (a section's data), at
+        any depth, so that the strict converter sees only what the owner declared."""
+        type_ = _unwrap(type_)
+        if attrs.has(type_) and isinstance(value, dict):
+            fields = _field_types(type_)
+            if not fields:
+                return
+            for key in list(value):
+                sub = (*path, key)
+                if key not in fields:
+                    known, doc = self._known(sub)
+                    if known:
+                        self._keep(value, key, sub, doc)
+                elif not _fits(fields[key], value[key]):
+                    known, doc = self._known(sub)
+                    if known:  # an older shape under the same name (a mapping for a string)
+                        self._keep(value, key, sub, doc)
+                else:
+                    self._strip(value[key], fields[key], sub)
+            return
+        origin, args = typing.get_origin(type_), typing.get_args(type_)
+        if origin in (dict, Mapping) and isinstance(value, dict) and len(args) == 2:
+            for key, item in value.items():
+                self._strip(item, args[1], (*path, key))
+        elif origin in (list, Sequence) and isinstance(value, list) and len(args) == 1:
+            for index, item in enumerate(value):
+                self._strip(item, args[0], (*path, index))
+
+    def _collect(self, exc: BaseException, path: KeyPath) -> None:
         if isinstance(exc, ClassValidationError | IterableValidationError):
             with_notes, without = exc.group_exceptions()
             for sub, note in with_notes:
@@ -310,7 +621,7 @@ class _Loader:
             for sub in without:
                 self._collect(sub, path)
         elif isinstance(exc, ForbiddenExtraKeysError):
-            fields = [a.name for a in attrs.fields(exc.cl)]
+            fields = [a.name for a in attrs.fields(exc.cl)] + self._known_names(path)
             for key in sorted(exc.extra_fields):
                 self.issue((*path, key), "unknown key" + _did_you_mean(key, fields))
         elif isinstance(exc, ConfigValueError):
@@ -335,7 +646,11 @@ class _Loader:
 
 
 def _by_position(issue: ConfigIssue) -> tuple[int, int]:
-    return (issue.location.line or 0, issue.location.column or 0)
+    return _position_key(issue.location)
+
+
+def _position_key(location: Location) -> tuple[int, int]:
+    return (location.line or 0, location.column or 0)
 
 
 def _plain(node: Any) -> Any:
@@ -365,18 +680,23 @@ def load_settings(
     """Validate ``doc`` (parsed from ``file``) against the sections declared for ``scope``.
 
     ``check_keys=False`` validates the declared sections only and ignores other keys.
+    Declarations (:meth:`ConfigSection.known`, ``alias``, ``adapter``) apply as well: a key
+    of a known format that no owner takes is kept and warned about, not an error.
     """
     chosen = [owned for owned in sections if owned.section.scope == scope]
-    original = ORIGINAL_WORKSPACE_KEYS if scope == "workspace" else ORIGINAL_AGENT_KEYS
-    overrides = env_overrides(environ) if environ is not None else None
-    return _Loader(file, doc, chosen, original, overrides, check_keys).load()
+    return _Loader(file, doc, chosen, environ, check_keys).load()
 
 
 def check_section_owners(sections: Iterable[OwnedSection]) -> list[str]:
-    """Conflicts between plugins: the same key, or one key nested inside another's."""
+    """Conflicts between plugins: the same key, or one key nested inside another's.
+
+    Declarations own nothing, so they conflict with no one.
+    """
     problems: list[str] = []
     seen: dict[tuple[str, str], str] = {}
     for owned in sections:
+        if not owned.section.owns:
+            continue
         scope, key = owned.section.scope, owned.section.key
         for (other_scope, other_key), other_plugin in seen.items():
             if other_scope != scope:
@@ -402,7 +722,7 @@ def structure(data: Any, type_: Any, *, origin: str, key: str) -> Any:
     """
     owned = [OwnedSection(ConfigSection(key, type_), "kernel")]
     doc = {key: data} if data is not None else {}
-    return _Loader(Path(origin), doc, owned, frozenset()).load().section(key)
+    return _Loader(Path(origin), doc, owned).load().section(key)
 
 
 def load_document(file: Path, type_: Any) -> Any:
@@ -412,7 +732,7 @@ def load_document(file: Path, type_: Any) -> Any:
         OwnedSection(ConfigSection(field.name, field.type, default=_field_default(field)), "kernel")
         for field in attrs.fields(type_)
     ]
-    settings = _Loader(file, load_yaml_file(file), owned, frozenset()).load()
+    settings = _Loader(file, load_yaml_file(file), owned).load()
     return type_(**{field.name: settings.section(field.name) for field in attrs.fields(type_)})
 
 

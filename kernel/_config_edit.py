@@ -27,13 +27,19 @@ def _expand(changes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def apply_changes(doc: CommentedMap, changes: Mapping[str, Any]) -> list[str]:
+def apply_changes(
+    doc: CommentedMap, changes: Mapping[str, Any], aliases: Mapping[str, str] | None = None
+) -> list[str]:
     """Merge ``changes`` into ``doc`` and return the dotted keys whose values changed.
 
     Mappings merge member by member (a section's other saved keys stay); any other value
-    replaces what was there. A value equal to the saved one is not a change.
+    replaces what was there. A value equal to the saved one is not a change. ``aliases`` maps
+    old dotted names to new ones (``Settings.aliases``): a change of a new name that the file
+    writes under its old name only is made to the old name's line, in place.
     """
     changed: list[str] = []
+    if aliases:
+        changes = {_saved_name(doc, str(key), aliases): v for key, v in changes.items()}
 
     def merge(node: CommentedMap, updates: Mapping[str, Any], prefix: str) -> None:
         for key, value in updates.items():
@@ -52,6 +58,22 @@ def apply_changes(doc: CommentedMap, changes: Mapping[str, Any]) -> list[str]:
 
     merge(doc, _expand(changes), "")
     return changed
+
+
+def _has(doc: Mapping[str, Any], dotted: str) -> bool:
+    node: Any = doc
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _saved_name(doc: CommentedMap, key: str, aliases: Mapping[str, str]) -> str:
+    for old, new in aliases.items():
+        if key == new and _has(doc, old) and not _has(doc, new):
+            return old
+    return key
 
 
 def _differs(old: Any, new: Any) -> bool:

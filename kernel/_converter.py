@@ -17,6 +17,13 @@ from cattrs.gen import make_dict_structure_fn
 
 from ._durations import Duration
 
+MAX_INT = 2**53
+"""The largest integer (and magnitude of a number) a configuration value may have.
+
+2**53 is the largest integer that JSON readers such as a browser keep exactly (the portal shows
+and saves these values), and far beyond any real count of turns, tokens, bytes or dollars; a
+larger value is a typo, and accepting it would only move the error somewhere less clear."""
+
 
 class ConfigValueError(ValueError):
     """A value of the wrong shape; the message says what was expected (shown to the person)."""
@@ -43,12 +50,16 @@ def _type_name(value: object) -> str:
 def _strict_int(value: Any, _: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigValueError(f"expected an integer, got {_type_name(value)}")
+    if not -MAX_INT <= value <= MAX_INT:
+        raise ConfigValueError(f"expected an integer from {-MAX_INT} to {MAX_INT} (2**53)")
     return int(value)
 
 
 def _strict_float(value: Any, _: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigValueError(f"expected a number, got {_type_name(value)}")
+    if not -MAX_INT <= value <= MAX_INT:  # also false for NaN
+        raise ConfigValueError(f"expected a finite number from {-MAX_INT} to {MAX_INT} (2**53)")
     return float(value)
 
 

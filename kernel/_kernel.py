@@ -201,7 +201,7 @@ class Kernel:
         except FileNotFoundError:
             text = ""
         doc = parse_yaml(text, str(self.config_file))
-        changed = apply_changes(doc, changes)
+        changed = apply_changes(doc, changes, self.config.aliases)
         if not changed:
             return []
         # Validate the file alone: an environment override must not hide a bad saved value.

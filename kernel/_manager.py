@@ -3,6 +3,12 @@
 Load order (later steps win): builtin plugins -> entry points of the group ``soulacy`` ->
 ``plugins: {enable, disable}`` in config.yaml -> ``-p NAME`` / ``-p no:NAME`` on the command line
 -> a check that every ``soulacy_*`` implementation matches a known hook.
+
+First-result precedence (docs/decisions/0018-first-result-precedence.md): the builtins are the
+defaults. A plugin that is only *installed* (autoloaded from its entry point) answers a
+first-result hook after the builtins, unless its implementation says ``tryfirst=True`` or the
+builtin is disabled; a plugin *asked for* (``-p NAME``, ``plugins.enable``, or registered by
+code) answers before them, as pluggy orders later registrations.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import importlib.util
 import sys
 import traceback
 from collections.abc import Iterable, Sequence
@@ -40,6 +47,8 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("studio", "soulacy.plugins.studio"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
+    # Last: it only declares the original system's keys that no other plugin implements.
+    ("original_format", "soulacy.plugins.original_format"),
 )
 # Plugins the kernel cannot work without; they cannot be disabled.
 ESSENTIAL_PLUGINS = frozenset({"core"})
@@ -81,23 +90,45 @@ class SoulacyPluginManager(pluggy.PluginManager):
         super().__init__("soulacy")
         self.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
+        # Plugins registered because they are installed (autoloaded), not asked for: their
+        # first-result implementations without tryfirst answer after the builtins.
+        self.autoloaded: set[str] = set()
+        self._registering_autoloaded = False
         self.hook.soulacy_addhooks.call_historic(kwargs={"pluginmanager": self})
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
         # As in pytest: a function named soulacy_* is a hook implementation even undecorated.
-        opts = super().parse_hookimpl_opts(plugin, name)
+        opts: Any = super().parse_hookimpl_opts(plugin, name)
         if opts is None and name.startswith(HOOK_PREFIX):
             method = getattr(plugin, name, None)
             if callable(method) and not isinstance(method, type):
-                return {}
+                opts = {}
+        if opts is not None and self._registering_autoloaded:
+            opts = self._after_builtins(name, opts)
         return opts
+
+    def _after_builtins(self, name: str, opts: Any) -> Any:
+        """An installed plugin's first-result implementation answers after the builtins'
+        unless it says ``tryfirst=True`` (or is a wrapper, which sees every answer)."""
+        caller = getattr(self.hook, opts.get("specname") or name, None)
+        spec = getattr(caller, "spec", None)
+        if spec is None or not spec.opts.get("firstresult"):
+            return opts
+        if opts.get("tryfirst") or opts.get("wrapper") or opts.get("hookwrapper"):
+            return opts
+        return {**opts, "trylast": True}
 
     # -- registration ------------------------------------------------------------------------
 
-    def add(self, plugin: Any, info: PluginInfo) -> None:
-        """Register ``plugin`` under ``info.name``; a mismatched hook is a PluginError."""
+    def add(self, plugin: Any, info: PluginInfo, *, autoloaded: bool = False) -> None:
+        """Register ``plugin`` under ``info.name``; a mismatched hook is a PluginError.
+
+        ``autoloaded``: registered because it is installed, not because it was asked for (its
+        first-result implementations answer after the builtins', unless ``tryfirst``).
+        """
         if self.is_blocked(info.name) or self.has_plugin(info.name):
             return
+        self._registering_autoloaded = autoloaded
         try:
             self.register(plugin, name=info.name)
         except (pluggy.PluginValidationError, ValueError) as exc:
@@ -105,7 +136,11 @@ class SoulacyPluginManager(pluggy.PluginManager):
             raise PluginError(
                 f"plugin {info.name!r} ({info.module}) is invalid: {message}"
             ) from None
+        finally:
+            self._registering_autoloaded = False
         self.infos[info.name] = info
+        if autoloaded:
+            self.autoloaded.add(info.name)
 
     def load_builtins(self, only: Iterable[str] | None = None) -> None:
         wanted = None if only is None else set(only) | ESSENTIAL_PLUGINS
@@ -114,10 +149,11 @@ class SoulacyPluginManager(pluggy.PluginManager):
                 self.add(_import(module, name, "builtin"), PluginInfo(name, "builtin", module))
 
     def load_entry_points(self) -> None:
+        """Register every installed plugin (autoloading)."""
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            self._load_entry_point(ep)
+            self._load_entry_point(ep, autoloaded=True)
 
-    def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
+    def _load_entry_point(self, ep: importlib.metadata.EntryPoint, autoloaded: bool) -> None:
         if self.is_blocked(ep.name) or self.has_plugin(ep.name):
             return
         dist = ep.dist
@@ -132,13 +168,19 @@ class SoulacyPluginManager(pluggy.PluginManager):
             raise PluginError(
                 f"plugin {ep.name!r} ({where}) failed to import: {_one_line(exc)}"
             ) from exc
-        self.add(plugin, PluginInfo(ep.name, "entry point", ep.value, dist_name, version))
+        info = PluginInfo(ep.name, "entry point", ep.value, dist_name, version)
+        self.add(plugin, info, autoloaded=autoloaded)
 
     def enable(self, name: str, origin: str) -> None:
         """Register a plugin named on the command line or in config.yaml.
 
         ``name`` is a builtin plugin's name, an entry point's name, or an importable module.
+        An installed plugin that was autoloaded is registered again as asked for.
         """
+        if name in self.autoloaded:
+            self.autoloaded.discard(name)
+            self.unregister(name=name)
+            del self.infos[name]
         if self.has_plugin(name):
             return
         builtin = dict(BUILTIN_PLUGINS).get(name)
@@ -146,7 +188,7 @@ class SoulacyPluginManager(pluggy.PluginManager):
             self.add(_import(builtin, name, origin), PluginInfo(name, "builtin", builtin))
             return
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
-            self._load_entry_point(ep)
+            self._load_entry_point(ep, autoloaded=False)
             return
         self.add(_import(name, name, origin), PluginInfo(name, origin, name))
 
@@ -182,15 +224,102 @@ class SoulacyPluginManager(pluggy.PluginManager):
             raise PluginError("; ".join(problems))
 
     def describe(self) -> list[dict[str, Any]]:
-        """Name, origin, distribution, version and implemented hooks of every plugin."""
+        """Name, origin, distribution, version and implemented hooks of every plugin, and the
+        first-result hooks it answers first (``answers``)."""
+        first = {hook: order[0] for hook, order in self.first_result_order().items() if order}
         out = []
         for name, plugin in self.list_name_plugin():
             if plugin is None:
                 continue
             info = self.infos.get(name) or PluginInfo(name, "registered", module_name(plugin))
             hooks = sorted(impl.name for impl in (self.get_hookcallers(plugin) or []))
-            out.append({**attrs.asdict(info), "hooks": hooks})
+            answers = sorted(hook for hook, who in first.items() if who == name)
+            out.append({**attrs.asdict(info), "hooks": hooks, "answers": answers})
         return out
+
+    # -- first-result hooks ----------------------------------------------------------------------
+
+    def first_result_order(self) -> dict[str, list[str]]:
+        """Each implemented first-result hook: its plugins in the order they are asked (the
+        first non-None answer wins). Wrappers, which see every answer, are not listed."""
+        order: dict[str, list[str]] = {}
+        for name in sorted(dir(self.hook)):
+            caller = getattr(self.hook, name)
+            spec = getattr(caller, "spec", None)
+            if not name.startswith(HOOK_PREFIX) or spec is None:
+                continue
+            if not spec.opts.get("firstresult"):
+                continue
+            impls = [i for i in caller.get_hookimpls() if not (i.wrapper or i.hookwrapper)]
+            if impls:
+                order[name] = [impl.plugin_name for impl in reversed(impls)]  # pluggy's order
+        return order
+
+    def first_result(self, hook: str, **kwargs: Any) -> tuple[Any, str | None]:
+        """Call a first-result hook as pluggy does and say which plugin answered: (answer,
+        plugin name), or (None, None) when none did. Wrappers are left out; use the hook
+        relay for a call that they must see."""
+        caller = getattr(self.hook, hook)
+        for impl in reversed(caller.get_hookimpls()):
+            if impl.wrapper or impl.hookwrapper:
+                continue
+            answer = impl.function(*(kwargs[arg] for arg in impl.argnames))
+            if answer is not None:
+                return answer, impl.plugin_name
+        return None, None
+
+    # -- blocked plugins ---------------------------------------------------------------------------
+
+    def blocked_names(self) -> list[str]:
+        return [name for name, plugin in self.list_name_plugin() if plugin is None]
+
+    def known_names(self) -> list[str]:
+        """Every plugin name this manager could load: builtins, installed entry points, and
+        what is registered."""
+        names = dict.fromkeys(name for name, _ in BUILTIN_PLUGINS)
+        names.update(dict.fromkeys(ep.name for ep in _entry_points()))
+        names.update(dict.fromkeys(n for n, p in self.list_name_plugin() if p is not None))
+        return list(names)
+
+    def unknown_plugin(self, name: str) -> str | None:
+        """None when ``name`` names a plugin (or an importable module); else what to say."""
+        known = self.known_names()
+        if name in known or name in dict(BUILTIN_PLUGINS).values() or _importable(name):
+            return None
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        if close:
+            return f"did you mean {close[0]!r}?"
+        return f"known: {', '.join(known)}"
+
+    def blocked_owner(self, key: str) -> str | None:
+        """The disabled plugin that owns the dotted config ``key``, if one does: a builtin by
+        the sections it declares, another plugin when the key's first word is its name."""
+        top = key.split(".")[0]
+        for name in self.blocked_names():
+            if top == name:
+                return name
+            module = dict(BUILTIN_PLUGINS).get(name)
+            if module is None:
+                continue
+            sections = getattr(_import(module, name, "builtin"), "soulacy_config_sections", None)
+            for section in sections() if callable(sections) else ():
+                owned = section.key
+                if key == owned or key.startswith(f"{owned}.") or owned.startswith(f"{key}."):
+                    return name
+        return None
+
+
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _importable(name: str) -> bool:
+    if not name.isidentifier():  # a dotted module: its parents would be imported to find it
+        return False
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def module_name(plugin: Any) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ._errors import ConfigError, ConfigIssue, Location
 
@@ -74,6 +74,14 @@ def parse_yaml(text: str, filename: str) -> CommentedMap:
         loc = Location(filename, mark.line + 1, mark.column + 1) if mark else Location(filename)
         problem = exc.problem or exc.context or "malformed YAML"
         raise ConfigError([ConfigIssue(loc, "", f"malformed YAML: {problem}")]) from None
+    except YAMLError as exc:  # an error without a position
+        problem = " ".join(str(exc).split()) or "malformed YAML"
+        raise ConfigError(
+            [ConfigIssue(Location(filename), "", f"malformed YAML: {problem}")]
+        ) from None
+    except RecursionError:
+        message = "malformed YAML: nested too deeply to read"
+        raise ConfigError([ConfigIssue(Location(filename), "", message)]) from None
     if doc is None:
         return CommentedMap()
     if not isinstance(doc, CommentedMap):

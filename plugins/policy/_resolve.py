@@ -30,7 +30,7 @@ INHERITED = "inherited"
 def _workspace(config: Settings, path: str, *, unlimited_at: Any = 0) -> Limit[Any]:
     """A workspace value with its source; ``unlimited_at`` is the value that means unlimited."""
     value = config.get(path)
-    raw = float(value.seconds) if hasattr(value, "seconds") else value
+    raw = value.seconds if hasattr(value, "seconds") else value  # Seconds: prints exactly
     loc = config.source_of(path)
     if loc is None:
         source = DEFAULT

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any
 
-from soulacy.kernel import ConfigIssue, Location, Settings, format_duration
+from soulacy.kernel import ConfigIssue, Duration, Location, Settings, format_duration
 
 UNLIMITED = float("inf")
 TIMEOUT_ORDER = ("tool", "llm", "step", "run", "http")
@@ -95,5 +96,5 @@ def check_timeout_order(settings: Settings) -> Iterator[ConfigIssue]:
         yield _issue(settings, path, message, value)
 
 
-def _plus(duration: Any) -> str:
-    return format_duration(duration.seconds + 60)
+def _plus(duration: Duration) -> str:
+    return format_duration(Fraction(duration.nanoseconds, 10**9) + 60)

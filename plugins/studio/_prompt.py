@@ -95,7 +95,7 @@ def agent_keys(kernel: Kernel) -> list[str]:
     lines = []
     for owned in kernel.sections:
         section = owned.section
-        if section.scope != "agent" or (section.key,) in _LIMITS:
+        if section.scope != "agent" or not section.owns or (section.key,) in _LIMITS:
             continue
         doc = f" — {section.doc}" if section.doc else ""
         lines.append(f"{section.key}: {_describe(section.key, section.type)}{doc}")
