@@ -1,81 +1,47 @@
 """The asynchronous client: the same methods as :class:`~soulacy.sdk.Client`, awaitable.
 
-It runs under Trio and asyncio alike (httpx supports both).
+httpx's awaitable calls around the shared core (:mod:`._base`). It runs under Trio and asyncio
+alike (httpx supports both).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
 from . import _calls
+from ._base import AsyncClosing, ClientBase, StreamBase
 from ._calls import Call
 from ._models import ChatResponse, HistoryEntry, StreamEvent
-from ._resume import DEFAULT_RECONNECTS, Follow
-from ._settings import DEFAULT_TIMEOUT, Settings
+from ._resume import Follow
 
 __all__ = ["AsyncClient", "AsyncEventStream"]
 
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(
+    ClientBase[httpx.AsyncBaseTransport, httpx.AsyncClient, "AsyncEventStream"], AsyncClosing
+):
     """The asynchronous client; see :class:`~soulacy.sdk.Client` for the arguments.
 
     Use it with ``async with``, or call :meth:`aclose`.
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-        max_reconnects: int = DEFAULT_RECONNECTS,
-    ) -> None:
-        self.settings = Settings.resolve(base_url, api_key, timeout)
-        self.max_reconnects = max_reconnects
-        self.http = httpx.AsyncClient(
-            base_url=self.settings.base_url,
-            headers=self.settings.headers,
-            timeout=self.settings.httpx_timeout,
-            transport=transport,
-        )
-        """The underlying httpx client."""
+    def _connect(self, transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=transport, **self.settings.client_options)
 
-    @property
-    def base_url(self) -> str:
-        return self.settings.base_url
-
-    @property
-    def timeout(self) -> float | None:
-        """The request timeout in seconds; None when waiting without limit."""
-        return self.settings.timeout
+    def _follow(self, follow: Follow) -> AsyncEventStream:
+        return AsyncEventStream(self.http, follow)
 
     async def aclose(self) -> None:
         """Close the connections."""
         await self.http.aclose()
 
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def __repr__(self) -> str:
-        return f"AsyncClient({self.base_url!r})"
-
-    # -- chat ----------------------------------------------------------------------------------
+    # -- chat (stream and events: see ClientBase) ----------------------------------------------
 
     async def chat(self, agent_id: str, text: str, session_id: str | None = None) -> str:
         """Send ``text`` to agent ``agent_id`` and return its reply."""
@@ -94,24 +60,6 @@ class AsyncClient:
         """Run the agent; the reply with the run's ids, status, verification and metadata."""
         body = _calls.chat_body(agent_id, text, session_id, run_id, user_id, overrides)
         return await self._call(_calls.chat(body))
-
-    def stream(
-        self,
-        agent_id: str,
-        text: str,
-        session_id: str | None = None,
-        *,
-        run_id: str | None = None,
-        user_id: str | None = None,
-        overrides: Mapping[str, Any] | None = None,
-    ) -> AsyncEventStream:
-        """Run the agent and yield its events (``async for``), resuming dropped connections."""
-        body = _calls.chat_body(agent_id, text, session_id, run_id, user_id, overrides)
-        return AsyncEventStream(self.http, Follow.chat(body, self.max_reconnects))
-
-    def events(self, run_id: str, last_event_id: int | None = None) -> AsyncEventStream:
-        """Follow (or replay) the events of a run after ``last_event_id``."""
-        return AsyncEventStream(self.http, Follow.run(run_id, last_event_id, self.max_reconnects))
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a running run; False when it had already finished."""
@@ -148,55 +96,28 @@ class AsyncClient:
         return await self._call(_calls.update_config(changes))
 
     async def _call(self, call: Call[T]) -> T:
-        request = call.request
         try:
-            response = await self.http.request(
-                request.method, request.path, json=request.json, headers=request.headers
-            )
+            response = await self.http.request(**call.request.arguments)
         except httpx.RequestError as exc:
-            raise request.unanswered(exc) from exc
+            raise call.request.unanswered(exc) from exc
         return call.result(response)
 
 
-class AsyncEventStream(AsyncIterator[StreamEvent]):
+class AsyncEventStream(StreamBase, AsyncIterator[StreamEvent], AsyncClosing):
     """The events of one run (``async for``), once each, ending after its ``result``.
 
     Use ``async with`` (or :meth:`aclose`) to stop reading early.
     """
 
     def __init__(self, http: httpx.AsyncClient, follow: Follow) -> None:
-        self._follow = follow
+        super().__init__(follow)
         self._events = _read_events(http, follow)
-
-    @property
-    def run_id(self) -> str | None:
-        return self._follow.run_id
-
-    @property
-    def last_event_id(self) -> int | None:
-        """The id of the last event delivered."""
-        return self._follow.last_event_id
-
-    @property
-    def response(self) -> ChatResponse | None:
-        return self._follow.response
-
-    @property
-    def reconnects(self) -> int:
-        """How many times the stream was resumed after a dropped connection."""
-        return self._follow.reconnects
-
-    def __aiter__(self) -> AsyncEventStream:
-        return self
 
     async def __anext__(self) -> StreamEvent:
         try:
             return await self._events.__anext__()
         except StopAsyncIteration:
-            terminal = self._follow.take_terminal()
-            if terminal is None:
-                raise
-            return terminal
+            return self._terminal(StopAsyncIteration)
 
     async def wait(self) -> ChatResponse:
         """Read the remaining events and return the run's outcome."""
@@ -208,49 +129,30 @@ class AsyncEventStream(AsyncIterator[StreamEvent]):
         """Stop reading and close the connection (the run itself goes on)."""
         await self._events.aclose()
 
-    async def __aenter__(self) -> AsyncEventStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
 
 async def _read_events(
     http: httpx.AsyncClient, follow: Follow
 ) -> AsyncGenerator[StreamEvent, None]:
-    """The run's events but the terminal one (see :class:`Follow`), across reconnections."""
-    while True:
-        request = follow.request()
+    """Send ``follow``'s requests and feed it their answers; yields the events it hands out."""
+    for delay, request in follow.attempts():
+        await _sleep(delay)
         try:
-            async with http.stream(
-                request.method, request.path, json=request.json, headers=request.headers
-            ) as response:
+            async with http.stream(**request.arguments) as response:
                 if response.is_error:
                     await response.aread()
-                    delay = follow.refused(response)
+                    follow.refused(response)
                 else:
                     follow.opened()
                     lines = response.aiter_lines()
                     try:
                         async for line in lines:
-                            event = follow.feed(line)
-                            if event is not None and not event.is_terminal:
+                            if (event := follow.feed(line)) is not None:
                                 yield event
                     finally:
                         await _release(response, lines)
-                    if follow.finished:
-                        return
-                    delay = follow.dropped(None)
+                    follow.ended()
         except httpx.RequestError as exc:
-            if follow.finished:  # only the end of the body was lost
-                return
-            delay = follow.dropped(exc)
-        await _sleep(delay)
+            follow.dropped(exc)
 
 
 async def _release(response: httpx.Response, lines: AsyncIterator[str]) -> None:

@@ -27,25 +27,38 @@ class Request:
     json: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments of httpx's ``request`` and ``stream`` that send this request.
+
+        httpx sends ``json`` with ``Content-Type: application/json``.
+        """
+        return {"method": self.method, "url": self.path, "json": self.json, "headers": self.headers}
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def error(self, message: str, status: int | None = None, body: Any = None) -> SoulacyError:
+        """The error of this request; ``message`` names it (``f"{request}: ..."``)."""
+        return SoulacyError(message, method=self.method, path=self.path, status=status, body=body)
+
     def failed(self, response: httpx.Response) -> SoulacyError:
         """The error for an answer with an error status (its body already read)."""
         body = _body(response)
         detail = body.get("error") if isinstance(body, dict) else body
-        message = f"{self.method} {self.path} failed with HTTP {response.status_code}"
+        message = f"{self} failed with HTTP {response.status_code}"
         if detail:
             message += f": {str(detail)[:500]}"
         if isinstance(body, dict) and isinstance(body.get("fields"), dict):
             message += " (" + "; ".join(f"{k}: {v}" for k, v in body["fields"].items()) + ")"
-        return SoulacyError(
-            message, method=self.method, path=self.path, status=response.status_code, body=body
-        )
+        return self.error(message, response.status_code, body)
 
     def unanswered(self, exc: Exception | None, what: str = "no answer") -> SoulacyError:
         """The error for a request that got no (complete) answer: status None."""
-        message = f"{self.method} {self.path}: {what}"
+        message = f"{self}: {what}"
         if exc is not None:
             message += f": {str(exc) or type(exc).__name__}"
-        return SoulacyError(message, method=self.method, path=self.path)
+        return self.error(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +76,8 @@ class Call(Generic[T]):
         try:
             return self.parse(body)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SoulacyError(
-                f"{self.request.method} {self.request.path}: unexpected answer: {exc!r}",
-                method=self.request.method,
-                path=self.request.path,
-                status=response.status_code,
-                body=body,
-            ) from exc
+            message = f"{self.request}: unexpected answer: {exc!r}"
+            raise self.request.error(message, response.status_code, body) from exc
 
 
 def _body(response: httpx.Response) -> Any:

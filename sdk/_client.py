@@ -1,26 +1,25 @@
-"""The synchronous client."""
+"""The synchronous client: httpx's blocking calls around the shared core (:mod:`._base`)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Generator, Iterator, Mapping
-from types import TracebackType
+from time import sleep
 from typing import Any, TypeVar
 
 import httpx
 
 from . import _calls
+from ._base import ClientBase, Closing, StreamBase
 from ._calls import Call
 from ._models import ChatResponse, HistoryEntry, StreamEvent
-from ._resume import DEFAULT_RECONNECTS, Follow
-from ._settings import DEFAULT_TIMEOUT, Settings
+from ._resume import Follow
 
 __all__ = ["Client", "EventStream"]
 
 T = TypeVar("T")
 
 
-class Client:
+class Client(ClientBase[httpx.BaseTransport, httpx.Client, "EventStream"], Closing):
     """A client of a Soulacy server's HTTP API (``/api/v1``).
 
     ``base_url`` defaults to ``$SOULACY_URL``, then ``http://127.0.0.1:8484``; ``api_key`` to
@@ -34,53 +33,17 @@ class Client:
     manager, or call :meth:`close`.
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        max_reconnects: int = DEFAULT_RECONNECTS,
-    ) -> None:
-        self.settings = Settings.resolve(base_url, api_key, timeout)
-        self.max_reconnects = max_reconnects
-        self.http = httpx.Client(
-            base_url=self.settings.base_url,
-            headers=self.settings.headers,
-            timeout=self.settings.httpx_timeout,
-            transport=transport,
-        )
-        """The underlying httpx client."""
+    def _connect(self, transport: httpx.BaseTransport | None) -> httpx.Client:
+        return httpx.Client(transport=transport, **self.settings.client_options)
 
-    @property
-    def base_url(self) -> str:
-        return self.settings.base_url
-
-    @property
-    def timeout(self) -> float | None:
-        """The request timeout in seconds; None when waiting without limit."""
-        return self.settings.timeout
+    def _follow(self, follow: Follow) -> EventStream:
+        return EventStream(self.http, follow)
 
     def close(self) -> None:
         """Close the connections."""
         self.http.close()
 
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"Client({self.base_url!r})"
-
-    # -- chat ----------------------------------------------------------------------------------
+    # -- chat (stream and events: see ClientBase) ----------------------------------------------
 
     def chat(self, agent_id: str, text: str, session_id: str | None = None) -> str:
         """Send ``text`` to agent ``agent_id`` and return its reply.
@@ -105,30 +68,6 @@ class Client:
         ``overrides`` are execution-policy overrides (``{"max_turns": 5}``)."""
         body = _calls.chat_body(agent_id, text, session_id, run_id, user_id, overrides)
         return self._call(_calls.chat(body))
-
-    def stream(
-        self,
-        agent_id: str,
-        text: str,
-        session_id: str | None = None,
-        *,
-        run_id: str | None = None,
-        user_id: str | None = None,
-        overrides: Mapping[str, Any] | None = None,
-    ) -> EventStream:
-        """Run the agent and yield its events as they happen, ending with ``result``.
-
-        A dropped connection is resumed from the last event received (``Last-Event-ID``), so
-        every event arrives exactly once. Iterate the returned :class:`EventStream`; use it as
-        a context manager (or call ``close()``) to stop reading early.
-        """
-        body = _calls.chat_body(agent_id, text, session_id, run_id, user_id, overrides)
-        return EventStream(self.http, Follow.chat(body, self.max_reconnects))
-
-    def events(self, run_id: str, last_event_id: int | None = None) -> EventStream:
-        """Follow (or replay) the events of run ``run_id`` after ``last_event_id`` (None: all
-        the server still holds), until its ``result``."""
-        return EventStream(self.http, Follow.run(run_id, last_event_id, self.max_reconnects))
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a running run; False when it had already finished."""
@@ -165,17 +104,14 @@ class Client:
         return self._call(_calls.update_config(changes))
 
     def _call(self, call: Call[T]) -> T:
-        request = call.request
         try:
-            response = self.http.request(
-                request.method, request.path, json=request.json, headers=request.headers
-            )
+            response = self.http.request(**call.request.arguments)
         except httpx.RequestError as exc:
-            raise request.unanswered(exc) from exc
+            raise call.request.unanswered(exc) from exc
         return call.result(response)
 
 
-class EventStream(Iterator[StreamEvent]):
+class EventStream(StreamBase, Iterator[StreamEvent], Closing):
     """The events of one run, delivered once each, ending after its ``result``.
 
     ``run_id`` is known from the first event on; ``response`` holds the run's outcome once the
@@ -183,38 +119,14 @@ class EventStream(Iterator[StreamEvent]):
     """
 
     def __init__(self, http: httpx.Client, follow: Follow) -> None:
-        self._follow = follow
+        super().__init__(follow)
         self._events = _read_events(http, follow)
-
-    @property
-    def run_id(self) -> str | None:
-        return self._follow.run_id
-
-    @property
-    def last_event_id(self) -> int | None:
-        """The id of the last event delivered (what a reconnection resumes after)."""
-        return self._follow.last_event_id
-
-    @property
-    def response(self) -> ChatResponse | None:
-        return self._follow.response
-
-    @property
-    def reconnects(self) -> int:
-        """How many times the stream was resumed after a dropped connection."""
-        return self._follow.reconnects
-
-    def __iter__(self) -> EventStream:
-        return self
 
     def __next__(self) -> StreamEvent:
         try:
             return next(self._events)
         except StopIteration:
-            terminal = self._follow.take_terminal()
-            if terminal is None:
-                raise
-            return terminal
+            return self._terminal(StopIteration)
 
     def wait(self) -> ChatResponse:
         """Read the remaining events and return the run's outcome."""
@@ -226,40 +138,21 @@ class EventStream(Iterator[StreamEvent]):
         """Stop reading and close the connection (the run itself goes on)."""
         self._events.close()
 
-    def __enter__(self) -> EventStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def _read_events(http: httpx.Client, follow: Follow) -> Generator[StreamEvent, None, None]:
-    """The run's events but the terminal one (see :class:`Follow`), across reconnections."""
-    while True:
-        request = follow.request()
+    """Send ``follow``'s requests and feed it their answers; yields the events it hands out."""
+    for delay, request in follow.attempts():
+        sleep(delay)
         try:
-            with http.stream(
-                request.method, request.path, json=request.json, headers=request.headers
-            ) as response:
+            with http.stream(**request.arguments) as response:
                 if response.is_error:
                     response.read()
-                    delay = follow.refused(response)
+                    follow.refused(response)
                 else:
                     follow.opened()
                     for line in response.iter_lines():
-                        event = follow.feed(line)
-                        if event is not None and not event.is_terminal:
+                        if (event := follow.feed(line)) is not None:
                             yield event
-                    if follow.finished:
-                        return
-                    delay = follow.dropped(None)
+                    follow.ended()
         except httpx.RequestError as exc:
-            if follow.finished:  # only the end of the body was lost
-                return
-            delay = follow.dropped(exc)
-        time.sleep(delay)
+            follow.dropped(exc)

@@ -6,6 +6,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -58,6 +59,11 @@ class Settings:
         if self.api_key:
             headers["authorization"] = f"Bearer {self.api_key}"
         return headers
+
+    @property
+    def client_options(self) -> dict[str, Any]:
+        """The arguments of ``httpx.Client`` and ``httpx.AsyncClient``, but ``transport``."""
+        return {"base_url": self.base_url, "headers": self.headers, "timeout": self.httpx_timeout}
 
     @property
     def httpx_timeout(self) -> httpx.Timeout:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sdk_support import GREETING, STEPS_REPLY, LiveServer, in_thread
+from sdk_support import GREETING, STEPS_REPLY, LiveServer, Requested, in_thread, record
 
 from soulacy.sdk import ChatResponse, Client, HistoryEntry, SoulacyError, StreamEvent
 
@@ -290,6 +290,31 @@ async def test_unknown_agent_and_invalid_body(server: LiveServer) -> None:
     assert "session_id" in str(invalid)
     assert streamed.status == 404
     assert "POST /api/v1/chat/stream" in str(streamed)
+
+
+async def test_too_many_runs_is_a_429_that_the_client_does_not_retry(server: LiveServer) -> None:
+    """Nothing was started: the caller decides whether to wait as long as Retry-After says."""
+
+    def call() -> tuple[SoulacyError, SoulacyError, Requested, str]:
+        with server.client() as client, client.stream("slow", "take your time") as slow:
+            client.update_config({"runtime": {"max_concurrent_sessions_per_principal": 1}})
+            run_id = next(slow).data["run_id"]  # the "run" event: the slow run holds the slot
+            requests = record(client)
+            with pytest.raises(SoulacyError) as chat:
+                client.chat("hello", "hi")
+            with pytest.raises(SoulacyError) as streamed:
+                client.stream("hello", "hi").wait()
+            refused = list(requests)
+            client.cancel(run_id)
+            return chat.value, streamed.value, refused, slow.wait().status
+
+    chat, streamed, refused, slow_status = await in_thread(call)
+    assert (chat.status, streamed.status) == (429, 429)
+    assert chat.body["limit"]["key"] == "runtime.max_concurrent_sessions_per_principal"
+    assert str(chat).startswith("POST /api/v1/chat failed with HTTP 429: too many concurrent runs")
+    assert "POST /api/v1/chat/stream" in str(streamed)
+    assert refused == [("POST", "/api/v1/chat", None), ("POST", "/api/v1/chat/stream", None)]
+    assert slow_status == "cancelled"
 
 
 async def test_no_server_is_a_connection_error_without_status() -> None:

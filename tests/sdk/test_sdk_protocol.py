@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from soulacy.sdk import ChatResponse, Client, HistoryEntry, SoulacyError, StreamEvent
+from soulacy.sdk import AsyncClient, ChatResponse, Client, HistoryEntry, SoulacyError, StreamEvent
 from soulacy.sdk._calls import segment
+from soulacy.sdk._resume import retry_after
 from soulacy.sdk._sse import SseDecoder
 
 RESULT = {
@@ -260,3 +261,138 @@ def test_the_sdk_imports_httpx_but_not_the_runtime_nor_trio() -> None:
     ).stdout
     loaded = ast.literal_eval(out)
     assert all(name.startswith("soulacy.sdk") or name == "soulacy" for name in loaded), loaded
+
+
+# -- busy servers: 429 and Retry-After -----------------------------------------------------------
+
+
+def busy(status: int, retry_after: str | None) -> httpx.Response:
+    headers = {} if retry_after is None else {"retry-after": retry_after}
+    return httpx.Response(status, headers=headers, json={"error": "busy", "status": status})
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits of the synchronous client's stream loop, recorded instead of slept."""
+    slept: list[float] = []
+    monkeypatch.setattr("soulacy.sdk._client.sleep", slept.append)
+    return slept
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_reconnection_refused_as_busy_waits_as_long_as_retry_after_says(
+    status: int, sleeps: list[float]
+) -> None:
+    answers = iter([stream_answer(sse(RUN)), busy(status, "2"), stream_answer(sse(DELTA, END))])
+    client, seen = mock(lambda request: next(answers))
+    with client:
+        assert client.stream("a", "hi").wait().reply == "done"
+    assert [r.headers.get("last-event-id") for r in seen] == [None, "1", "1"]
+    assert sleeps == [0.0, 0.0, 2.0]  # the first reconnection at once, the next when told
+
+
+def test_a_429_without_retry_after_backs_off_and_counts_against_the_budget(
+    sleeps: list[float],
+) -> None:
+    client, seen = mock(
+        lambda request: stream_answer(sse(RUN)) if request.method == "POST" else busy(429, None)
+    )
+    client.max_reconnects = 3
+    with client, pytest.raises(SoulacyError) as caught:
+        client.stream("a", "hi").wait()
+    assert caught.value.status == 429
+    assert str(caught.value).endswith("(gave up after 3 reconnections)")
+    assert len(seen) == 4  # the POST, then three reconnections
+    assert sleeps == [0.0, 0.0, 0.5, 1.0]
+
+
+def test_a_retry_after_longer_than_a_minute_is_not_waited_for(sleeps: list[float]) -> None:
+    answers = iter([stream_answer(sse(RUN)), busy(429, "3600")])
+    client, seen = mock(lambda request: next(answers))
+    with client, pytest.raises(SoulacyError) as caught:
+        client.stream("a", "hi").wait()
+    assert (caught.value.status, caught.value.body["error"]) == (429, "busy")
+    assert str(caught.value) == (
+        "GET /api/v1/runs/r/events failed with HTTP 429: busy"
+        " (the server asks to retry after 3600 s)"
+    )
+    assert (len(seen), sleeps) == (2, [0.0, 0.0])
+
+
+STARTS: dict[str, Callable[[Client], object]] = {
+    "chat": lambda client: client.chat("a", "hi"),
+    "stream": lambda client: client.stream("a", "hi").wait(),
+}
+
+
+@pytest.mark.parametrize("start", STARTS.values(), ids=list(STARTS))
+def test_a_429_that_refuses_to_start_a_run_is_not_retried(
+    start: Callable[[Client], object],
+) -> None:
+    client, seen = mock(lambda request: busy(429, "1"))
+    with client, pytest.raises(SoulacyError) as caught:
+        start(client)
+    assert (caught.value.status, len(seen)) == (429, 1)
+
+
+async def test_the_async_client_follows_the_same_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr("soulacy.sdk._async._sleep", sleep)
+    answers = iter([stream_answer(sse(RUN)), busy(429, "2"), stream_answer(sse(DELTA, END))])
+    seen: list[httpx.Request] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return next(answers)
+
+    transport = httpx.MockTransport(handler)
+    async with AsyncClient("http://soulacy.test", "k", transport=transport) as client:
+        response = await client.stream("a", "hi").wait()
+    assert response == ChatResponse.from_json(RESULT)
+    assert [r.headers.get("last-event-id") for r in seen] == [None, "1", "1"]
+    assert slept == [0.0, 0.0, 2.0]
+
+
+def test_retry_after_is_read_as_seconds_or_as_a_date() -> None:
+    def after(value: str) -> float | None:
+        return retry_after(httpx.Response(429, headers={"retry-after": value}), now=1_000_000_000)
+
+    assert after("7") == 7.0
+    assert after(" 0 ") == 0.0
+    assert after("Sun, 09 Sep 2001 01:49:00 GMT") == 140.0  # now is 01:46:40
+    assert after("Sun, 09 Sep 2001 01:00:00 GMT") == 0.0  # already passed
+    assert after("soon") is None
+    assert after("-5") is None
+    assert retry_after(httpx.Response(503)) is None
+
+
+def test_json_bodies_are_sent_as_application_json() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/cancel"):
+            return httpx.Response(200, json={"cancelled": True})
+        if request.method == "PATCH":
+            return httpx.Response(200, json={"changed": []})
+        if request.url.path.endswith("/stream"):
+            return stream_answer(sse(RUN, END))
+        return httpx.Response(200, json=RESULT)
+
+    client, seen = mock(handler)
+    with client:
+        client.chat("a", "hi")
+        client.stream("a", "hi").wait()
+        client.cancel("r")
+        client.update_config({"server": {}})
+        client.run("r")
+    bodies = [r for r in seen if r.content]
+    assert [(r.method, r.url.path) for r in bodies] == [
+        ("POST", "/api/v1/chat"),
+        ("POST", "/api/v1/chat/stream"),
+        ("POST", "/api/v1/chat/cancel"),
+        ("PATCH", "/api/v1/config"),
+    ]
+    assert {r.headers["content-type"] for r in bodies} == {"application/json"}
+    assert "content-type" not in seen[-1].headers  # a GET carries no body
