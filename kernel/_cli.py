@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import inspect
 import json
 import os
+import platform
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO, cast
 
 import attrs
 import trio
 
-from ._errors import PluginError, SoulacyError, UsageError
-from ._kernel import Kernel, LoadedPlugins, load_plugins
+from ._errors import ConfigError, PluginError, SoulacyError, UsageError
+from ._kernel import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, Kernel, LoadedPlugins, load_plugins
+from ._manager import SoulacyPluginManager
 
 Runner = Callable[[argparse.Namespace, "CliContext"], Any]
 
@@ -25,13 +29,15 @@ class CliCommand:
     """A subcommand. ``name`` may have two words (``"config set"``) to nest under a group.
 
     ``run(args, ctx)`` returns an exit code (None means 0); it may be ``async def``, in which
-    case the launcher runs it under ``trio.run``.
+    case the launcher runs it under ``trio.run``. A ``read_only`` command only reads: its kernel
+    (``ctx.kernel()``) needs a workspace, and opens stores read-only, creating no file.
     """
 
     name: str
     help: str
     run: Runner
     configure: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+    read_only: bool = False
 
 
 @attrs.define
@@ -41,12 +47,18 @@ class CliContext:
     plugins: LoadedPlugins
     out: TextIO = attrs.field(factory=lambda: sys.stdout)
     err: TextIO = attrs.field(factory=lambda: sys.stderr)
+    inp: TextIO = attrs.field(factory=lambda: sys.stdin)
+    read_only: bool = False  # the command's CliCommand.read_only
     _kernel: Kernel | None = None
 
     def kernel(self) -> Kernel:
         if self._kernel is None:
-            self._kernel = Kernel.from_plugins(self.plugins)
-            for warning in self._kernel.config.warnings:
+            if self.read_only:
+                require_workspace(self.plugins.root)
+            kernel = Kernel.from_plugins(self.plugins)
+            kernel.read_only = self.read_only
+            self._kernel = kernel
+            for warning in kernel.config.warnings:
                 self.warn(warning)
         return self._kernel
 
@@ -60,12 +72,54 @@ class CliContext:
         print(f"soulacy: warning: {text}", file=self.err)
 
 
+def is_workspace(folder: Path) -> bool:
+    """A workspace is a folder with config.yaml, or with at least one agents/ID/SOUL.yaml."""
+    return (folder / CONFIG_FILE).is_file() or any((folder / AGENTS_DIR).glob(f"*/{AGENT_FILE}"))
+
+
+def require_workspace(folder: Path) -> None:
+    if not is_workspace(folder):
+        raise UsageError(
+            f"{folder} is not a Soulacy workspace: a workspace is a folder with {CONFIG_FILE}"
+            f" and/or {AGENTS_DIR}/ID/{AGENT_FILE}; pass --workspace DIR (or set"
+            " SOULACY_WORKSPACE), or make this one with `soulacy agents new ID`"
+        )
+
+
+class _Parser(argparse.ArgumentParser):
+    """A subcommand's parser reports what it does not know itself, with its own usage (argparse
+    leaves unknown arguments to the top-level parser, whose usage says nothing of them)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and self.prog != "soulacy":
+            hint = ""
+            if any(extra.split("=")[0] in _GLOBAL_OPTIONS for extra in extras):
+                hint = "; global options (-w, -p, --debug) go before the command"
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed, extras
+
+
+_GLOBAL_OPTIONS = {"--workspace", "-w", "-p", "--debug", "--version"}
+
+
+def _version() -> str:
+    try:
+        version = importlib.metadata.version("soulacy")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source checkout
+        version = "unknown"
+    return f"soulacy {version} (Python {platform.python_version()})"
+
+
 def _global_parser(add_help: bool) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = (_Parser if add_help else argparse.ArgumentParser)(
         prog="soulacy",
         description="Soulacy: a plugin-based runtime for long-running LLM agents.",
         add_help=add_help,
     )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument(
         "--workspace",
         "-w",
@@ -103,8 +157,11 @@ def _collect_commands(loaded: LoadedPlugins) -> list[CliCommand]:
 
 
 def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
+    """The full parser. A bare ``soulacy``, or a bare group (``soulacy config``), prints its
+    help (``_help``) and exits 0, as pip, cargo and docker do: nothing was asked amiss."""
     parser = _global_parser(add_help=True)
-    top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.set_defaults(_help=parser)
+    top = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     singles: dict[str, argparse.ArgumentParser] = {}
     for command in commands:  # sorted: "runs" comes before "runs show"
@@ -116,18 +173,15 @@ def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
             group = groups.get(words[0])
             if group is None:
                 # "runs show" under "runs": the bare group runs the one-word command, if any
-                holder = singles.get(words[0]) or top.add_parser(
-                    words[0], help=f"{words[0]} commands"
-                )
-                group = holder.add_subparsers(
-                    dest=f"{words[0]}_command",
-                    metavar="COMMAND",
-                    required=words[0] not in singles,
-                )
+                holder = singles.get(words[0])
+                if holder is None:
+                    holder = top.add_parser(words[0], help=f"{words[0]} commands")
+                    holder.set_defaults(_help=holder)
+                group = holder.add_subparsers(dest=f"{words[0]}_command", metavar="COMMAND")
                 groups[words[0]] = group
             sub = group.add_parser(words[1], help=command.help, description=command.help)
         command.configure(sub)
-        sub.set_defaults(_run=command.run)
+        sub.set_defaults(_run=command.run, _read_only=command.read_only, _help=None)
     return parser
 
 
@@ -135,18 +189,32 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     """Entry point of the ``soulacy`` command; returns the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     early, _ = _global_parser(add_help=False).parse_known_args(args_list)
+    if early.version:
+        print(_version())
+        return 0
+    loaded: LoadedPlugins | None = None
     try:
         loaded = load_plugins(early.workspace, plugins=early.plugins, environ=environ)
+        for warning in _unknown_blocks(loaded, early.plugins):
+            print(f"soulacy: warning: {warning}", file=sys.stderr)
         if loaded.issues:
             Kernel.from_plugins(loaded)  # raises every problem of config.yaml together
         parser = _build_parser(_collect_commands(loaded))
-        args = parser.parse_args(args_list)
-        ctx = CliContext(loaded)
+        try:
+            args = parser.parse_args(args_list)
+        except SystemExit as exited:  # argparse has printed the usage and the error (or help)
+            return int(exited.code or 0)
+        if args._help is not None:
+            args._help.print_help()
+            return 0
+        ctx = CliContext(loaded, read_only=args._read_only)
         run: Runner = args._run
         code = trio.run(run, args, ctx) if inspect.iscoroutinefunction(run) else run(args, ctx)
         return int(code or 0)
     except (SoulacyError, BaseExceptionGroup) as raised:
         exc = _soulacy_error(raised)
+        if isinstance(exc, ConfigError) and loaded is not None:
+            exc = explain_disabled_owners(exc, loaded.pm, early.plugins)
         if isinstance(exc, KeyboardInterrupt):
             return 130
         if exc is None:
@@ -163,6 +231,40 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return 0
 
 
+def _unknown_blocks(loaded: LoadedPlugins, cli: Sequence[str]) -> list[str]:
+    """Warnings for names blocked with ``-p no:NAME`` (or ``plugins.disable``) that name no
+    plugin: a typo there silently disables nothing (pytest accepts it silently too)."""
+    warnings = []
+    from_cli = {value[3:] for value in cli if value.startswith("no:")}
+    for name in loaded.pm.blocked_names():
+        problem = loaded.pm.unknown_plugin(name)
+        if problem:
+            where = f"-p no:{name}" if name in from_cli else f"plugins.disable: {name}"
+            warnings.append(f"{where}: no plugin named {name!r} to disable; {problem}")
+    return warnings
+
+
+def explain_disabled_owners(
+    error: ConfigError, pm: SoulacyPluginManager, cli: Sequence[str] = ()
+) -> ConfigError:
+    """An "unknown key" that a disabled plugin owns says so, instead of "unknown key"."""
+    from_cli = {value[3:] for value in cli if value.startswith("no:")}
+    issues, changed = [], False
+    for issue in error.issues:
+        owner = pm.blocked_owner(issue.path) if issue.message.startswith("unknown key") else None
+        if owner is None:
+            issues.append(issue)
+            continue
+        how = f"-p no:{owner}" if owner in from_cli else "plugins.disable"
+        message = (
+            f"this key belongs to the plugin {owner!r}, which is disabled ({how});"
+            " enable the plugin or remove the key"
+        )
+        issues.append(attrs.evolve(issue, message=message))
+        changed = True
+    return ConfigError(issues) if changed else error
+
+
 def _soulacy_error(exc: BaseException) -> Any:
     """The error to report (a SoulacyError, or KeyboardInterrupt for Ctrl-C): itself, or the
     one inside a group raised through a nursery; None for anything else (a bug)."""
@@ -171,4 +273,4 @@ def _soulacy_error(exc: BaseException) -> Any:
     return exc if isinstance(exc, SoulacyError | KeyboardInterrupt) else None
 
 
-__all__ = ["CliCommand", "CliContext", "UsageError", "main"]
+__all__ = ["CliCommand", "CliContext", "UsageError", "is_workspace", "main"]

@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import uuid
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,18 @@ from ._config import ConfigSection, Settings, parse_scalar
 from ._converter import converter
 from ._demo import REQUEST as DEMO_REQUEST
 from ._demo import write_demo_workspace
+from ._engine import RunResult
 from ._errors import ConfigIssue, Location, UsageError
-from ._kernel import AGENT_FILE, AGENTS_DIR, Kernel, PluginsConfig, open_kernel
+from ._kernel import (
+    AGENT_FILE,
+    AGENTS_DIR,
+    DEFAULT_GRACE_PERIOD,
+    Kernel,
+    PluginsConfig,
+    open_kernel,
+)
 from ._providers import ProviderConfig
+from ._store import HistoryEntry, RunRecord
 from ._yamlio import atomic_write
 from .hookspecs import hookimpl
 from .policy import ModelCapacity
@@ -135,6 +145,19 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
         ),
         CliCommand("agents list", "list the workspace's agents", _agents_list, _json_flag),
         CliCommand(
+            "history",
+            "a conversation's stored messages with their reply metadata",
+            _history,
+            _configure_history,
+            read_only=True,
+        ),
+        CliCommand(
+            "runs", "recent runs and how they ended", _runs, _configure_runs, read_only=True
+        ),
+        CliCommand(
+            "runs show", "one run: metadata and proof", _run_show, _configure_show, read_only=True
+        ),
+        CliCommand(
             "agents new",
             "create agents/ID/SOUL.yaml that inherits the workspace policy",
             _agents_new,
@@ -154,7 +177,10 @@ def _configure_get(parser: argparse.ArgumentParser) -> None:
 
 def _configure_set(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("key", help="dotted key, e.g. runtime.default_max_turns")
-    parser.add_argument("value", help="a YAML value: 300, 48h, false, '[a, b]'")
+    # REMAINDER: a value that starts with '-' (-5s, -1) is a value, not an option
+    parser.add_argument(
+        "value", nargs=argparse.REMAINDER, help="a YAML value: 300, 48h, -1, false, '[a, b]'"
+    )
 
 
 def _yaml_text(data: Any) -> str:
@@ -165,9 +191,23 @@ def _yaml_text(data: Any) -> str:
     return out.getvalue().rstrip("\n")
 
 
+# The signals that stop `serve` and `run`: Ctrl-C, and what systemd, docker and CI send.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# What a run stopped by a signal records as its reason, and the exit code (128 + the signal).
+SIGNAL_REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+
+async def _next_signal(signals: AsyncIterator[int], ctx: CliContext, doing: str) -> int:
+    """Wait for the next stop signal and say what it does (one line on stderr)."""
+    async for signum in signals:
+        print(f"soulacy: {signal.Signals(signum).name} received, {doing}", file=ctx.err, flush=True)
+        return signum
+    raise AssertionError("a signal receiver does not end")  # pragma: no cover
+
+
 async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
     kernel = ctx.kernel()
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with open_kernel(kernel=kernel):
             names = ", ".join(s.name for s in kernel.services()) or "none"
             print(
@@ -175,18 +215,13 @@ async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
                 file=ctx.err,
                 flush=True,
             )
-            async for signum in signals:
-                print(
-                    f"soulacy: {signal.Signals(signum).name} received, shutting down",
-                    file=ctx.err,
-                    flush=True,
-                )
-                break
+            await _next_signal(signals, ctx, "shutting down")
     return 0
 
 
 def _plugins(args: argparse.Namespace, ctx: CliContext) -> int:
-    described = ctx.plugins.pm.describe()
+    pm = ctx.plugins.pm
+    described = pm.describe()
     if args.json:
         ctx.print_json(described)
         return 0
@@ -194,6 +229,10 @@ def _plugins(args: argparse.Namespace, ctx: CliContext) -> int:
         dist = f" [{info['distribution']} {info['version']}]" if info["distribution"] else ""
         ctx.print(f"{info['name']} ({info['origin']}: {info['module']}){dist}")
         ctx.print(f"    hooks: {', '.join(info['hooks']) or '-'}")
+    ctx.print("first-result hooks (the first plugin listed answers; the others when it passes):")
+    for hook, order in pm.first_result_order().items():
+        names = [f"{n} (installed)" if n in pm.autoloaded else n for n in order]
+        ctx.print(f"  {hook}: {', then '.join(names)}")
     return 0
 
 
@@ -251,12 +290,19 @@ def _scalar(value: Any) -> str:
 
 
 def _config_set(args: argparse.Namespace, ctx: CliContext) -> int:
+    if len(args.value) != 1:
+        got = " ".join(args.value) if args.value else "none"
+        raise UsageError(
+            f"config set takes one VALUE after KEY (got: {got}); quote a value with spaces,"
+            " e.g. '[a, b]'"
+        )
+    value = args.value[0]
     kernel = ctx.kernel()
-    changed = kernel.update_config({args.key: parse_scalar(args.value)})
+    changed = kernel.update_config({args.key: parse_scalar(value, key=args.key)})
     if changed:
-        ctx.print(f"{args.key} = {args.value} saved in {kernel.config_file}")
+        ctx.print(f"{args.key} = {value} saved in {kernel.config_file}")
     else:
-        ctx.print(f"{args.key} is already {args.value}; {kernel.config_file} unchanged")
+        ctx.print(f"{args.key} is already {value}; {kernel.config_file} unchanged")
     return 0
 
 
@@ -285,6 +331,11 @@ def _agents_list(args: argparse.Namespace, ctx: CliContext) -> int:
         )
     if args.json:
         ctx.print_json(rows)
+    elif not rows:
+        ctx.print(
+            f"no agents in {kernel.workspace} (an agent is {AGENTS_DIR}/ID/{AGENT_FILE};"
+            " create one with `soulacy agents new ID`)"
+        )
     else:
         for row in rows:
             state = "" if row["enabled"] else " (disabled)"
@@ -336,13 +387,133 @@ def new_agent(
     return path
 
 
+# -- reading the store: history, runs, runs show --------------------------------------------
+# Core commands: they ask the storage hooks, so they work with whichever store answers, and
+# name it. Their kernel is read-only (CliCommand.read_only): stores create no file.
+
+
+def store_label(kernel: Kernel, hook: str, store: Any) -> str:
+    """Which store answered ``hook``: the plugin, and where its data is (``describe()``)."""
+    _, plugin = kernel.pm.first_result(hook, kernel=kernel)
+    if plugin is None:
+        return "memory: no loaded plugin provides a store, so nothing outlives a command"
+    describe = getattr(store, "describe", None)
+    where = describe() if callable(describe) else None
+    return f"{plugin} at {where}" if where else plugin
+
+
+def _configure_history(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", help="session id")
+    parser.add_argument("--agent", help="only this agent's messages")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_runs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", help="only this agent's runs")
+    parser.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_show(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="run id")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+async def _history(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        store = kernel.conversation_store()
+        entries = await store.history(args.session, args.agent)
+    finally:
+        await kernel.aclose()
+    if args.json:
+        ctx.print_json([attrs.asdict(e) for e in entries])
+        return 0
+    if not entries:
+        label = store_label(kernel, "soulacy_conversation_store", store)
+        of_agent = f" of agent {args.agent!r}" if args.agent else ""
+        ctx.print(f"no stored messages{of_agent} in session {args.session!r} (store: {label})")
+    for entry in entries:
+        ctx.print(_entry_line(entry))
+    return 0
+
+
+def _entry_line(entry: HistoryEntry) -> str:
+    meta = entry.metadata or {}
+    notice = ""
+    if entry.role == "assistant" and meta:
+        notice = f"  [{meta.get('status')}"
+        if meta.get("incomplete_reason"):
+            notice += f": {meta['incomplete_reason']}"
+        notice += f", {meta.get('verification')}]"
+    text = entry.content.replace("\n", " ")
+    if entry.tool_calls:
+        text = (text + " " if text else "") + ", ".join(
+            f"→ {c['name']}({c.get('arguments', {})})" for c in entry.tool_calls
+        )
+    return f"{entry.role:>9}: {text[:200]}{notice}"
+
+
+async def _runs(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        store = kernel.conversation_store()
+        runs = await store.list_runs(args.limit, args.agent)
+    finally:
+        await kernel.aclose()
+    if args.json:
+        ctx.print_json([attrs.asdict(r) for r in runs])
+        return 0
+    if not runs:
+        label = store_label(kernel, "soulacy_conversation_store", store)
+        of_agent = f" of agent {args.agent!r}" if args.agent else ""
+        ctx.print(f"no runs{of_agent} (store: {label})")
+    for run in runs:
+        ctx.print(_run_line(run))
+    return 0
+
+
+def _run_line(run: RunRecord) -> str:
+    reason = f" ({run.incomplete_reason})" if run.incomplete_reason else ""
+    return (
+        f"{run.run_id}  {run.agent_id}  session {run.session_id}  {run.status}{reason}"
+        f"  {run.verification or '-'}"
+    )
+
+
+async def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        store = kernel.conversation_store()
+        run = await store.get_run(args.run_id)
+        proof = await kernel.proof_store().get_proof(args.run_id) if run else None
+    finally:
+        await kernel.aclose()
+    if run is None:
+        label = store_label(kernel, "soulacy_conversation_store", store)
+        raise UsageError(f"no run {args.run_id!r} in the store ({label})")
+    data: dict[str, Any] = {
+        "run": attrs.asdict(run),
+        "proof": {"sha256": proof.sha256, **proof.data()} if proof else None,
+    }
+    if args.json:
+        ctx.print_json(data)
+        return 0
+    ctx.print(_run_line(run))
+    for key, value in (run.metadata or {}).items():
+        ctx.print(f"  {key}: {value}")
+    if proof is not None:
+        ctx.print(f"  proof sha256: {proof.sha256} ({proof.receipts} receipts)")
+    return 0
+
+
 # Exit codes of `soulacy run` and `soulacy demo`, by how the run ended.
 RUN_EXIT_CODES = {"completed": 0, "failed": 1, "incomplete": 3, "cancelled": 4}
 
 
 def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("agent", help="agent id")
-    parser.add_argument("text", help="the request")
+    parser.add_argument("text", help="the request; '-' reads it from standard input")
     parser.add_argument("--session", help="conversation id (default: a new one)")
     parser.add_argument("--run-id", help="run id (default: a new one)")
     parser.add_argument("--stream", action="store_true", help="print the reply as it arrives")
@@ -355,12 +526,23 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
 
 
 async def _run(args: argparse.Namespace, ctx: CliContext) -> int:
+    text = args.text
+    if text == "-":
+        if ctx.inp.isatty():
+            print(
+                "soulacy: reading the request from standard input; end it with Ctrl-D",
+                file=ctx.err,
+                flush=True,
+            )
+        text = ctx.inp.read().rstrip("\n")
+        if not text.strip():
+            raise UsageError("no request on standard input (TEXT is '-')")
     kernel = ctx.kernel()
     return await _run_and_print(
         kernel,
         ctx,
         args.agent,
-        args.text,
+        text,
         json_out=args.json,
         session_id=args.session,
         run_id=args.run_id,
@@ -371,9 +553,12 @@ async def _run(args: argparse.Namespace, ctx: CliContext) -> int:
 async def _demo(args: argparse.Namespace, ctx: CliContext) -> int:
     with tempfile.TemporaryDirectory(prefix="soulacy-demo-") as tmp:
         folder = write_demo_workspace(Path(args.keep or tmp))
+        # Embedded defaults: the builtins and the -p plugins, never what happens to be
+        # installed (docs/decisions/0018-first-result-precedence.md), nor SOULACY_* variables.
         kernel = Kernel.load(
             folder,
             plugins=ctx.plugins.cli_plugins,
+            autoload=False,
             environ={k: v for k, v in ctx.plugins.environ.items() if not k.startswith("SOULACY_")},
         )
         if not args.json:
@@ -400,14 +585,71 @@ async def _run_and_print(
     steps: list[str] = []
     events = kernel.events.subscribe(buffer=math.inf)
     stream = bool(options.get("stream"))
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_watch, events, ctx, live, limits, steps, stream)
-        try:
-            result = await kernel.run(agent_id, text, **options)
-        except BaseException:
+    run_id = options.pop("run_id", None) or uuid.uuid4().hex  # known here: a signal cancels it
+    stopped: list[int] = []  # the stop signal received, if any
+    result = None
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals, trio.CancelScope() as everything:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch, events, ctx, live, limits, steps, stream)
+            async with trio.open_nursery() as guard:
+                guard.start_soon(
+                    _cancel_on_signal, signals, kernel, run_id, ctx, stopped, everything
+                )
+                try:
+                    result = await kernel.run(agent_id, text, run_id=run_id, **options)
+                except BaseException:
+                    nursery.cancel_scope.cancel()
+                    raise
+                finally:
+                    guard.cancel_scope.cancel()
+            # the watcher ends on its own at run.completed, once it has printed everything
+    if result is None:  # the run did not stop within the grace period: it was cut short
+        return 128 + stopped[0]
+    code = _print_result(ctx, result, limits, steps, json_out, show_limits, stream)
+    return 128 + stopped[0] if stopped else code
+
+
+async def _cancel_on_signal(
+    signals: AsyncIterator[int],
+    kernel: Kernel,
+    run_id: str,
+    ctx: CliContext,
+    stopped: list[int],
+    everything: trio.CancelScope,
+) -> None:
+    """A stop signal cancels the run, which records itself as cancelled with the signal's
+    reason; if it has not ended after the grace period (or at a second signal), the command
+    is cut short, and the engine still records the run, as cancelled by its caller."""
+    signum = await _next_signal(signals, ctx, f"cancelling run {run_id!r}")
+    stopped.append(signum)
+    reason = SIGNAL_REASONS.get(signal.Signals(signum), "cancelled")
+    with trio.move_on_after(DEFAULT_GRACE_PERIOD):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_keep_cancelling, kernel, run_id, reason)
+            await _next_signal(signals, ctx, "stopping now")
             nursery.cancel_scope.cancel()
-            raise
-        # the watcher ends on its own at run.completed, once it has printed everything
+    everything.cancel()
+
+
+async def _keep_cancelling(kernel: Kernel, run_id: str, reason: str) -> None:
+    """Cancel the run by its id; until it has one (it is starting) or while it is finishing
+    (it has given its id up), try again: a run that finishes meanwhile ends this task."""
+    # Polling: the registry offers no event for "this id is reserved now" (a 50 ms wait once).
+    while True:
+        if kernel.conversations.cancel_run(run_id, reason):
+            return
+        await trio.sleep(0.05)
+
+
+def _print_result(
+    ctx: CliContext,
+    result: RunResult,
+    limits: dict[str, Any],
+    steps: list[str],
+    json_out: bool,
+    show_limits: bool,
+    stream: bool,
+) -> int:
     if json_out:
         ctx.print_json(
             {

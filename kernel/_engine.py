@@ -347,7 +347,8 @@ class Engine:
             raise
         finally:
             kernel.release_run(handle)
-        await self._complete(run)
+        with trio.CancelScope(shield=True):  # a cancellation arriving now must not leave it running
+            await self._complete(run)
         return run.result
 
     # -- the loop --------------------------------------------------------------------------

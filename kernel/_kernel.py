@@ -104,6 +104,7 @@ class Kernel:
         self.started: dict[str, Any] = {}
         self._agents: dict[str, AgentSpec] = {}
         self.conversations = ConversationRegistry()
+        self.read_only = False  # a read command's kernel: stores create and change no file
         self._engine: Engine | None = None
         self._providers: dict[str, Provider] = {}
         self._stores: dict[str, Any] = {}  # by storage hook name

@@ -125,6 +125,7 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
             "each schedule: next run, last result, failures, owner",
             _schedules,
             _configure,
+            read_only=True,
         )
     ]
 

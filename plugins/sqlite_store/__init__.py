@@ -8,28 +8,28 @@ One file per workspace (``store.path``, default ``soulacy.db`` in the workspace)
       synchronous: NORMAL       # or FULL: an fsync per commit, slower, survives power loss
 
 Replace it by disabling it (``-p no:sqlite_store``) and loading another store plugin; with it
-disabled and none other, the kernel keeps everything in memory.
+disabled and none other, the kernel keeps everything in memory. The commands that read the
+store (``soulacy history``, ``runs``, ``runs show``) belong to the core and work with any store;
+their kernel is read-only, and so is the store it gets here: it creates and changes no file.
 """
 
 from __future__ import annotations
 
-import argparse
 import weakref
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
 from soulacy.kernel import (
-    CliCommand,
-    CliContext,
+    ConfigIssue,
     ConfigSection,
     Duration,
     Kernel,
-    UsageError,
+    Location,
+    Settings,
     hookimpl,
 )
-from soulacy.kernel.store import HistoryEntry, RunRecord
 
 from ._schema import SCHEMA_VERSION
 from ._store import SQLiteStore
@@ -56,6 +56,8 @@ def store_of(kernel: Kernel) -> SQLiteStore:
             kernel.workspace / config.path,
             busy_timeout=config.busy_timeout.seconds,
             synchronous=config.synchronous,
+            # A kernel of a read command (`soulacy runs`, `history` …) creates no file.
+            read_only=kernel.read_only,
         )
         _stores[kernel] = store
     return store
@@ -64,6 +66,20 @@ def store_of(kernel: Kernel) -> SQLiteStore:
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [ConfigSection("store", StoreConfig, doc="the SQLite store")]
+
+
+# SQLite takes its busy timeout as a 32-bit count of milliseconds.
+MAX_BUSY_TIMEOUT = Duration((2**31 - 1) // 1000)
+
+
+@hookimpl
+def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
+    timeout: Duration = config.section("store").busy_timeout
+    if timeout.seconds > MAX_BUSY_TIMEOUT.seconds:
+        where = config.source_of("store.busy_timeout") or Location(str(config.file))
+        expected = "at most 596h31m23s (SQLite counts it in 32-bit milliseconds)"
+        return [ConfigIssue(where, "store.busy_timeout", expected, str(timeout), True)]
+    return []
 
 
 @hookimpl
@@ -79,112 +95,3 @@ def soulacy_proof_store(kernel: Kernel) -> SQLiteStore:
 @hookimpl
 def soulacy_checkpoint_store(kernel: Kernel) -> SQLiteStore:
     return store_of(kernel)
-
-
-@hookimpl
-def soulacy_cli_commands() -> Sequence[CliCommand]:
-    return [
-        CliCommand(
-            "history",
-            "a conversation's stored messages with their reply metadata",
-            _history,
-            _configure_history,
-        ),
-        CliCommand("runs", "recent runs and how they ended", _runs, _configure_runs),
-        CliCommand("runs show", "one run: metadata and proof", _run_show, _configure_show),
-    ]
-
-
-def _configure_history(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", help="session id")
-    parser.add_argument("--agent", help="only this agent's messages")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _configure_runs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", help="only this agent's runs")
-    parser.add_argument("--limit", type=int, default=20, help="how many (default 20)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _configure_show(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_id", help="run id")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-async def _history(args: argparse.Namespace, ctx: CliContext) -> int:
-    kernel = ctx.kernel()
-    try:
-        entries = await kernel.conversation_store().history(args.session, args.agent)
-    finally:
-        await kernel.aclose()
-    if args.json:
-        ctx.print_json([attrs.asdict(e) for e in entries])
-        return 0
-    if not entries:
-        ctx.print(f"no stored messages in session {args.session!r}")
-    for entry in entries:
-        ctx.print(_entry_line(entry))
-    return 0
-
-
-def _entry_line(entry: HistoryEntry) -> str:
-    meta = entry.metadata or {}
-    notice = ""
-    if entry.role == "assistant" and meta:
-        notice = f"  [{meta.get('status')}"
-        if meta.get("incomplete_reason"):
-            notice += f": {meta['incomplete_reason']}"
-        notice += f", {meta.get('verification')}]"
-    text = entry.content.replace("\n", " ")
-    if entry.tool_calls:
-        text = (text + " " if text else "") + ", ".join(
-            f"→ {c['name']}({c.get('arguments', {})})" for c in entry.tool_calls
-        )
-    return f"{entry.role:>9}: {text[:200]}{notice}"
-
-
-async def _runs(args: argparse.Namespace, ctx: CliContext) -> int:
-    kernel = ctx.kernel()
-    try:
-        runs = await kernel.conversation_store().list_runs(args.limit, args.agent)
-    finally:
-        await kernel.aclose()
-    if args.json:
-        ctx.print_json([attrs.asdict(r) for r in runs])
-        return 0
-    for run in runs:
-        ctx.print(_run_line(run))
-    return 0
-
-
-def _run_line(run: RunRecord) -> str:
-    reason = f" ({run.incomplete_reason})" if run.incomplete_reason else ""
-    return (
-        f"{run.run_id}  {run.agent_id}  session {run.session_id}  {run.status}{reason}"
-        f"  {run.verification or '-'}"
-    )
-
-
-async def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
-    kernel = ctx.kernel()
-    try:
-        run = await kernel.conversation_store().get_run(args.run_id)
-        proof = await kernel.proof_store().get_proof(args.run_id)
-    finally:
-        await kernel.aclose()
-    if run is None:
-        raise UsageError(f"no run {args.run_id!r} in {store_of(kernel).path}")
-    data: dict[str, Any] = {
-        "run": attrs.asdict(run),
-        "proof": {"sha256": proof.sha256, **proof.data()} if proof else None,
-    }
-    if args.json:
-        ctx.print_json(data)
-        return 0
-    ctx.print(_run_line(run))
-    for key, value in (run.metadata or {}).items():
-        ctx.print(f"  {key}: {value}")
-    if proof is not None:
-        ctx.print(f"  proof sha256: {proof.sha256} ({proof.receipts} receipts)")
-    return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -224,3 +225,99 @@ def test_the_recorder_sees_hook_calls_with_their_arguments(
     assert call.result == [[]] * implementers
     with pytest.raises(AssertionError, match="was not called"):
         hook_recorder.assert_called("soulacy_services")
+
+
+# -- first-result precedence (docs/decisions/0018-first-result-precedence.md) -----------------
+
+STORE_PLUGIN = """
+from soulacy.kernel import hookimpl
+from soulacy.kernel.store import MemoryStore
+
+STORE = MemoryStore()
+
+@hookimpl{marker}
+def soulacy_conversation_store(kernel):
+    return STORE
+"""
+
+
+def installed_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, marker: str = ""
+) -> Path:
+    """An installed distribution whose plugin answers soulacy_conversation_store (a module
+    name per test: a module is imported once per process)."""
+    body = STORE_PLUGIN.replace("{marker}", marker)
+    path = make_distribution(tmp_path / "site", f"soulacy-{module}", module, body, ep_name=module)
+    monkeypatch.syspath_prepend(str(path))
+    return path
+
+
+def store_module(kernel: Kernel) -> str:
+    return type(kernel.conversation_store()).__module__
+
+
+def test_an_installed_plugin_does_not_outrank_a_builtin_unless_it_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_kernel: Callable[..., Kernel]
+) -> None:
+    installed_store(tmp_path, monkeypatch, "memstore_plain")
+    kernel = make_kernel(autoload=True)
+    assert "memstore_plain" in names(kernel)
+    assert store_module(kernel) == "soulacy.plugins.sqlite_store._store"  # the builtin answers
+    # ... unless the builtin is disabled, or the plugin is asked for by name
+    assert store_module(make_kernel(autoload=True, plugins=["no:sqlite_store"])) == (
+        "soulacy.kernel._store"
+    )
+    assert store_module(make_kernel(autoload=True, plugins=["memstore_plain"])) == (
+        "soulacy.kernel._store"
+    )
+
+
+def test_an_installed_plugin_with_tryfirst_answers_before_the_builtin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_kernel: Callable[..., Kernel]
+) -> None:
+    installed_store(tmp_path, monkeypatch, "memstore_first", "(tryfirst=True)")
+    assert store_module(make_kernel(autoload=True)) == "soulacy.kernel._store"
+
+
+def test_plugins_shows_which_plugin_answers_each_first_result_hook(
+    tmp_path: Path, workspace: Workspace, soulacy_cli: Callable[..., Any]
+) -> None:
+    site = make_distribution(
+        tmp_path / "site",
+        "soulacy-memstore",
+        "memstore",
+        STORE_PLUGIN.replace("{marker}", ""),
+        ep_name="memstore",
+    )
+    env = {"PYTHONPATH": str(site)}
+    listed = soulacy_cli(["plugins"], cwd=workspace.path, env=env)
+    assert listed.returncode == 0, listed.stderr
+    out = listed.stdout
+    assert "first-result hooks (the first plugin listed answers; the others when it passes):" in out
+    assert "  soulacy_conversation_store: sqlite_store, then memstore (installed)" in out
+    assert "  soulacy_resolve_policy: policy" in out
+    data = json.loads(soulacy_cli(["plugins", "--json"], cwd=workspace.path, env=env).stdout)
+    by_name = {p["name"]: p for p in data}
+    assert "soulacy_conversation_store" in by_name["sqlite_store"]["answers"]
+    assert by_name["memstore"]["answers"] == []
+    blocked = soulacy_cli(["-p", "no:sqlite_store", "plugins"], cwd=workspace.path, env=env)
+    assert "  soulacy_conversation_store: memstore (installed)\n" in blocked.stdout
+
+
+def test_the_demo_runs_on_the_builtins_whatever_is_installed(
+    tmp_path: Path, soulacy_cli: Callable[..., Any]
+) -> None:
+    site = make_distribution(
+        tmp_path / "site",
+        "soulacy-memstore",
+        "memstore",
+        STORE_PLUGIN.replace("{marker}", "(tryfirst=True)"),
+        ep_name="memstore",
+    )
+    demo = tmp_path / "demo"
+    result = soulacy_cli(["demo", "--keep", str(demo)], cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(demo / "soulacy.db") as conn:  # the builtin SQLite store kept the run
+        assert conn.execute("SELECT agent_id, status FROM runs").fetchall() == [
+            ("demo", "completed")
+        ]
