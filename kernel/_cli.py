@@ -40,6 +40,9 @@ class CliCommand:
     read_only: bool = False
 
 
+KEPT_SHOWN = 3  # more kept keys than this are summarized in one warning (validate lists all)
+
+
 @attrs.define
 class CliContext:
     """What a subcommand gets besides its arguments: the kernel (loaded on first use) and output."""
@@ -58,8 +61,17 @@ class CliContext:
             kernel = Kernel.from_plugins(self.plugins)
             kernel.read_only = self.read_only
             self._kernel = kernel
+            kept = {str(k) for k in kernel.config.kept}
             for warning in kernel.config.warnings:
-                self.warn(warning)
+                if warning not in kept or len(kept) <= KEPT_SHOWN:
+                    self.warn(warning)
+            if len(kept) > KEPT_SHOWN:  # an original workspace: say it once, not 70 times
+                paths = [k.path for k in kernel.config.kept]
+                self.warn(
+                    f"{kernel.config.file.name}: {len(paths)} keys of the original format are kept"
+                    f" with no effect (no loaded plugin implements them): {', '.join(paths[:5])}, …"
+                    " — `soulacy config validate` lists each with its line"
+                )
         return self._kernel
 
     def print(self, text: str = "") -> None:

@@ -24,7 +24,7 @@ import attrs
 import trio
 from ruamel.yaml import YAML
 
-from ._cli import CliCommand, CliContext
+from ._cli import KEPT_SHOWN, CliCommand, CliContext
 from ._config import ConfigSection, Settings, parse_scalar
 from ._converter import converter
 from ._demo import REQUEST as DEMO_REQUEST
@@ -308,8 +308,11 @@ def _config_set(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _config_validate(args: argparse.Namespace, ctx: CliContext) -> int:
     kernel = ctx.kernel()
+    summarized = len(kernel.config.kept) > KEPT_SHOWN  # ctx.kernel() said them in one line
     for warning in kernel.validate_all():
-        if warning not in kernel.config.warnings:
+        if warning not in kernel.config.warnings or (
+            summarized and warning in map(str, kernel.config.kept)
+        ):
             ctx.warn(warning)
     agents = kernel.agent_ids()
     ctx.print(f"ok: {kernel.config_file} and {len(agents)} agent file(s) are valid")
