@@ -7,6 +7,7 @@ gets what it missed and the terminal ``result`` event. See docs/http.md.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Sequence
 
@@ -23,11 +24,13 @@ from soulacy.kernel import (
 
 from ._app import Api
 from ._config import ServerConfig
+from ._principals import key_issues
 from ._runlog import RunLogs
 from ._service import HttpService
 
 __all__ = ["Api", "HttpService", "RunLogs", "ServerConfig"]
 
+ORIGIN = re.compile(r"https?://[^/\s]+")  # what a browser sends as Origin
 _logs: weakref.WeakKeyDictionary[Kernel, RunLogs] = weakref.WeakKeyDictionary()
 
 
@@ -50,6 +53,8 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
     checks = [
         ("port", server.port, 0, 65535),
         ("max_body_bytes", server.max_body_bytes, 1, None),
+        ("max_json_depth", server.max_json_depth, 1, 10_000),
+        ("stream_token_ttl", server.stream_token_ttl, 1, None),
         ("events_per_run", server.events_per_run, 1, None),
         ("finished_runs_kept", server.finished_runs_kept, 0, None),
     ]
@@ -62,6 +67,14 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
                 f"expected {low} to {high}" if high is not None else (f"expected {low} or more")
             )
             issues.append(ConfigIssue(loc, path, expected, value, True))
+    issues += key_issues(config)
+    for index, origin in enumerate(server.allowed_origins):
+        if not ORIGIN.fullmatch(origin.strip()):
+            path = f"server.allowed_origins.{index}"
+            where = config.source_of(path) or config.source_of("server.allowed_origins")
+            message = "expected an origin: scheme://host[:port], no path"
+            where = where or Location(str(config.file))
+            issues.append(ConfigIssue(where, path, message, origin, True))
     return issues
 
 

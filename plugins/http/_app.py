@@ -2,32 +2,65 @@
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
 import math
 import re
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
-from soulacy.kernel import ConfigError, Kernel, UsageError, redact, structure
+from soulacy.kernel import (
+    CapacityError,
+    ConfigError,
+    Kernel,
+    RunIdInUse,
+    UsageError,
+    redact,
+    structure,
+)
 
-from ._asgi import HttpError, Receive, Request, Send, send_json, sse
+from ._asgi import (
+    HttpError,
+    Receive,
+    Request,
+    Send,
+    adding_headers,
+    parse_json,
+    send_empty,
+    send_json,
+    sse,
+)
 from ._config import ServerConfig
+from ._guard import Guard
+from ._limits import check_depth, check_json_type, last_event_id
+from ._principals import Principals
 from ._runlog import RunLog, RunLogs
+from ._tokens import EventTokens
+
+if TYPE_CHECKING:  # not exported by soulacy.kernel (yet): only its type is needed here
+    from soulacy.kernel._conversations import RunHandle
 
 PREFIX = "/api/v1"
 OPENAPI = Path(__file__).with_name("openapi.json")
-LOCAL = "local"  # the principal of loopback clients when no API key is configured
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
+TOKEN_HEADER = "soulacy-events-token"
+# A run whose log is gone (a restart) replays its result under this id, the largest a
+# JavaScript number holds exactly, so that "Last-Event-ID at or past it" means "seen the end".
+REPLAYED_RESULT_ID = 2**53 - 1
+DEADLINE_EVENT = "run_error"  # not "error": EventSource fires its own "error" events
+CAPACITY_KEYS = {
+    "overall": "runtime.max_concurrent_sessions",
+    "principal": "runtime.max_concurrent_sessions_per_principal",
+}
 _ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")  # no "/": ids appear in URL paths
 
 Handler = Callable[[Request], Awaitable[None]]
+Auth = Literal["none", "key", "key or token"]
 
 
 @attrs.frozen
@@ -58,6 +91,8 @@ def _fields(error: ConfigError, key: str) -> dict[str, str]:
 
 
 def parse(data: Any, type_: Any) -> Any:
+    if not isinstance(data, dict):  # null, a list, a number: the converter would crash or coerce
+        raise HttpError(422, "invalid request body", {"body": "expected a JSON object"})
     try:
         return structure(data, type_, origin="request", key="body")
     except ConfigError as exc:
@@ -73,26 +108,46 @@ def _check_id(name: str, value: str | None) -> None:
         )
 
 
+@attrs.frozen
+class Route:
+    method: str
+    pattern: re.Pattern[str]
+    handler: Handler
+    auth: Auth
+
+
 class Api:
     def __init__(self, kernel: Kernel, config: ServerConfig, logs: RunLogs) -> None:
         self.kernel = kernel
         self.config = config
         self.logs = logs
         self.runs: trio.Nursery | None = None  # where runs execute, apart from requests
-        self._tokens = [(p, k.encode()) for p, k in config.api_keys.items()]
-        self.routes: list[tuple[str, re.Pattern[str], Handler, bool]] = [
-            ("GET", re.compile(r"/health"), self.health, False),
-            ("GET", re.compile(r"/openapi\.json"), self.openapi, False),
-            ("POST", re.compile(r"/chat"), self.chat, True),
-            ("POST", re.compile(r"/chat/stream"), self.chat_stream, True),
-            ("POST", re.compile(r"/chat/cancel"), self.cancel, True),
-            ("GET", re.compile(r"/history/(?P<session_id>[^/]+)"), self.history, True),
-            ("GET", re.compile(r"/runs/(?P<run_id>[^/]+)"), self.run, True),
-            ("GET", re.compile(r"/runs/(?P<run_id>[^/]+)/events"), self.events, True),
-            ("GET", re.compile(r"/agents"), self.agents, True),
-            ("GET", re.compile(r"/agents/(?P<agent_id>[^/]+)/preparation"), self.preparation, True),
-            ("GET", re.compile(r"/config"), self.get_config, True),
-            ("PATCH", re.compile(r"/config"), self.patch_config, True),
+        self.principals = Principals(config)
+        self.guard = Guard(config)
+        self.tokens = EventTokens(config.stream_token_ttl)
+        # run id -> principal, from the synchronous claim until the run's log is open: the
+        # check and the claim of a run id are never separated by an await.
+        self._claims: dict[str, str | None] = {}
+        run = r"/runs/(?P<run_id>[^/]+)"
+        self.routes = [
+            Route("GET", re.compile(r"/health"), self.health, "none"),
+            Route("GET", re.compile(r"/openapi\.json"), self.openapi, "none"),
+            Route("POST", re.compile(r"/chat"), self.chat, "key"),
+            Route("POST", re.compile(r"/chat/stream"), self.chat_stream, "key"),
+            Route("POST", re.compile(r"/chat/cancel"), self.cancel, "key"),
+            Route("GET", re.compile(r"/history/(?P<session_id>[^/]+)"), self.history, "key"),
+            Route("GET", re.compile(run), self.run, "key"),
+            Route("GET", re.compile(run + "/events"), self.events, "key or token"),
+            Route("POST", re.compile(run + "/token"), self.issue_token, "key"),
+            Route("GET", re.compile(r"/agents"), self.agents, "key"),
+            Route(
+                "GET",
+                re.compile(r"/agents/(?P<agent_id>[^/]+)/preparation"),
+                self.preparation,
+                "key",
+            ),
+            Route("GET", re.compile(r"/config"), self.get_config, "key"),
+            Route("PATCH", re.compile(r"/config"), self.patch_config, "key"),
         ]
 
     # -- ASGI ----------------------------------------------------------------------------------
@@ -104,60 +159,93 @@ class Api:
         if scope["type"] != "http":
             raise RuntimeError(f"unsupported ASGI scope {scope['type']!r}")
         request = Request.from_scope(scope, receive, send)
+        cors = self.guard.cors_headers(request.headers)
+        if cors:  # on whatever answer this request gets, errors included
+            request.send = adding_headers(request.send, cors)
         try:
+            self.guard.check_host(request.headers)
             handler = self._route(request)
             await handler(request)
         except HttpError as exc:
-            await send_json(send, exc.status, exc.body())
+            await send_json(request.send, exc.status, exc.body(), exc.headers)
         except ConfigError as exc:
             await send_json(
-                send,
+                request.send,
                 422,
                 {"error": "invalid request", "status": 422, "fields": _fields(exc, "overrides")},
             )
         except UsageError as exc:
-            await send_json(send, 400, {"error": str(exc), "status": 400})
+            await send_json(request.send, 400, {"error": str(exc), "status": 400})
 
     def _route(self, request: Request) -> Handler:
         if not request.path.startswith(PREFIX):
             raise HttpError(404, "not found")
         path = request.path[len(PREFIX) :]
         allowed = []
-        for method, pattern, handler, needs_auth in self.routes:
-            match = pattern.fullmatch(path)
+        for route in self.routes:
+            match = route.pattern.fullmatch(path)
             if match is None:
                 continue
-            if method != request.method:
-                allowed.append(method)
+            if route.method != request.method:
+                allowed.append(route.method)
                 continue
             request.params = match.groupdict()
-            if needs_auth:
-                request.principal = self._principal(request)
-            return handler
-        if allowed:
-            raise HttpError(405, f"method not allowed (allowed: {', '.join(allowed)})")
-        raise HttpError(404, "not found")
+            self.guard.check_origin(request.method, request.headers, request.scheme)
+            if route.auth != "none":
+                request.principal = self._principal(request, route.auth)
+            return route.handler
+        if not allowed:
+            raise HttpError(404, "not found")
+        if request.method == "OPTIONS":
+            return self._options(allowed)
+        raise HttpError(
+            405,
+            f"method not allowed (allowed: {', '.join(allowed)})",
+            headers={"allow": ", ".join(allowed)},
+        )
 
-    def _principal(self, request: Request) -> str:
-        """Bearer tokens map to principals; without keys, only loopback clients are served."""
-        if not self._tokens:
-            if _loopback(request.client):
-                return LOCAL
-            raise HttpError(403, "no API key is configured, so only loopback clients are served")
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        found = None
-        for principal, key in self._tokens:  # compare with every key: constant time per key
-            if hmac.compare_digest(token.strip().encode(), key) and scheme.lower() == "bearer":
-                found = principal
-        if found is None:
-            raise HttpError(401, "missing or invalid bearer token")
-        return found
+    def _options(self, allowed: list[str]) -> Handler:
+        async def answer(request: Request) -> None:
+            headers = {"allow": ", ".join([*allowed, "OPTIONS"])}
+            if "access-control-request-method" in request.headers:  # a CORS preflight
+                headers.update(self.guard.preflight(request.headers, allowed))
+            await send_empty(request.send, 204, headers)
+
+        return answer
+
+    def _principal(self, request: Request, auth: Auth) -> str:
+        # A token only where the route takes one, and only without Authorization: a client
+        # that can send the header uses its key.
+        token = _query(request.query, "token") if auth == "key or token" else None
+        if (
+            token is not None
+            and "authorization" not in request.headers
+            and not self.principals.keyless
+        ):
+            return self.tokens.verify(token, request.params["run_id"], self.principals.keys)
+        return self.principals.authenticate(request.headers, request.client)
+
+    async def _json(self, request: Request) -> Any:
+        """The JSON body of a request: JSON content type, bounded size and nesting depth."""
+        check_json_type(request.headers)
+        raw = await request.body(self.config.max_body_bytes)
+        check_depth(raw, self.config.max_json_depth)
+        return parse_json(raw)
 
     def _admin(self, request: Request) -> None:
-        if request.principal == LOCAL or request.principal in self.config.admins:
-            return
-        raise HttpError(403, "this principal may not read or change the configuration")
+        if not self.principals.is_admin(request.principal):
+            raise HttpError(403, "this principal may not read or change the configuration")
+
+    def _visible(self, owner: str | None, request: Request) -> bool:
+        """A principal sees its own runs; keyless loopback mode's ``local`` sees everything."""
+        return self.principals.sees_everything(request.principal) or (
+            owner is not None and owner == request.principal
+        )
+
+    def _token_header(self, run_id: str, principal: str | None) -> dict[str, str]:
+        if principal is None or self.principals.keyless:
+            return {}
+        return {TOKEN_HEADER: self.tokens.issue(run_id, principal)[0]}
 
     # -- handlers --------------------------------------------------------------------------
 
@@ -168,43 +256,83 @@ class Api:
         await send_json(request.send, 200, json.loads(OPENAPI.read_text()))
 
     async def _start(self, request: Request) -> tuple[RunLog, float]:
-        body: ChatBody = parse(await request.json(self.config.max_body_bytes), ChatBody)
+        body: ChatBody = parse(await self._json(request), ChatBody)
         _check_id("run_id", body.run_id)
         _check_id("session_id", body.session_id)
-        try:
-            agent = self.kernel.agent(body.agent_id)
-        except ConfigError:
-            raise
-        except UsageError:
-            raise HttpError(404, f"no agent {body.agent_id!r}") from None
+        # Only the workspace's agents: a request's agent id never reaches the file system.
+        if body.agent_id not in self.kernel.agent_ids():
+            raise HttpError(404, f"no agent {body.agent_id!r}")
+        agent = self.kernel.agent(body.agent_id)
         if not agent.section("enabled"):
             raise HttpError(409, f"agent {body.agent_id!r} is disabled")
         policy = self.kernel.resolve_policy(body.agent_id, body.overrides or {})
         run_id = body.run_id or uuid.uuid4().hex
-        current = self.logs.get(run_id)
-        stored = (
-            None
-            if current is not None
-            else (await self.kernel.conversation_store().get_run(run_id))
-        )
-        owner = (
-            current.principal
-            if current is not None
-            else (stored.principal if stored else request.principal)
-        )
-        if not self._visible(owner, request):
-            raise HttpError(404, f"no run {run_id!r}")  # another principal's: not confirmed
-        if current is not None and not current.finished:
-            raise HttpError(409, f"run {run_id!r} is still running")
-        log = self.logs.open(run_id, request.principal)
         session_id = body.session_id or uuid.uuid4().hex
+        principal = request.principal
+        # From here to the log's opening, the run id is held: first synchronously (no await
+        # between the check and the claim), then by its open log.
+        self._claim(run_id, request)
+        try:
+            handle = self._reserve(run_id, body, session_id, principal)
+            try:  # the reservation is given back if this request is refused after all
+                stored = await self.kernel.conversation_store().get_run(run_id)
+                if stored is not None and not self._visible(stored.principal, request):
+                    raise HttpError(404, f"no run {run_id!r}")  # another principal's
+                log = self.logs.open(run_id, principal)
+            except BaseException:
+                self.kernel.release_run(handle)
+                raise
+        finally:
+            del self._claims[run_id]
         assert self.runs is not None
-        self.runs.start_soon(self._execute, body, run_id, session_id, request.principal, log)
+        self.runs.start_soon(self._execute, body, run_id, session_id, principal, log, handle)
         deadline = policy.http_timeout.value
         return log, math.inf if deadline is None else float(deadline)
 
+    def _claim(self, run_id: str, request: Request) -> None:
+        """Hold ``run_id`` for this request, or refuse: 409 to its owner, 404 to others."""
+        current = self.logs.get(run_id)
+        if run_id in self._claims:
+            owner, live = self._claims[run_id], True
+        elif current is not None:
+            owner, live = current.principal, not current.finished
+        else:
+            owner, live = request.principal, False
+        if not self._visible(owner, request):
+            raise HttpError(404, f"no run {run_id!r}")  # another principal's: not confirmed
+        if live:
+            raise HttpError(409, f"run {run_id!r} is still running")
+        self._claims[run_id] = request.principal
+
+    def _reserve(
+        self, run_id: str, body: ChatBody, session_id: str, principal: str | None
+    ) -> RunHandle:
+        """The kernel's reservation: synchronous and atomic, with the concurrency caps."""
+        try:
+            return self.kernel.reserve_run(
+                run_id,
+                agent_id=body.agent_id,
+                session_id=session_id,
+                user_id=body.user_id,
+                principal=principal,
+                text=body.text,
+                overrides=body.overrides or {},
+            )
+        except RunIdInUse as exc:  # a run of this kernel started elsewhere holds it
+            if exc.owner == principal:
+                raise HttpError(409, f"run {run_id!r} is still running") from None
+            raise HttpError(404, f"no run {run_id!r}") from None
+        except CapacityError as exc:
+            raise _capacity(exc) from None
+
     async def _execute(
-        self, body: ChatBody, run_id: str, session_id: str, principal: str | None, log: RunLog
+        self,
+        body: ChatBody,
+        run_id: str,
+        session_id: str,
+        principal: str | None,
+        log: RunLog,
+        handle: RunHandle,
     ) -> None:
         try:
             await self.kernel.run(
@@ -216,6 +344,7 @@ class Api:
                 principal=principal,
                 overrides=body.overrides or {},
                 stream=True,
+                reservation=handle,
             )
         except Exception as exc:  # one run's failure must never take the server down
             if not log.finished:  # failed before its terminal event: still end with a result
@@ -242,23 +371,54 @@ class Api:
                 f"the HTTP deadline passed; run {log.run_id!r} goes on:"
                 f" GET {PREFIX}/runs/{log.run_id}",
             )
-        await send_json(request.send, 200, dict(log.result.data))
+        headers = self._token_header(log.run_id, request.principal)
+        await send_json(request.send, 200, dict(log.result.data), headers)
 
     async def chat_stream(self, request: Request) -> None:
         log, deadline = await self._start(request)
-        await self._stream(request, log, 0, deadline)
+        headers = self._token_header(log.run_id, request.principal)
+        await self._stream(request, log, 0, deadline, headers)
+
+    async def issue_token(self, request: Request) -> None:
+        run_id = request.params["run_id"]
+        log = self.logs.get(run_id)
+        owner = log.principal if log is not None else None
+        if log is None:
+            stored = await self.kernel.conversation_store().get_run(run_id)
+            owner = stored.principal if stored is not None else None
+            if stored is None:
+                raise HttpError(404, f"no run {run_id!r}")
+        if not self._visible(owner, request) or request.principal is None:
+            raise HttpError(404, f"no run {run_id!r}")
+        token, expires = self.tokens.issue(run_id, request.principal)
+        await send_json(
+            request.send,
+            200,
+            {
+                "run_id": run_id,
+                "token": token,
+                "expires_at": expires,
+                "expires_in": self.tokens.lifetime,
+            },
+            {"cache-control": "no-store"},
+        )
 
     async def events(self, request: Request) -> None:
         run_id = request.params["run_id"]
-        last = request.headers.get("last-event-id", "0")
-        last_id = int(last) if last.isdigit() else 0
+        last_id = last_event_id(request.headers)
         log = self.logs.get(run_id)
         if log is not None and self._visible(log.principal, request):
+            if log.result is not None and last_id >= log.result.id:
+                await send_empty(request.send, 204)  # seen the end: EventSource stops here
+                return
             await self._stream(request, log, last_id, math.inf)
             return
         stored = await self.kernel.conversation_store().get_run(run_id)
         if stored is None or not self._visible(stored.principal, request):
             raise HttpError(404, f"no run {run_id!r}")
+        if last_id >= REPLAYED_RESULT_ID:
+            await send_empty(request.send, 204)
+            return
         # A run from before a restart: its terminal event is rebuilt from the store.
         meta = dict(stored.metadata or {"status": stored.status})
         result = {
@@ -270,22 +430,29 @@ class Api:
             "metadata": meta,
             "replayed_from_store": True,
         }
-        await _sse_start(request.send)
-        await request.send({"type": "http.response.body", "body": sse(None, "result", result)})
+        await _sse_start(request)
+        await request.send(
+            {"type": "http.response.body", "body": sse(REPLAYED_RESULT_ID, "result", result)}
+        )
 
-    async def _stream(self, request: Request, log: RunLog, last_id: int, deadline: float) -> None:
-        await _sse_start(request.send)
+    async def _stream(
+        self,
+        request: Request,
+        log: RunLog,
+        last_id: int,
+        deadline: float,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        await _sse_start(request, headers)
         with trio.move_on_after(deadline) as scope:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_on_disconnect, request.receive, nursery.cancel_scope)
                 await self._pump(request.send, log, last_id)
                 nursery.cancel_scope.cancel()
         if scope.cancelled_caught:
+            data = {"error": "HTTP deadline passed", "run_id": log.run_id}
             await request.send(
-                {
-                    "type": "http.response.body",
-                    "body": sse(None, "error", {"error": "HTTP deadline passed"}),
-                }
+                {"type": "http.response.body", "body": sse(None, DEADLINE_EVENT, data)}
             )
         await request.send({"type": "http.response.body", "body": b""})
 
@@ -315,7 +482,7 @@ class Api:
                 )
 
     async def cancel(self, request: Request) -> None:
-        body: CancelBody = parse(await request.json(self.config.max_body_bytes), CancelBody)
+        body: CancelBody = parse(await self._json(request), CancelBody)
         log = self.logs.get(body.run_id)
         if log is None or not self._visible(log.principal, request):
             raise HttpError(404, f"no run {body.run_id!r}")
@@ -387,7 +554,7 @@ class Api:
 
     async def patch_config(self, request: Request) -> None:
         self._admin(request)
-        body: ConfigPatch = parse(await request.json(self.config.max_body_bytes), ConfigPatch)
+        body: ConfigPatch = parse(await self._json(request), ConfigPatch)
         try:
             changed = self.kernel.update_config(body.changes)
         except ConfigError as exc:
@@ -398,32 +565,31 @@ class Api:
             ) from None
         await send_json(request.send, 200, {"changed": changed})
 
-    def _visible(self, owner: str | None, request: Request) -> bool:
-        """A principal sees its own runs; loopback without keys (LOCAL) sees everything."""
-        return request.principal == LOCAL or (owner is not None and owner == request.principal)
 
-
-def _loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-async def _sse_start(send: Send) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [
-                (b"content-type", b"text/event-stream"),
-                (b"cache-control", b"no-cache"),
-                (b"x-accel-buffering", b"no"),
-            ],
-        }
+def _capacity(exc: CapacityError) -> HttpError:
+    key = CAPACITY_KEYS.get(exc.scope, "runtime.max_concurrent_sessions")
+    retry = str(max(1, math.ceil(exc.retry_after)))
+    return HttpError(
+        429,
+        str(exc),
+        headers={"retry-after": retry},
+        extra={"limit": {"scope": exc.scope, "max": exc.limit, "key": key}},
     )
+
+
+def _query(query: str, name: str) -> str | None:
+    values = urllib.parse.parse_qs(query, keep_blank_values=True).get(name)
+    return values[-1] if values else None
+
+
+async def _sse_start(request: Request, headers: dict[str, str] | None = None) -> None:
+    raw = [
+        (b"content-type", b"text/event-stream"),
+        (b"cache-control", b"no-cache"),
+        (b"x-accel-buffering", b"no"),
+    ]
+    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await request.send({"type": "http.response.start", "status": 200, "headers": raw})
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -15,14 +15,24 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 class HttpError(Exception):
     """An error answer: status, message and (for validation) the fields at fault."""
 
-    def __init__(self, status: int, message: str, fields: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        fields: Mapping[str, str] | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.fields = dict(fields or {})
+        self.headers = dict(headers or {})  # e.g. Allow on a 405, Retry-After on a 429
+        self.extra = dict(extra or {})  # more members of the JSON body (a 429's limit)
 
     def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"error": self.message, "status": self.status}
+        out: dict[str, Any] = {"error": self.message, "status": self.status, **self.extra}
         if self.fields:
             out["fields"] = self.fields
         return out
@@ -35,6 +45,7 @@ class Request:
     headers: dict[str, str]
     client: str | None
     query: str
+    scheme: str
     receive: Receive
     send: Send
     params: dict[str, str] = attrs.Factory(dict)
@@ -52,13 +63,14 @@ class Request:
             headers,
             client[0] if client else None,
             scope.get("query_string", b"").decode("latin-1"),
+            scope.get("scheme", "http"),
             receive,
             send,
         )
 
     async def body(self, limit: int) -> bytes:
-        declared = self.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        declared = self.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise HttpError(413, f"request body larger than {limit} bytes")
         chunks, size = [], 0
         while True:
@@ -73,14 +85,36 @@ class Request:
             if not message.get("more_body"):
                 return b"".join(chunks)
 
-    async def json(self, limit: int) -> Any:
-        raw = await self.body(limit)
-        if not raw:
-            raise HttpError(400, "expected a JSON body")
-        try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise HttpError(400, f"invalid JSON: {exc}") from None
+
+def parse_json(raw: bytes) -> Any:
+    """The JSON value of a body (its nesting depth already bounded: see _limits)."""
+    if not raw:
+        raise HttpError(400, "expected a JSON body", {"body": "empty"})
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HttpError(400, f"invalid JSON: {exc}", {"body": "not JSON"}) from None
+    except RecursionError:  # the depth bound should have caught it: never a 500 anyway
+        raise HttpError(422, "invalid request body", {"body": "nested too deeply"}) from None
+
+
+def adding_headers(send: Send, headers: Sequence[tuple[str, str]]) -> Send:
+    """``send`` that adds ``headers`` to the answer's start (CORS headers on every answer)."""
+    raw = [(k.encode(), v.encode()) for k, v in headers]
+
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *raw]}
+        await send(message)
+
+    return wrapped
+
+
+async def send_empty(send: Send, status: int, headers: Mapping[str, str] | None = None) -> None:
+    """An answer without a body (204)."""
+    raw = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def send_json(

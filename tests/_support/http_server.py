@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -76,3 +78,68 @@ def serve_in_thread(make: Callable[[], Kernel]) -> Iterator[str]:
     finally:
         trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
         thread.join(30)
+
+
+def standard_agents(workspace: Any) -> None:
+    """The agents the transport tests chat with: quick, slow and with a tool call."""
+    workspace.scripted_agent("echo", [{"text": "hello there"}], repeat=True)
+    workspace.scripted_agent("slow", [{"text": "late", "sleep": 30}], repeat=True)
+    workspace.scripted_agent("pause", [{"text": "after a pause", "sleep": 1}], repeat=True)
+    workspace.scripted_agent(
+        "tooly", [{"tool": "missing", "arguments": {}}, {"text": "done"}], repeat=True
+    )
+
+
+def keyed_config(extra: str = "") -> str:
+    """config.yaml with the three test principals (root is the only admin)."""
+    keys = ", ".join(f"{p}: {k}" for p, k in KEYS.items())
+    return f"server:\n  port: 0\n  api_keys: {{{keys}}}\n  admins: [root]\n{extra}"
+
+
+@asynccontextmanager
+async def open_server(make_kernel: Callable[..., Kernel], **options: Any) -> AsyncIterator[Server]:
+    """A kernel serving HTTP on 127.0.0.1:0 in this test's Trio run."""
+    async with open_kernel(kernel=make_kernel(**options), grace_period=1) as running:
+        yield Server(running, running.started["http"][0])
+
+
+def host_port(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@contextmanager
+def static_site(html: str) -> Iterator[str]:
+    """A page served from another loopback port: another origin than the API."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}/"
+    finally:
+        site.shutdown()
+        site.server_close()

@@ -78,14 +78,17 @@ async def test_a_client_that_disconnects_does_not_cancel_the_run(server: Server)
     body = json.dumps({"agent_id": "slow", "text": "go", "run_id": "walk-away"}).encode()
     stream = await trio.open_tcp_stream(host, int(port))
     await stream.send_all(
-        b"POST /api/v1/chat/stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /api/v1/chat/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + b"Content-Type: application/json\r\n"
         + f"Authorization: Bearer {KEYS['alice']}\r\n".encode()
         + f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
     )
     received = b""
     while b"event: run" not in received:
-        received += await stream.receive_some(65536)
+        chunk = await stream.receive_some(65536)
+        assert chunk, received  # the server must not hang up first
+        received += chunk
     await stream.aclose()
     async with server.client() as client:
         await trio.sleep(0.2)
@@ -182,7 +185,9 @@ async def test_invalid_bodies_are_4xx_naming_the_field(
 
 async def test_malformed_and_oversized_bodies(server: Server) -> None:
     async with server.client() as client:
-        assert (await client.post("/chat", content=b"{not json")).status_code == 400
+        json_type = {"Content-Type": "application/json"}
+        bad = await client.post("/chat", content=b"{not json", headers=json_type)
+        assert bad.status_code == 400
         assert (
             await client.post("/chat", json={"agent_id": "ghost", "text": "x"})
         ).status_code == 404
@@ -194,12 +199,15 @@ async def test_an_oversized_body_is_refused_before_it_is_read(server: Server) ->
     host, port = server.url.removeprefix("http://").split(":")
     stream = await trio.open_tcp_stream(host, int(port))
     await stream.send_all(
-        b"POST /api/v1/chat HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n"
+        b"POST /api/v1/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2000000\r\n"
+        + b"Content-Type: application/json\r\n"
         + f"Authorization: Bearer {KEYS['alice']}\r\n\r\n".encode()
     )
     answer = b""
     while not answer.endswith(b"}"):
-        answer += await stream.receive_some(65536)
+        chunk = await stream.receive_some(65536)
+        assert chunk, answer
+        answer += chunk
     await stream.aclose()
     assert answer.startswith(b"HTTP/1.1 413")
     assert b"request body larger than 1048576 bytes" in answer

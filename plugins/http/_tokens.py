@@ -1,0 +1,80 @@
+"""Short-lived tokens that let a browser's EventSource read one run's events.
+
+EventSource cannot send ``Authorization``, so the run's owner gets a token (in the
+``Soulacy-Events-Token`` header of ``POST /chat`` and ``/chat/stream``, or from
+``POST /runs/{run_id}/token``) and passes it as ``?token=`` to ``GET /runs/{run_id}/events``.
+A token is ``v1.<expiry>.<principal>.<mac>``: an HMAC-SHA256 over the purpose, the run id, the
+principal and the expiry (unix seconds), keyed by a secret drawn when the server starts. So a
+token reads one run's events, as one principal, until it expires or the server restarts; it
+grants nothing else. See docs/security.md for the threat model.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from collections.abc import Callable, Container
+
+from ._asgi import HttpError
+
+_SHAPE = re.compile(r"v1\.([0-9]{1,12})\.([A-Za-z0-9_-]{1,400})\.([A-Za-z0-9_-]{43})")
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class EventTokens:
+    """Issues and checks the tokens of one server process."""
+
+    def __init__(
+        self,
+        lifetime: int,
+        *,
+        secret: bytes | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.lifetime = lifetime
+        self._secret = secret or secrets.token_bytes(32)  # never leaves this process
+        self._clock = clock
+
+    def issue(self, run_id: str, principal: str) -> tuple[str, int]:
+        """A token for ``principal`` to read ``run_id``'s events, and its expiry (unix s)."""
+        expires = int(self._clock()) + self.lifetime
+        return self._token(run_id, principal, expires), expires
+
+    def verify(self, token: str, run_id: str, principals: Container[str]) -> str:
+        """The principal the token was issued to; HttpError 401 when it does not hold.
+
+        Messages never repeat the token: answers and logs must not carry it.
+        """
+        shape = _SHAPE.fullmatch(token)
+        if shape is None:
+            raise HttpError(401, "invalid events token")
+        expires = int(shape.group(1))
+        try:
+            principal = _unb64(shape.group(2)).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise HttpError(401, "invalid events token") from None
+        expected = self._token(run_id, principal, expires)
+        if not hmac.compare_digest(expected.encode(), token.encode()):
+            raise HttpError(401, "invalid events token (or one for another run)")
+        if expires < self._clock():
+            raise HttpError(401, "the events token expired; ask POST /runs/{run_id}/token again")
+        if principal not in principals:  # its key was removed since: the token goes with it
+            raise HttpError(401, "invalid events token")
+        return principal
+
+    def _token(self, run_id: str, principal: str, expires: int) -> str:
+        # Fields joined by NUL: no run id or principal can shift a field boundary.
+        message = b"\0".join([b"soulacy-events-v1", run_id.encode(), principal.encode()])
+        mac = hmac.new(self._secret, message + b"\0" + str(expires).encode(), hashlib.sha256)
+        return f"v1.{expires}.{_b64(principal.encode())}.{_b64(mac.digest())}"
