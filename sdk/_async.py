@@ -142,7 +142,7 @@ async def _read_events(
                     await response.aread()
                     follow.refused(response)
                 else:
-                    follow.opened()
+                    follow.opened(response.status_code)
                     lines = response.aiter_lines()
                     try:
                         async for line in lines:

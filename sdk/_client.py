@@ -149,7 +149,7 @@ def _read_events(http: httpx.Client, follow: Follow) -> Generator[StreamEvent, N
                     response.read()
                     follow.refused(response)
                 else:
-                    follow.opened()
+                    follow.opened(response.status_code)
                     for line in response.iter_lines():
                         if (event := follow.feed(line)) is not None:
                             yield event

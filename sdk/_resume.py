@@ -70,6 +70,7 @@ class Follow:
         self._failures = 0
         self._delay = 0.0  # before the next attempt
         self._decoder = SseDecoder()
+        self._nothing_more = False  # the last answer was a 204: the run has ended
 
     @classmethod
     def chat(cls, body: Mapping[str, Any], max_reconnects: int = DEFAULT_RECONNECTS) -> Follow:
@@ -106,10 +107,12 @@ class Follow:
             self.reconnects += 1
             yield self._delay, self._current
 
-    def opened(self) -> None:
-        """The current request was answered with the stream: the server holds the run."""
+    def opened(self, status: int = 200) -> None:
+        """The current request was answered with the stream: the server holds the run. A 204
+        says the run has ended and holds no event past the last one received."""
         self._resumable = True
         self._decoder = SseDecoder()
+        self._nothing_more = status == 204
 
     def feed(self, line: str) -> StreamEvent | None:
         """One line of the stream; returns the event to deliver, if it completes a new one.
@@ -136,9 +139,14 @@ class Follow:
         return None
 
     def ended(self) -> None:
-        """The body ended: the stream is done after its terminal event, else it reconnects."""
-        if not self.finished:
-            self.dropped(None)
+        """The body ended: the stream is done after its terminal event, else it reconnects
+        (unless the server said there is nothing more: reconnecting would loop)."""
+        if self.finished:
+            return
+        if self._nothing_more:
+            what = "the run has ended and the server holds no event past the last one received"
+            raise self._current.error(f"{self._current}: {what}", 204, None)
+        self.dropped(None)
 
     def refused(self, response: httpx.Response) -> None:
         """The current request got an error status (body read): raise, or retry later.

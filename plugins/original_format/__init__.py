@@ -72,11 +72,9 @@ WORKSPACE_TOP = {
 WORKSPACE_NESTED = {
     "server.gui_enabled": "the original web portal",
     "server.gui_static_dir": "the original web portal",
-    "server.api_key": "bearer tokens are `server.api_keys`, by principal",
     "server.tls_cert": "terminate TLS in a reverse proxy",
     "server.tls_key": "terminate TLS in a reverse proxy",
     "server.allow_unauthenticated": "",
-    "server.allowed_origins": "",
     "runtime.max_agent_call_depth": "",
     "runtime.python_bin": "tools run in the runtime's own Python",
     "runtime.allow_system_agents": "",

@@ -396,3 +396,14 @@ def test_json_bodies_are_sent_as_application_json() -> None:
     ]
     assert {r.headers["content-type"] for r in bodies} == {"application/json"}
     assert "content-type" not in seen[-1].headers  # a GET carries no body
+
+
+def test_a_204_from_the_events_route_ends_the_stream_instead_of_reconnecting_forever() -> None:
+    """The server answers 204 when a finished run holds nothing past Last-Event-ID."""
+    answers = iter([stream_answer(sse(RUN)), httpx.Response(204)])
+    client, seen = mock(lambda request: next(answers))
+    with client, pytest.raises(SoulacyError) as caught:
+        client.stream("a", "hi").wait()
+    assert len(seen) == 2, "no reconnection after the 204"
+    assert caught.value.status == 204
+    assert "the run has ended" in str(caught.value)
