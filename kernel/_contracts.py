@@ -1,14 +1,20 @@
-"""What the run engine expects of the objects that per-run hooks return."""
+"""What the run engine expects of the objects that per-run hooks return.
+
+Public through :mod:`soulacy.kernel.contracts`; the hook specifications are typed with these.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import attrs
 
 from ._errors import SoulacyError
 from ._messages import Message, ToolSpec
+
+if TYPE_CHECKING:
+    from ._engine import Run
 
 VerdictKind = Literal["progress", "repeated", "stalled"]
 
@@ -27,7 +33,14 @@ class Verdict:
 
 
 class ProgressDetector(Protocol):
-    """Judges every tool result of one run (``soulacy_make_progress_detector``)."""
+    """Judges every tool result of one run (``soulacy_make_progress_detector``).
+
+    It may also define ``observe_reply(text) -> Verdict``, which the tool loop calls for each
+    reply that is not an answer (empty, or only saying it is working on it): a ``stalled``
+    verdict ends the run as ``no_progress`` with its evidence. A detector without it never
+    stops a run for idle replies. (Optional, as ``Compactor.calibrate`` is, so that detectors
+    written before it still load.)
+    """
 
     def observe(
         self, tool: str, arguments: Mapping[str, Any], result: Any, is_error: bool
@@ -49,13 +62,12 @@ class Compactor(Protocol):
     ) -> Sequence[Message]: ...
 
 
-class PassThrough:
-    """The compactor used when no plugin provides one: sends the messages as they are."""
-
-    def compact(
-        self, messages: Sequence[Message], allowance: int | None, tools: Sequence[ToolSpec] = ()
-    ) -> Sequence[Message]:
-        return messages
+# What ``soulacy_run_strategy`` returns: drives one run to its end (``run.complete(reply)`` or
+# ``raise RunStop``); the engine keeps serialization, timeouts, storage and the terminal event.
+RunStrategy: TypeAlias = "Callable[[Run], Awaitable[None]]"
+# What ``soulacy_tool_loop`` returns: the tool loop, counting each model call as a turn or, with
+# ``"steps"``, as a reasoning step (``Run.tool_loop`` calls it).
+ToolLoop: TypeAlias = "Callable[[Run, Literal['turns', 'steps']], Awaitable[None]]"
 
 
 class ContextOverflow(SoulacyError):

@@ -7,9 +7,10 @@ Turns of one conversation run one at a time across their whole model/tool exchan
 order; separate conversations run concurrently. A run id is reserved before anything of its run
 happens (synchronously: no checkpoint separates the check from the reservation), so a live run's
 id is never taken by another request; a retry of the *same* request (same conversation, same
-input) queues behind it instead, as the seed asks of concurrent retries in one process. Each run registers its own cancel scope under its run id before it
-queues, so cancelling a conversation stops its active and its queued runs, and finishing one
-run never removes another's tracking.
+input) queues behind it instead, as the seed asks of concurrent retries in one process. Each
+run registers its own cancel scope under its run id before it queues, so cancelling a
+conversation stops its active and its queued runs, and finishing one run never removes
+another's tracking.
 """
 
 from __future__ import annotations

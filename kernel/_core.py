@@ -398,7 +398,7 @@ def new_agent(
 def store_label(kernel: Kernel, hook: str, store: Any) -> str:
     """Which store answered ``hook``: the plugin, and where its data is (``describe()``)."""
     _, plugin = kernel.pm.first_result(hook, kernel=kernel)
-    if plugin is None:
+    if plugin is None or plugin == "memory_store":
         return "memory: no loaded plugin provides a store, so nothing outlives a command"
     describe = getattr(store, "describe", None)
     where = describe() if callable(describe) else None

@@ -1,9 +1,11 @@
-"""The classic tool loop: model turn, tool calls, repeat, under the resolved execution policy.
+"""The run engine: the run object and the mechanisms every run strategy drives.
 
 The engine decides nothing on its own: limits come from the policy hook, the view sent to the
 model from the compactor hook, stall verdicts from the progress hook, permissions from the
-permission hook. It only enforces what they answer, and always ends with a terminal event that
-says honestly how the run ended.
+permission hook, and how the run proceeds from the run strategy hook (the builtin ``classic``
+plugin's tool loop by default). It only enforces what they answer, and always ends with a
+terminal event that says honestly how the run ended. A role no plugin answers is a
+:class:`PluginError` naming the hook, never a silent default.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -20,9 +21,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
-from ._contracts import Compactor, ContextOverflow, PassThrough, ProgressDetector, Verdict
+from ._contracts import (
+    Compactor,
+    ContextOverflow,
+    ProgressDetector,
+    RunStrategy,
+    ToolLoop,
+    Verdict,
+)
 from ._conversations import ConversationKey, RunHandle
-from ._errors import UsageError
+from ._errors import PluginError, UsageError
 from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
 from ._redact import redact_text
@@ -38,30 +46,6 @@ Verification_ = Literal["verified", "unverified", "failed"]
 
 PREVIEW_CHARS = 200  # of a tool result, in its event
 YIELD_INTERVAL = 0.001  # seconds a run may keep the Trio thread without a checkpoint
-NUDGE_EMPTY = (
-    "[soulacy] Your last reply was empty. Continue the task: call a tool, or give your final"
-    " answer."
-)
-NUDGE_PROGRESS = (
-    "[soulacy] Your last reply only said that you are working on it. Continue the task now:"
-    " call a tool, or give your final answer."
-)
-# A reply that only announces work ("Let me check that.", "Working on it...") is not an answer.
-_PROGRESS_ONLY = re.compile(
-    r"^(ok(ay)?[,.!]?\s*|sure[,.!]?\s*)?("
-    r"(i'?m|i am) (still )?(working on it|on it|looking into it|checking)"
-    r"|working on it|one moment|just a moment|stand by|please wait"
-    r"|let me (check|look|see|think|try|continue|start|work)[^.!?]*"
-    r"|i('ll| will) (now )?(check|look|start|continue|proceed|work|get started)[^.!?]*"
-    r")[.!…]*(\.\.\.)?$",
-    re.IGNORECASE,
-)
-
-
-def is_progress_only(text: str) -> bool:
-    """True for a short reply that only says the model is working on it."""
-    stripped = text.strip()
-    return len(stripped) <= 160 and bool(_PROGRESS_ONLY.match(stripped))
 
 
 @attrs.frozen
@@ -76,7 +60,8 @@ class RunRequest:
     principal: str | None = None
     overrides: Mapping[str, Any] = attrs.field(factory=dict)
     stream: bool = False
-    # "classic" forces the classic tool loop (a workflow's model-turn step uses it).
+    # "classic": strategies other than the tool loop pass (a workflow's model-turn step uses
+    # it), so the default strategy, the builtin ``classic`` plugin's tool loop, drives the run.
     mode: Literal["auto", "classic"] = "auto"
     # A run id reserved beforehand (``Kernel.reserve_run``), so that a transport can answer
     # 409/404/429 before it promises a stream; None: the run reserves its own.
@@ -201,8 +186,10 @@ class Run:
     """One run as hooks and run strategies see it.
 
     Per-run hooks (compactor, progress detector) read it; a run strategy
-    (``soulacy_run_strategy``) drives it through :meth:`call_tool`, :meth:`turn` and
-    :meth:`complete`, and ends it early by raising :class:`RunStop`.
+    (``soulacy_run_strategy``) drives it through its mechanisms — :meth:`turn`,
+    :meth:`call_model`, :meth:`call_tool`, :meth:`complete` — and ends it early by raising
+    :class:`RunStop`. What the run does between them (the tool loop, its nudges, when a reply
+    is an answer) is the strategy's policy (docs/decisions/0021-features-out-of-the-kernel.md).
     """
 
     def __init__(
@@ -267,9 +254,16 @@ class Run:
         return reply
 
     async def tool_loop(self, limit: Literal["turns", "steps"] = "turns") -> None:
-        """The classic tool loop from here on, until a final answer (``complete``) or a
-        limit; with ``limit="steps"`` each model call is a reasoning step."""
-        await self._engine._loop(self, limit)
+        """The tool loop (``soulacy_tool_loop``, the builtin ``classic`` plugin's by default)
+        from here on, until a final answer (``complete``) or a limit; with ``limit="steps"``
+        each model call is a reasoning step."""
+        loop: ToolLoop = _required(
+            self.kernel.hook.soulacy_tool_loop(kernel=self.kernel, run=self),
+            "soulacy_tool_loop",
+            "the tool loop",
+            "classic",
+        )
+        await loop(self, limit)
 
     def complete(self, reply: str) -> None:
         """End the run as completed with ``reply`` (verification follows, by hook)."""
@@ -365,6 +359,9 @@ class Engine:
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
         run.detector = kernel.hook.soulacy_make_progress_detector(kernel=kernel, run=run)
+        if run.detector is None and policy.no_progress_limit.value is not None:
+            # The policy sets a stall limit: running without a detector would ignore it.
+            _required(None, "soulacy_make_progress_detector", "progress detection", "progress")
         key = handle.conversation  # the principal and user are part of the conversation
         history = await store.load_history(key.agent_id, key.session_id, key.principal, key.user_id)
         prompt = agent.section("system_prompt")
@@ -386,8 +383,14 @@ class Engine:
             },
         )
         await self._emit(run, "run.limits", policy.to_dict())
-        # A plugin may drive this run another way (a workflow, a reasoning strategy).
-        strategy = kernel.hook.soulacy_run_strategy(kernel=kernel, run=run) or self._classic
+        # A plugin drives the run: a workflow, a reasoning strategy, or the trylast default,
+        # the builtin ``classic`` plugin's tool loop.
+        strategy: RunStrategy = _required(
+            kernel.hook.soulacy_run_strategy(kernel=kernel, run=run),
+            "soulacy_run_strategy",
+            "the run strategy",
+            "classic",
+        )
 
         with trio.move_on_after(_seconds(policy.run_timeout)) as run_scope:
             try:
@@ -432,16 +435,16 @@ class Engine:
             result.status = "failed"
             result.incomplete_reason = "outcome_failed"
 
-    async def _classic(self, run: Run) -> None:
-        await self._loop(run, "turns")
-
     def _model(self, run: Run) -> _ModelSetup:
         """The provider, model, tool specs and compactor of a run (made on first use)."""
         if run.model_setup is None:
             kernel = self.kernel
             provider_name, model = kernel.model_of(run.agent)
-            compactor: Compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run) or (
-                PassThrough()
+            compactor: Compactor = _required(
+                kernel.hook.soulacy_make_compactor(kernel=kernel, run=run),
+                "soulacy_make_compactor",
+                "the compactor",
+                "passthrough",
             )
             run.model_setup = _ModelSetup(
                 kernel.provider(provider_name),
@@ -451,44 +454,6 @@ class Engine:
                 compactor,
             )
         return run.model_setup
-
-    async def _loop(self, run: Run, limit: Literal["turns", "steps"]) -> None:
-        """The tool loop. ``limit="steps"`` counts reasoning steps (``reasoning.max_steps``,
-        capped by the turn ceiling) and times each with the reasoning step timeout."""
-        policy, result = run.policy, run.result
-        idle_replies = 0  # consecutive empty or progress-only replies
-        idle_limit = policy.no_progress_limit.value
-        timeout = policy.step_timeout if limit == "turns" else policy.reasoning_step_timeout
-        while True:
-            await run.turn(limit)
-            with trio.move_on_after(_seconds(timeout)) as step_scope:
-                reply = await self._call_model(run)
-                message = reply.message
-                run.messages.append(message)
-                if message.tool_calls:
-                    idle_replies = 0
-                    for call in message.tool_calls:
-                        await self._call_tool(run, call)
-                    continue
-                text = message.content.strip()
-                if text and not is_progress_only(text):
-                    result.reply = message.content
-                    self._finish(run, "completed")
-                    return
-                # Repair: nudge the model, keep the tools available; the turn counts.
-                idle_replies += 1
-                if idle_limit is not None and idle_replies >= idle_limit:
-                    raise RunStop(
-                        "incomplete",
-                        "no_progress",
-                        evidence={
-                            "idle_replies": idle_replies,
-                            "last_reply": message.content[:200],
-                        },
-                    )
-                run.messages.append(Message("user", NUDGE_PROGRESS if text else NUDGE_EMPTY))
-            if step_scope.cancelled_caught:
-                raise RunStop("incomplete", "step_timeout")
 
     def _account(self, run: Run, provider: str, model: str | None, usage: Any) -> None:
         kernel = self.kernel
@@ -669,7 +634,8 @@ class Engine:
                 "replayed": replayed,
                 "verdict": verdict.kind,
                 "chars": len(outcome.content),
-                "preview": outcome.content[:PREVIEW_CHARS],
+                # events reach every subscriber and stream: a tool's output may quote a key
+                "preview": redact_text(outcome.content[:PREVIEW_CHARS]),
             },
         )
         if verdict.kind == "stalled":
@@ -684,10 +650,10 @@ class Engine:
         problems = validate_arguments(tool.parameters, dict(call.arguments))
         if problems:
             return ToolOutcome("error: invalid arguments: " + "; ".join(problems), True)
-        allowed = self.kernel.hook.soulacy_tool_permission(
+        answers = self.kernel.hook.soulacy_tool_permission(
             kernel=self.kernel, agent_id=run.agent_id, tool_name=call.name, arguments=call.arguments
         )
-        if allowed is False:
+        if False in answers:  # every plugin is asked, and one deny wins over any allow
             return ToolOutcome(f"error: permission denied for tool {call.name!r}", True)
         timeout = run.policy.tool_timeout
         with trio.move_on_after(_seconds(timeout)) as scope:
@@ -773,6 +739,16 @@ class Engine:
 
     async def _emit(self, run: Run, type: str, data: Mapping[str, Any]) -> None:
         await self.kernel.events.emit(type, data, run_id=run.run_id)
+
+
+def _required(answer: Any, hook: str, role: str, builtin: str) -> Any:
+    """``answer``, or a PluginError naming the role nobody plays: never a silent default."""
+    if answer is None:
+        raise PluginError(
+            f"no loaded plugin answered {hook} ({role}; is the builtin {builtin!r} plugin"
+            " disabled? load a plugin that implements it)"
+        )
+    return answer
 
 
 def _conversation(request: RunRequest, session_id: str) -> ConversationKey:

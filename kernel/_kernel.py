@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 import attrs
+import pluggy
 import trio
 
 from ._config import ConfigSection, OwnedSection, Settings, check_section_owners, load_settings
@@ -19,16 +22,15 @@ from ._engine import Engine, RunRequest, RunResult
 from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
-from ._providers import Provider, ProviderConfig, ProviderType
+from ._providers import Provider, ProviderConfig, ProviderRegistry, ProviderType
 from ._store import (
     CheckpointStore,
     ClaimOwner,
     ConversationStore,
-    MemoryStore,
     ProofStore,
     canonical_json,
 )
-from ._tools import Tool, load_file_tool
+from ._tools import Tool
 from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
 from .policy import ModelCapacity
 
@@ -106,11 +108,10 @@ class Kernel:
         self.conversations = ConversationRegistry()
         self.read_only = False  # a read command's kernel: stores create and change no file
         self._engine: Engine | None = None
-        self._providers: dict[str, Provider] = {}
+        self._providers: ProviderRegistry | None = None  # asked for on first use
         self._stores: dict[str, Any] = {}  # by storage hook name
         # Identifies this kernel as the owner of claims (runs, schedules) in shared stores.
         self.owner = ClaimOwner.current(uuid.uuid4().hex)
-        self._memory: MemoryStore | None = None  # used when no plugin provides a store
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -157,7 +158,21 @@ class Kernel:
         )
         kernel = cls(loaded.root, loaded.pm, loaded.sections, config, loaded.environ)
         kernel._check_config(config)
-        loaded.pm.hook.soulacy_configure(kernel=kernel)
+        # Historic: a plugin registered after this still gets configured for this kernel.
+        loaded.pm.hook.soulacy_configure.call_historic(kwargs={"kernel": kernel})
+        return kernel
+
+    def sibling(self, workspace: Path) -> Kernel:
+        """A kernel on ``workspace`` with this kernel's plugins and validated configuration,
+        configured for itself (studio's scratch kernels for check runs).
+
+        Its ``soulacy_configure`` call goes through the manager's hook execution but is not
+        kept in the hook's history: a plugin registered later is configured for the kernels
+        that last, not for every short-lived sibling.
+        """
+        kernel = Kernel(workspace, self.pm, self.sections, self.config, self.environ)
+        impls = self.hook.soulacy_configure.get_hookimpls()
+        self.pm._hookexec("soulacy_configure", impls, {"kernel": kernel}, False)
         return kernel
 
     # -- configuration -----------------------------------------------------------------------
@@ -346,28 +361,31 @@ class Kernel:
         return self.conversations.cancel_conversation(key)
 
     def conversation_store(self) -> ConversationStore:
-        """The store of history, runs and tool records (memory when no plugin provides one)."""
+        """The store of history, runs and tool records (``soulacy_conversation_store``)."""
         store: ConversationStore = self._store_from("soulacy_conversation_store")
         return store
 
     def checkpoint_store(self) -> CheckpointStore:
-        """The store of workflow checkpoints and claims (memory when no plugin provides one)."""
+        """The store of workflow checkpoints and claims (``soulacy_checkpoint_store``)."""
         store: CheckpointStore = self._store_from("soulacy_checkpoint_store")
         return store
 
     def proof_store(self) -> ProofStore:
-        """The store of proofs (memory when no plugin provides one)."""
+        """The store of proofs (``soulacy_proof_store``)."""
         store: ProofStore = self._store_from("soulacy_proof_store")
         return store
 
     def _store_from(self, hook: str) -> Any:
-        """Ask a storage hook once; without an answer, one MemoryStore serves every concern."""
+        """Ask a storage hook once (the builtin ``memory_store`` answers last); no answer is
+        a PluginError: a run must never believe it stored what nothing keeps."""
         if hook not in self._stores:
             found = getattr(self.hook, hook)(kernel=self)
             if found is None:
-                if self._memory is None:
-                    self._memory = MemoryStore()
-                found = self._memory
+                raise PluginError(
+                    f"no loaded plugin answered {hook} (the {hook[8:].replace('_', ' ')};"
+                    " are the builtin 'sqlite_store' and 'memory_store' plugins disabled?"
+                    " load a store plugin)"
+                )
             self._stores[hook] = found
         return self._stores[hook]
 
@@ -375,108 +393,90 @@ class Kernel:
 
     def provider_types(self) -> dict[str, ProviderType]:
         found: dict[str, tuple[ProviderType, str]] = {}
-        for impl in self.hook.soulacy_provider_types.get_hookimpls():
-            for kind in cast("Sequence[ProviderType]", impl.function() or ()):
+        for plugin, kinds in named_contributions(self.pm, "soulacy_provider_types"):
+            for kind in cast("Sequence[ProviderType]", kinds or ()):
                 if kind.name in found:
                     raise PluginError(
-                        f"plugins {found[kind.name][1]!r} and {impl.plugin_name!r}"
+                        f"plugins {found[kind.name][1]!r} and {plugin!r}"
                         f" both define the provider type {kind.name!r}"
                     )
-                found[kind.name] = (kind, impl.plugin_name)
+                found[kind.name] = (kind, plugin)
         return {name: kind for name, (kind, _) in found.items()}
 
+    @property
+    def providers(self) -> ProviderRegistry:
+        """The provider registry (``soulacy_provider_registry``; the builtin ``providers``
+        plugin by default), asked for once and closed with the kernel."""
+        if self._providers is None:
+            registry = self.hook.soulacy_provider_registry(kernel=self)
+            if registry is None:
+                raise PluginError(
+                    "no loaded plugin answered soulacy_provider_registry (model providers;"
+                    " is the builtin 'providers' plugin disabled? load a plugin that"
+                    " implements it)"
+                )
+            self._providers = registry
+        return self._providers
+
     def provider_config(self, name: str) -> ProviderConfig:
-        configured: Mapping[str, ProviderConfig] = self.config.section("llm.providers")
-        if name in configured:
-            return configured[name]
-        if name in self.provider_types():
-            return ProviderConfig(type=name)
-        raise UsageError(
-            f"unknown provider {name!r}: configure it under llm.providers in {self.config_file}"
-            f" (configured: {', '.join(sorted(configured)) or 'none'};"
-            f" types: {', '.join(sorted(self.provider_types())) or 'none'})"
-        )
+        """The configuration of the provider called ``name`` (as the registry resolves it)."""
+        return self.providers.config(name)
 
     def provider(self, name: str) -> Provider:
-        """The provider configured as ``name`` (built once, then reused)."""
-        if name not in self._providers:
-            config = self.provider_config(name)
-            kind = self.provider_types().get(config.type)
-            if kind is None:
-                known = ", ".join(sorted(self.provider_types())) or "none"
-                raise UsageError(
-                    f"llm.providers.{name}.type: no loaded plugin provides"
-                    f" {config.type!r} (known: {known})"
-                )
-            self._providers[name] = kind.create(name, config, self)
-        return self._providers[name]
+        """The provider called ``name`` (built once per kernel by the registry)."""
+        return self.providers.provider(name)
 
     def model_of(self, agent: AgentSpec) -> tuple[str, str | None]:
-        """The provider name and model an agent uses: its own, else the workspace default."""
-        llm, default = agent.section("llm"), self.config.section("llm.default")
-        name = llm.provider or default.provider
-        if not name:
-            raise UsageError(
-                f"agent {agent.id!r} names no llm.provider in {agent.file} and"
-                f" llm.default.provider is not set in {self.config_file}"
-            )
-        model = llm.model or self.provider_config(name).model or default.model
-        return name, model
+        """The provider name and model an agent uses (as the registry resolves them)."""
+        return self.providers.model_of(agent)
 
     def provider_for(self, agent: AgentSpec) -> tuple[Provider, str | None]:
         name, model = self.model_of(agent)
         return self.provider(name), model
 
     def model_capacity(self, provider: str | None, model: str | None) -> ModelCapacity | None:
-        """Capacity from config.yaml when stated there, else as the provider reports it."""
-        if provider is None:
-            provider = self.config.section("llm.default").provider
-        if provider is None or (
-            provider not in self.config.section("llm.providers")
-            and (provider not in self.provider_types())
-        ):
-            return None  # unknown here; a run with it fails with a clear error instead
-        config = self.provider_config(provider)
-        reported = self.provider(provider).capacity(model or config.model) or ModelCapacity()
-        return ModelCapacity(
-            context_window=config.context_window or reported.context_window,
-            max_output_tokens=config.max_output_tokens or reported.max_output_tokens,
-        )
+        """The capacity of a provider's model (as the registry resolves it), or None."""
+        return self.providers.capacity(provider, model)
 
     def tools_for(self, agent: AgentSpec) -> list[Tool]:
-        """The tools an agent's SOUL.yaml lists, by name or as ``file.py:function``."""
+        """The tools an agent's SOUL.yaml lists, by name or as ``file.py:function`` (the
+        builtin ``file_tools`` plugin's), every one contributed through ``soulacy_tools``."""
         listed: list[str] = agent.section("tools")
         if not listed:
             return []
         contributed: dict[str, Tool] = {}
-        for tools in self.hook.soulacy_tools(kernel=self, agent_id=agent.id):
+        for tools in self.hook.soulacy_tools(kernel=self, agent_id=agent.id, agent=agent):
             for tool in tools or ():
-                contributed.setdefault(tool.name, tool)
+                contributed.setdefault(tool.listed_as or tool.name, tool)
         chosen = []
         for entry in listed:
-            if ":" in entry:
-                chosen.append(load_file_tool(entry, agent.file.parent))
-            elif entry in contributed:
+            if entry in contributed:
                 chosen.append(contributed[entry])
+            elif ":" in entry:
+                raise UsageError(
+                    f"{agent.file}: tools: no loaded plugin loads {entry!r} ('file.py:function'"
+                    " tools are the builtin 'file_tools' plugin's; is it disabled?)"
+                )
             else:
-                known = ", ".join(sorted(contributed)) or "none"
+                named = sorted(n for n, t in contributed.items() if t.listed_as is None)
                 raise UsageError(
                     f"{agent.file}: tools: no loaded plugin provides a tool named"
-                    f" {entry!r} (provided: {known}; or use 'file.py:function')"
+                    f" {entry!r} (provided: {', '.join(named) or 'none'};"
+                    " or use 'file.py:function')"
                 )
         return chosen
 
     async def aclose(self) -> None:
-        """Close what the kernel opened for its runs: provider connections and stores."""
-        providers, self._providers = list(self._providers.values()), {}
-        for provider in providers:
-            await provider.aclose()
-        stores = {id(s): s for s in self._stores.values()}
-        self._stores = {}
-        for store in stores.values():
-            close = getattr(store, "aclose", None)
-            if close is not None:
-                await close()
+        """Close what the kernel opened for its runs: provider connections, then whatever
+        plugins opened (``soulacy_unconfigure``: the SQLite plugin closes its store)."""
+        registry, self._providers = self._providers, None
+        if registry is not None:
+            await registry.aclose()
+        self._stores = {}  # asked again if the kernel is used after this
+        # Plugin by plugin, last registered first (as pluggy calls them), so that one plugin
+        # failing to close, sync or async, does not keep the others open.
+        callers = [call for _, call in plugin_callers(self.pm, "soulacy_unconfigure")]
+        await call_each(reversed(callers), kernel=self)
 
     # -- services ----------------------------------------------------------------------------
 
@@ -485,6 +485,22 @@ class Kernel:
         for contributed in self.hook.soulacy_services(kernel=self):
             found.extend(contributed or ())
         return found
+
+
+async def call_each(callers: Iterable[Callable[..., Sequence[Any]]], **kwargs: Any) -> None:
+    """Call each hook caller and await what is awaitable among its results ("await me maybe").
+    Every caller runs even when an earlier one fails (sync or async); the first failure is
+    raised once all have run."""
+    failure: Exception | None = None
+    for call in callers:
+        try:
+            for result in call(**kwargs):
+                if inspect.isawaitable(result):
+                    await result
+        except Exception as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
 
 
 @attrs.frozen
@@ -541,6 +557,7 @@ def load_plugins(
     for index, plugin in enumerate(extra_plugins):
         name = getattr(plugin, "name", None) or f"extra-{index}-{type(plugin).__name__}"
         pm.add(plugin, PluginInfo(str(name), "test", module_name(plugin)))
+    pm.load_builtins(builtins, fallbacks=True)  # last: asked after every other plugin
     pm.check_unknown_hooks()
     return LoadedPlugins(
         root, config_file, doc, pm, _collect_sections(pm), env, issues, tuple(plugins)
@@ -560,12 +577,47 @@ def _plugin_selection(
     return PluginSelection(section.enable, section.disable, cli)
 
 
+def named_contributions(
+    pm: SoulacyPluginManager, hook: str, **kwargs: Any
+) -> list[tuple[str, Any]]:
+    """(plugin name, answer) of each plugin implementing a collected hook, in registration
+    order, so that a contribution can name its plugin (a clash names both).
+
+    Each plugin's implementations are called through pluggy (``subset_hook_caller``), never as
+    bare functions: tracing, hook-call monitoring and the plugin's own wrappers apply.
+    """
+    return [(name, answer) for name, call in plugin_callers(pm, hook) for answer in call(**kwargs)]
+
+
+def plugin_callers(pm: SoulacyPluginManager, hook: str) -> list[tuple[str, Callable[..., Any]]]:
+    """(plugin name, a caller of that plugin's implementations alone) for each plugin that
+    implements ``hook``, in registration order.
+
+    A caller runs through the manager's hook execution, as the relay does (tracing and
+    hook-call monitoring see it; the plugin's own wrappers apply). Not ``subset_hook_caller``:
+    it puts plugins in a set, and plugin objects need not be hashable.
+    """
+    grouped: dict[int, list[pluggy.HookImpl]] = {}
+    for impl in getattr(pm.hook, hook).get_hookimpls():
+        grouped.setdefault(id(impl.plugin), []).append(impl)
+    return [
+        (impls[0].plugin_name, functools.partial(_call_impls, pm, hook, impls))
+        for impls in grouped.values()
+    ]
+
+
+def _call_impls(
+    pm: SoulacyPluginManager, hook: str, impls: list[pluggy.HookImpl], **kwargs: Any
+) -> Any:
+    return pm._hookexec(hook, impls, kwargs, False)
+
+
 def _collect_sections(pm: SoulacyPluginManager) -> list[OwnedSection]:
-    # Called per implementation (not through the relay) so that a conflict names both plugins.
-    owned = []
-    for impl in pm.hook.soulacy_config_sections.get_hookimpls():
-        for section in cast("Sequence[ConfigSection]", impl.function() or ()):
-            owned.append(OwnedSection(section, impl.plugin_name))
+    owned = [
+        OwnedSection(section, owner)
+        for owner, sections in named_contributions(pm, "soulacy_config_sections")
+        for section in cast("Sequence[ConfigSection]", sections or ())
+    ]
     problems = check_section_owners(owned)
     if problems:
         raise PluginError("; ".join(problems))

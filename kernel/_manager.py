@@ -45,11 +45,21 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("costs", "soulacy.plugins.costs"),
     ("reasoning", "soulacy.plugins.reasoning"),
     ("studio", "soulacy.plugins.studio"),
+    ("providers", "soulacy.plugins.providers"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
+    # Defaults that answer trylast: a plugin that answers the same hook replaces them.
+    ("classic", "soulacy.plugins.classic"),
+    ("file_tools", "soulacy.plugins.file_tools"),
+    ("memory_store", "soulacy.plugins.memory_store"),
+    ("passthrough", "soulacy.plugins.compaction.passthrough"),
     # Last: it only declares the original system's keys that no other plugin implements.
     ("original_format", "soulacy.plugins.original_format"),
 )
+# Builtins that are last resorts (each answers its hooks trylast): registered after every other
+# plugin, installed ones included, so that pluggy calls them last of all (it calls the trylast
+# implementations registered first, last) and an installed replacement is asked before them.
+FALLBACK_PLUGINS = frozenset({"classic", "file_tools", "memory_store", "passthrough"})
 # Plugins the kernel cannot work without; they cannot be disabled.
 ESSENTIAL_PLUGINS = frozenset({"core"})
 
@@ -142,9 +152,13 @@ class SoulacyPluginManager(pluggy.PluginManager):
         if autoloaded:
             self.autoloaded.add(info.name)
 
-    def load_builtins(self, only: Iterable[str] | None = None) -> None:
+    def load_builtins(self, only: Iterable[str] | None = None, *, fallbacks: bool = False) -> None:
+        """Register the builtins (``only`` those, if given); ``fallbacks=True`` registers the
+        last-resort ones (:data:`FALLBACK_PLUGINS`), which go after every other plugin."""
         wanted = None if only is None else set(only) | ESSENTIAL_PLUGINS
         for name, module in BUILTIN_PLUGINS:
+            if (name in FALLBACK_PLUGINS) != fallbacks:
+                continue
             if (wanted is None or name in wanted) and not self.is_blocked(name):
                 self.add(_import(module, name, "builtin"), PluginInfo(name, "builtin", module))
 

@@ -30,8 +30,12 @@ _SECRET_WORDS = frozenset(
         "credential",
         "credentials",
         "dsn",
+        "auth",
+        "signature",
     }
 )
+# Names that hold a whole connection string (a password may be inside).
+_SECRET_NAMES = frozenset({"database_url", "db_url", "connection_string", "conn_str", "dsn"})
 _SECRET_COMPOUNDS = (
     "api_key",
     "api_keys",
@@ -45,6 +49,8 @@ _SECRET_COMPOUNDS = (
     "session_token",
 )
 _COUNT_WORDS = frozenset({"max", "min", "input", "output", "per", "build", "chars", "total", "num"})
+# Before "tokens" (plural), these make it a collection of credentials rather than a count.
+_CREDENTIAL_WORDS = frozenset({"api", "access", "refresh", "auth", "bearer", "session", "id"})
 
 
 def is_secret_key(key: str) -> bool:
@@ -53,15 +59,23 @@ def is_secret_key(key: str) -> bool:
         return False
     normal = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower().replace("-", "_").replace(".", "_")
     words = [w for w in normal.split("_") if w]
-    if any(w in _SECRET_WORDS for w in words):
+    if any(w in _SECRET_WORDS or w.endswith(("password", "passwd")) for w in words):
+        return True  # PGPASSWORD, X-Custom-Auth, db_password
+    if normal in _SECRET_NAMES:
         return True
     if any(normal == c or normal.endswith("_" + c) for c in _SECRET_COMPOUNDS):
         return True
-    if words in (["key"], ["keys"]):
+    if words and words[-1] in ("key", "keys"):
+        # alone, or a kind of key: access_key, signing_key, x-functions-key, subscription_key
         return True
-    if words and words[-1] in ("token", "tokens"):
+    if len(words) > 1 and words[-2] == "key" and words[-1] in ("id", "secret"):
+        return True  # AWS_ACCESS_KEY_ID
+    if words and words[-1] == "token":
         # alone, or after a word that does not make it a count: bearer_token, hf_token
         return len(words) == 1 or words[-2] not in _COUNT_WORDS
+    if words and words[-1] == "tokens":
+        # a map of tokens (tokens, api_tokens), not a count (max_tokens, overhead_tokens)
+        return len(words) == 1 or words[-2] in _CREDENTIAL_WORDS
     return False
 
 
@@ -80,10 +94,16 @@ def redact(data: Any, key: str = "") -> Any:
     return data
 
 
+_WORD_START = r"(?<![A-Za-z0-9])"  # not \b: "_" is a word character, and access_token=… counts
 _IN_TEXT = re.compile(
-    r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{4,}"
-    r"|(\b(?:api[_-]?key|token|secret|password|authorization)\b[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
-    r"|\b(sk|pk|rk)-[A-Za-z0-9_-]{8,}"
+    # Authorization: Bearer xyz / Proxy-Authorization: Basic xyz — the scheme word is kept
+    r"(?i)(" + _WORD_START + r"(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+    r"(?:(?:bearer|basic|token|digest)\s+)?)[^\s\"',;&]{4,}"
+    r"|(" + _WORD_START + r"bearer\s+)[A-Za-z0-9._~+/=-]{4,}"
+    r"|(" + _WORD_START + r"(?:[a-z]+[_-])?(?:api[_-]?key|token|secret|password|passwd)"
+    r"(?![A-Za-z0-9])[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
+    r"|(" + _WORD_START + r"[a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+(?=@)"  # URL userinfo password
+    r"|" + _WORD_START + r"(sk|pk|rk)-[A-Za-z0-9_-]{8,}"
 )
 
 
@@ -93,9 +113,9 @@ def redact_text(text: str) -> str:
         return text
 
     def mask(match: re.Match[str]) -> str:
-        prefix = match.group(1) or match.group(2)
+        prefix = match.group(1) or match.group(2) or match.group(3) or match.group(4)
         if prefix:
             return prefix + MASK
-        return f"{match.group(3)}-{MASK}"
+        return f"{match.group(5)}-{MASK}"
 
     return _IN_TEXT.sub(mask, text)

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ._errors import UsageError
 from ._messages import ToolSpec
 
 _JSON_TYPES: dict[Any, str] = {
@@ -32,7 +28,9 @@ class Tool:
     ``async``; what it returns is the tool's result (text, or data rendered as JSON).
 
     ``normalize`` optionally maps a result to what counts for progress detection (a tool whose
-    results carry a timestamp can strip it).
+    results carry a timestamp can strip it). ``listed_as`` is the SOUL.yaml ``tools:`` entry
+    that selects the tool when that is not its name (the ``file_tools`` plugin's
+    ``file.py:function``).
     """
 
     name: str
@@ -40,6 +38,7 @@ class Tool:
     parameters: Mapping[str, Any]
     function: Callable[..., Any]
     normalize: Callable[[Any], Any] | None = None
+    listed_as: str | None = None
 
     @classmethod
     def from_function(
@@ -136,30 +135,3 @@ def _is_type(value: Any, expected: str) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     python = {"string": str, "boolean": bool, "array": list, "object": dict, "null": type(None)}
     return isinstance(value, python.get(expected, object))
-
-
-def load_file_tool(reference: str, base: Path) -> Tool:
-    """Load ``"file.py:function"`` (relative to ``base``, the agent's folder) as a tool."""
-    file_part, _, function_name = reference.partition(":")
-    path = (base / file_part).resolve()
-    if not function_name or not path.is_file():
-        raise UsageError(
-            f"tool {reference!r}: expected 'file.py:function' naming a file that exists"
-            f" (looked for {path})"
-        )
-    module_name = f"soulacy_agent_tools_{abs(hash(str(path)))}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            raise UsageError(f"tool {reference!r}: {path} failed to import: {exc}") from exc
-        sys.modules[module_name] = module
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise UsageError(f"tool {reference!r}: {path} has no function {function_name!r}")
-    return Tool.from_function(function)

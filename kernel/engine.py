@@ -1,12 +1,9 @@
-"""Public names of the run engine and of what per-run hooks return."""
+"""Public names of the run engine: the request, the result and the run object strategies drive.
 
-from ._contracts import (
-    Compactor,
-    ContextOverflow,
-    PassThrough,
-    ProgressDetector,
-    Verdict,
-)
+The contracts of what per-run hooks return (compactor, progress detector, verdicts, run
+strategies) are in :mod:`soulacy.kernel.contracts`.
+"""
+
 from ._engine import (
     Run,
     RunRequest,
@@ -15,15 +12,10 @@ from ._engine import (
     Status,
     ToolOutcome,
     Verification,
-    is_progress_only,
 )
 from ._tools import Tool, schema_of, validate_arguments
 
 __all__ = [
-    "Compactor",
-    "ContextOverflow",
-    "PassThrough",
-    "ProgressDetector",
     "Run",
     "RunRequest",
     "RunResult",
@@ -31,9 +23,7 @@ __all__ = [
     "Status",
     "Tool",
     "ToolOutcome",
-    "Verdict",
     "Verification",
-    "is_progress_only",
     "schema_of",
     "validate_arguments",
 ]

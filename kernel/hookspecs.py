@@ -6,7 +6,9 @@ Conventions, as in pytest and pluggy:
   needs, so a hook can gain arguments without breaking plugins;
 * ``firstresult`` hooks answer "who handles this": the first non-``None`` result wins, so a plugin
   that wants to replace a builtin implements the hook with ``tryfirst=True`` or blocks the builtin
-  (``-p no:NAME``);
+  (``-p no:NAME``). The builtin defaults of the roles a run needs (run strategy, tool loop,
+  compactor, stores) answer ``trylast``; a role nobody answers is a ``PluginError`` naming its
+  hook, never a silent fallback;
 * the other hooks collect contributions: the kernel gets a list with one result per plugin;
 * hooks are synchronous and cheap; asynchronous work lives in the objects they return (stores,
   providers, services), which the kernel drives in its nursery. Where a hook says so, the kernel
@@ -15,7 +17,7 @@ Conventions, as in pytest and pluggy:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -23,12 +25,15 @@ import pluggy
 if TYPE_CHECKING:
     from ._cli import CliCommand
     from ._config import ConfigSection, Settings
+    from ._contracts import Compactor, ProgressDetector, RunStrategy, ToolLoop
     from ._engine import Run, Verification
     from ._errors import ConfigIssue
     from ._events import Event
     from ._kernel import AgentSpec, Kernel, Service
-    from ._providers import ProviderType
+    from ._providers import ProviderRegistry, ProviderType
+    from ._store import CheckpointStore, ConversationStore, ProofStore
     from ._tools import Tool
+    from .policy import ExecutionPolicy
 
 hookspec = pluggy.HookspecMarker("soulacy")
 hookimpl = pluggy.HookimplMarker("soulacy")
@@ -64,12 +69,25 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def soulacy_configure(kernel: Kernel) -> None:
     """The configuration is loaded and valid: read your sections from ``kernel.config``.
 
     Called once per kernel, after every plugin is registered and all configuration has been
-    validated, before any service starts. Every implementation is called.
+    validated, before any service starts. Every implementation is called; historic, so a plugin
+    registered later is called at once for every kernel already configured.
+    """
+
+
+@hookspec
+def soulacy_unconfigure(kernel: Kernel) -> Awaitable[None] | None:
+    """The kernel is closing (``Kernel.aclose``, at the end of ``open_kernel``): release what
+    your plugin opened for it, such as a store's connections.
+
+    Called after the services stopped and the provider connections closed; every
+    implementation is called, in the reverse order of registration, and may be ``async def``
+    (the kernel awaits it; one failing does not keep the others from closing). A kernel used
+    after it gets it again when it closes again.
     """
 
 
@@ -94,7 +112,9 @@ def soulacy_validate_agent(kernel: Kernel, agent: AgentSpec) -> Sequence[ConfigI
 
 
 @hookspec(firstresult=True)
-def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> Any:
+def soulacy_resolve_policy(
+    kernel: Kernel, agent_id: str, overrides: Mapping[str, Any]
+) -> ExecutionPolicy | None:
     """Resolve the execution policy of a run of ``agent_id`` with request ``overrides``.
 
     Returns an ``ExecutionPolicy`` in which every value carries its source; the first non-None
@@ -120,6 +140,17 @@ def soulacy_provider_types() -> Sequence[ProviderType]:
 
 
 @hookspec(firstresult=True)
+def soulacy_provider_registry(kernel: Kernel) -> ProviderRegistry | None:
+    """Return the ``ProviderRegistry`` that resolves provider names for ``kernel``: which
+    provider a name means, which an agent uses, what its model can hold.
+
+    Asked once per kernel, the first time a provider is needed; the kernel closes it with
+    itself. The builtin ``providers`` plugin answers last, from ``llm.providers`` and the
+    provider types; block it (``-p no:providers``) or answer first to resolve them otherwise.
+    """
+
+
+@hookspec(firstresult=True)
 def soulacy_model_capacity(kernel: Kernel, provider: str | None, model: str | None) -> Any:
     """Return the ``ModelCapacity`` (context window, output tokens) of a provider's model, or
     None when unknown. The execution policy never grants more than this. First result wins.
@@ -139,19 +170,27 @@ def soulacy_price(kernel: Kernel, provider: str, model: str | None, usage: Any) 
 
 
 @hookspec
-def soulacy_tools(kernel: Kernel, agent_id: str) -> Sequence[Tool]:
-    """Contribute tools by name for agent ``agent_id``. Every plugin's list is collected.
+def soulacy_tools(kernel: Kernel, agent_id: str, agent: AgentSpec | None) -> Sequence[Tool]:
+    """Contribute tools for agent ``agent_id``. Every plugin's list is collected.
+
+    ``agent`` is its validated SOUL.yaml (a studio candidate may not be saved yet), or None when
+    a caller asks what plugins contribute without one (studio's prompt lists the tools).
 
     An agent is offered exactly the tools its SOUL.yaml ``tools:`` lists: names of contributed
-    tools, or ``file.py:function`` references to Python files beside the agent.
+    tools, or entries a tool is ``listed_as``, such as the builtin ``file_tools`` plugin's
+    ``file.py:function`` references to Python files beside the agent.
     """
 
 
-@hookspec(firstresult=True)
-def soulacy_tool_permission(kernel: Kernel, agent_id: str, tool_name: str, arguments: Any) -> Any:
+@hookspec
+def soulacy_tool_permission(
+    kernel: Kernel, agent_id: str, tool_name: str, arguments: Mapping[str, Any]
+) -> bool | None:
     """Decide whether a tool call may run: ``True``, ``False``, or ``None`` to let others decide.
 
-    Called before every tool call; the first non-None answer wins; with no answer the call runs.
+    Called before every tool call. Every plugin is asked and a deny wins: one ``False`` refuses
+    the call whatever the others answer (so the order plugins load in never lets one plugin's
+    allow hide another's deny); with no ``False`` the call runs.
     """
 
 
@@ -185,12 +224,14 @@ def soulacy_check_budget(kernel: Kernel, run: Run) -> str | None:
 
 
 @hookspec(firstresult=True)
-def soulacy_make_compactor(kernel: Kernel, run: Any) -> Any:
+def soulacy_make_compactor(kernel: Kernel, run: Run) -> Compactor | None:
     """Return the compactor of one run: the object that turns the run's message list into the
     list sent to the model under an input allowance.
 
-    Called once per run, so the compactor may keep running totals instead of re-measuring the
-    whole history on every call. The first non-None result wins.
+    Called once per run, before its first model call, so the compactor may keep running totals
+    instead of re-measuring the whole history on every call. The first non-None result wins;
+    the builtin ``compaction`` plugin answers, and ``passthrough`` (the messages as they are)
+    answers last; with no answer the run fails with a PluginError naming this hook.
     """
 
 
@@ -200,23 +241,19 @@ def soulacy_make_compactor(kernel: Kernel, run: Any) -> Any:
 
 
 @hookspec(firstresult=True)
-def soulacy_make_progress_detector(kernel: Kernel, run: Any) -> Any:
+def soulacy_make_progress_detector(kernel: Kernel, run: Run) -> ProgressDetector | None:
     """Return the progress detector of one run, which gives a verdict on every tool result
-    (progress, repeated, stalled). Called once per run; the first non-None result wins.
+    (progress, repeated, stalled) and, through its optional ``observe_reply``, on replies that
+    are not answers (the tool loop's idle stop).
+
+    Called once per run; the first non-None result wins. With no answer, a run whose policy
+    sets ``no_progress_limit`` fails with a PluginError: the limit would not be enforced.
     """
 
 
 # --------------------------------------------------------------------------------------------
 # Outcome verification
 # --------------------------------------------------------------------------------------------
-
-
-@hookspec
-def soulacy_assertion_operators() -> Any:
-    """Contribute outcome-assertion operators as a mapping of name to a predicate.
-
-    Every plugin's mapping is collected; two plugins defining the same operator is an error.
-    """
 
 
 @hookspec(firstresult=True)
@@ -236,13 +273,26 @@ def soulacy_verify_outcome(kernel: Kernel, run: Run) -> Verification | None:
 
 
 @hookspec(firstresult=True)
-def soulacy_run_strategy(kernel: Kernel, run: Run) -> Callable[[Run], Awaitable[None]] | None:
-    """Drive this run another way than the classic tool loop (a workflow, a reasoning strategy).
+def soulacy_run_strategy(kernel: Kernel, run: Run) -> RunStrategy | None:
+    """Drive this run: a workflow, a reasoning strategy, or the tool loop.
 
     Called once per run after its history and limits are set up; return an async callable
     that takes the run and ends it with ``run.complete(reply)`` or by raising ``RunStop``.
     The engine still owns serialization, timeouts, storage and the terminal event. The first
-    non-None result wins; None everywhere means the classic tool loop.
+    non-None result wins; the builtin ``classic`` plugin answers last with the tool loop, and
+    with no answer at all the run fails with a PluginError naming this hook.
+    """
+
+
+@hookspec(firstresult=True)
+def soulacy_tool_loop(kernel: Kernel, run: Run) -> ToolLoop | None:
+    """Return the tool loop, what ``run.tool_loop(limit)`` runs: an async callable
+    ``(run, limit)`` that calls the model and the tools it asks for until a reply is an answer
+    (``run.complete``) or a limit stops the run; ``limit="steps"`` counts each model call as a
+    reasoning step.
+
+    The builtin ``classic`` plugin answers last (its loop also decides which replies are
+    answers, and nudges the model after one that is not). The first non-None result wins.
     """
 
 
@@ -252,18 +302,31 @@ def soulacy_run_strategy(kernel: Kernel, run: Run) -> Callable[[Run], Awaitable[
 
 
 @hookspec(firstresult=True)
-def soulacy_checkpoint_store(kernel: Kernel) -> Any:
-    """Return the store of run identities, workflow checkpoints and claims. First result wins."""
+def soulacy_checkpoint_store(kernel: Kernel) -> CheckpointStore | None:
+    """Return the store of run identities, workflow checkpoints and claims. First result wins.
+
+    Asked once per kernel. The builtin ``sqlite_store`` answers, ``memory_store`` last; with no
+    answer, using the store is a PluginError naming this hook.
+    """
 
 
 @hookspec(firstresult=True)
-def soulacy_conversation_store(kernel: Kernel) -> Any:
-    """Return the store of conversation history with reply metadata. First result wins."""
+def soulacy_conversation_store(kernel: Kernel) -> ConversationStore | None:
+    """Return the store of conversation history with reply metadata. First result wins.
+
+    Asked once per kernel. The builtin ``sqlite_store`` answers, ``memory_store`` last; with no
+    answer, using the store is a PluginError naming this hook.
+    """
 
 
 @hookspec(firstresult=True)
-def soulacy_proof_store(kernel: Kernel) -> Any:
-    """Return the store of run proofs and tool receipts. First result wins."""
+def soulacy_proof_store(kernel: Kernel) -> ProofStore | None:
+    """Return the store of run proofs and tool receipts. First result wins.
+
+    Asked once per kernel. ``finalize_proof`` builds a proof from the run's tool records, so
+    this store must read what the conversation store recorded: in practice one object answers
+    all three storage hooks (decision 0011).
+    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,26 +341,6 @@ def soulacy_services(kernel: Kernel) -> Sequence[Service]:
     Called when ``open_kernel`` starts. Each service's ``serve(task_status=...)`` is started with
     ``await nursery.start(...)`` and must call ``task_status.started()`` once ready; on shutdown
     the kernel sets ``kernel.stopping`` and cancels what is still running after a grace period.
-    """
-
-
-# --------------------------------------------------------------------------------------------
-# Scheduling
-# --------------------------------------------------------------------------------------------
-
-
-@hookspec
-def soulacy_schedules(kernel: Kernel) -> Sequence[Any]:
-    """Contribute schedules (beyond the ``schedule:`` keys of SOUL.yaml), such as monitors.
-
-    Every plugin's list is collected by the scheduler service.
-    """
-
-
-@hookspec
-def soulacy_schedule_finished(kernel: Kernel, schedule: Any, result: Any) -> None:
-    """A scheduled run has really exited (its ownership is released right after). Observers
-    only; every implementation is called and may be ``async def`` (the kernel awaits it).
     """
 
 

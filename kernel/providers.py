@@ -1,31 +1,25 @@
-"""Public names for provider plugins: the protocol, configuration, kinds and errors."""
+"""Public names for provider plugins: the protocols, configuration, kinds and errors.
+
+The retry loop, ``Retry-After``, the API key lookup and the HTTP plumbing that used to be
+here are the provider toolkit's: :mod:`soulacy.plugins.providerkit`.
+"""
 
 from ._providers import (
-    MAX_BACKOFF,
     ContextLengthExceeded,
     Provider,
     ProviderConfig,
     ProviderError,
+    ProviderRegistry,
     ProviderType,
-    SentText,
     TextSink,
-    api_key,
-    backoff_delay,
-    call_with_retries,
-    retry_after_seconds,
 )
 
 __all__ = [
-    "MAX_BACKOFF",
     "ContextLengthExceeded",
     "Provider",
     "ProviderConfig",
     "ProviderError",
+    "ProviderRegistry",
     "ProviderType",
-    "SentText",
     "TextSink",
-    "api_key",
-    "backoff_delay",
-    "call_with_retries",
-    "retry_after_seconds",
 ]

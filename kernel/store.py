@@ -1,4 +1,7 @@
-"""Public names for store plugins: records, protocols, errors, proofs and the memory store."""
+"""Public names for store plugins: records, protocols, errors and proofs.
+
+The in-memory store is the builtin plugin `soulacy.plugins.memory_store` (`MemoryStore`).
+"""
 
 from ._conversations import ConversationKey
 from ._store import (
@@ -12,7 +15,6 @@ from ._store import (
     ConversationStore,
     EveryPrincipal,
     HistoryEntry,
-    MemoryStore,
     ProofRecord,
     ProofStore,
     RunRecord,
@@ -36,7 +38,6 @@ __all__ = [
     "ConversationStore",
     "EveryPrincipal",
     "HistoryEntry",
-    "MemoryStore",
     "ProofRecord",
     "ProofStore",
     "RunRecord",

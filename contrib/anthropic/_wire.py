@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, Usage
+from soulacy.kernel.providers import ProviderError
+from soulacy.plugins.providerkit import tool_arguments
 
 # "prompt is too long: 210000 tokens > 200000 maximum"
 _PROMPT_TOO_LONG = re.compile(r"prompt is too long:\s*(\d+) tokens? > (\d+)")
@@ -98,21 +100,6 @@ def content_blocks(m: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def arguments(raw: object) -> dict[str, Any]:
-    """A tool call's input: an object, or a JSON text of one when streamed. Anything else goes
-    back to the model as an invalid argument rather than being guessed at."""
-    if isinstance(raw, dict):
-        return raw
-    if raw is None or raw == "":
-        return {}
-    text = raw if isinstance(raw, str) else json.dumps(raw)
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"_unparsable_arguments": text}
-    return value if isinstance(value, dict) else {"_unparsable_arguments": text}
-
-
 def reply(body: Mapping[str, Any]) -> ModelReply:
     text: list[str] = []
     calls: list[ToolCall] = []
@@ -122,7 +109,9 @@ def reply(body: Mapping[str, Any]) -> ModelReply:
         elif block.get("type") == "tool_use":
             calls.append(
                 ToolCall(
-                    block.get("id") or f"call_{n}", block["name"], arguments(block.get("input"))
+                    block.get("id") or f"call_{n}",
+                    block["name"],
+                    tool_arguments(block.get("input")),
                 )
             )
         # Other blocks (thinking, …) are not part of the reply's text.
@@ -148,9 +137,11 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
 
 
 class StreamAssembler:
-    """Accumulates the events of one streamed message into a reply."""
+    """Accumulates the events of one streamed message into a reply (a ``StreamReader`` of the
+    toolkit); ``name`` is the provider's, for the errors of a stream that ends badly."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.text: list[str] = []
         self.blocks: dict[int, dict[str, Any]] = {}
         self.stop_reason: str | None = None
@@ -160,7 +151,18 @@ class StreamAssembler:
         self.stopped = False  # message_stop seen
         self.error: Mapping[str, Any] | None = None  # the body of an ``error`` event
 
-    def feed(self, event: Mapping[str, Any]) -> str:
+    def feed(self, data: str) -> str:
+        """Take one event's data (JSON); return its text delta. After an ``error`` event the
+        rest of the stream is not read."""
+        if self.error is not None:
+            return ""
+        try:
+            event = json.loads(data)
+        except ValueError:
+            event = {"type": "error", "error": {"message": f"bad event: {data!r}"}}
+        return self.feed_event(event)
+
+    def feed_event(self, event: Mapping[str, Any]) -> str:
         """Take one event; return its text delta (possibly empty)."""
         kind = event.get("type")
         if kind == "message_start":
@@ -194,13 +196,28 @@ class StreamAssembler:
             self.error = event.get("error") or {}
         return ""
 
-    def reply(self) -> ModelReply:
+    def reply(self, shown: bool) -> ModelReply:
+        """The reply; an error event or a stream cut before ``message_stop`` is a
+        ``ProviderError``, retryable only while no text was ``shown``."""
+        if self.error is not None:
+            kind, detail = error_of({"error": self.error}, "")
+            status = STREAM_ERROR_STATUS.get(kind)
+            raise ProviderError(
+                f"provider {self.name!r} failed mid-stream: {kind or 'error'}: {detail}",
+                status=status,
+                retryable=status is not None and not shown,
+            )
+        if not self.stopped:
+            raise ProviderError(
+                f"provider {self.name!r}: the stream ended before message_stop",
+                retryable=not shown,
+            )
         calls = tuple(
             ToolCall(
                 block.get("id") or f"call_{index}",
                 block.get("name") or "",
                 # The start event's input is {} and the deltas carry it all, as JSON text.
-                arguments(block["partial_json"] or block.get("input")),
+                tool_arguments(block["partial_json"] or block.get("input")),
             )
             for index, block in sorted(self.blocks.items())
             if block.get("type") == "tool_use"

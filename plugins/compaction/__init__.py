@@ -19,11 +19,11 @@ docs/compaction.md. Configure it in config.yaml::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pluggy
 
 from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Settings, hookimpl
+from soulacy.kernel.engine import Run
 
 from . import hookspecs
 from ._compactor import ExtractiveCompactor
@@ -62,7 +62,7 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 
 
 @hookimpl
-def soulacy_make_compactor(kernel: Kernel, run: Any) -> ExtractiveCompactor:
+def soulacy_make_compactor(kernel: Kernel, run: Run) -> ExtractiveCompactor:
     config: CompactionConfig = kernel.config.section("compaction")
     counter: TokenCounter | None = kernel.hook.soulacy_compaction_token_counter(
         kernel=kernel, run=run

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from soulacy.kernel.engine import ContextOverflow
+from soulacy.kernel.contracts import ContextOverflow
 from soulacy.kernel.messages import Message
 
 from ._config import MIN_KEPT_CHARS

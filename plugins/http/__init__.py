@@ -54,7 +54,7 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
         ("port", server.port, 0, 65535),
         ("max_body_bytes", server.max_body_bytes, 1, None),
         ("max_json_depth", server.max_json_depth, 1, 10_000),
-        ("stream_token_ttl", server.stream_token_ttl, 1, None),
+        ("stream_token_ttl", server.stream_token_ttl, 1, 7 * 24 * 3600),
         ("events_per_run", server.events_per_run, 1, None),
         ("finished_runs_kept", server.finished_runs_kept, 0, None),
     ]

@@ -7,7 +7,7 @@ import math
 import re
 import urllib.parse
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,6 +21,7 @@ from soulacy.kernel import (
     RunIdInUse,
     UsageError,
     redact,
+    redact_text,
     structure,
 )
 
@@ -37,7 +38,7 @@ from ._asgi import (
 )
 from ._config import ServerConfig
 from ._guard import Guard
-from ._limits import check_depth, check_json_type, last_event_id
+from ._limits import check_depth, check_json_type, check_unicode, last_event_id
 from ._principals import Principals
 from ._runlog import RunLog, RunLogs
 from ._tokens import EventTokens
@@ -52,6 +53,19 @@ TOKEN_HEADER = "soulacy-events-token"
 # A run whose log is gone (a restart) replays its result under this id, the largest a
 # JavaScript number holds exactly, so that "Last-Event-ID at or past it" means "seen the end".
 REPLAYED_RESULT_ID = 2**53 - 1
+# What an admin may not change over HTTP: who is trusted (keys, admins, hosts, origins, the
+# bind address), which code runs (plugins) and where data lives (the store).
+TRUST_ROOT = (
+    "plugins",
+    "store",
+    *(
+        f"server.{key}"
+        for key in (
+            *("enabled", "host", "port", "api_keys", "api_key", "admins"),
+            *("allowed_hosts", "allowed_origins"),
+        )
+    ),
+)
 DEADLINE_EVENT = "run_error"  # not "error": EventSource fires its own "error" events
 CAPACITY_KEYS = {
     "overall": "runtime.max_concurrent_sessions",
@@ -230,7 +244,9 @@ class Api:
         check_json_type(request.headers)
         raw = await request.body(self.config.max_body_bytes)
         check_depth(raw, self.config.max_json_depth)
-        return parse_json(raw)
+        data = parse_json(raw)
+        check_unicode(data)
+        return data
 
     def _admin(self, request: Request) -> None:
         if not self.principals.is_admin(request.principal):
@@ -356,7 +372,7 @@ class Api:
                         "session_id": session_id,
                         "status": "failed",
                         "verification": "unverified",
-                        "metadata": {"error": str(exc), "status": "failed"},
+                        "metadata": {"error": redact_text(str(exc)), "status": "failed"},
                     },
                 )
 
@@ -555,6 +571,17 @@ class Api:
     async def patch_config(self, request: Request) -> None:
         self._admin(request)
         body: ConfigPatch = parse(await self._json(request), ConfigPatch)
+        refused = sorted(_trust_root_changes(body.changes))
+        if refused:
+            raise HttpError(
+                422,
+                "invalid configuration; nothing was saved",
+                {
+                    f"changes.{key}": "not changeable over HTTP (keys, admins, hosts, plugins and"
+                    " the store are the trust root): edit config.yaml and restart"
+                    for key in refused
+                },
+            )
         try:
             changed = self.kernel.update_config(body.changes)
         except ConfigError as exc:
@@ -564,6 +591,21 @@ class Api:
                 {issue.path: issue.message for issue in exc.issues},
             ) from None
         await send_json(request.send, 200, {"changed": changed})
+
+
+def _trust_root_changes(changes: Mapping[str, Any], prefix: str = "") -> set[str]:
+    """The dotted keys of ``changes`` that set, replace or delete part of the trust root."""
+    found = set()
+    for key, value in changes.items():
+        path = f"{prefix}{key}"
+        root = next((r for r in TRUST_ROOT if r == path or r.startswith(path + ".")), None)
+        if root is None and not any(path.startswith(r + ".") for r in TRUST_ROOT):
+            continue
+        if root is not None and root != path and isinstance(value, Mapping):
+            found |= _trust_root_changes(value, path + ".")  # a section: look at its members
+        else:
+            found.add(path)
+    return found
 
 
 def _capacity(exc: CapacityError) -> HttpError:

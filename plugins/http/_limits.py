@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from ._asgi import HttpError
 
@@ -28,6 +30,19 @@ def check_depth(raw: bytes, limit: int) -> None:
             raise HttpError(
                 422, "invalid request body", {"body": f"nested deeper than {limit} levels"}
             )
+
+
+def check_unicode(data: Any) -> None:
+    """422 when a string of the body is not valid Unicode (a lone surrogate such as ``\ud800``
+    is valid JSON but no store can encode it: the run would fail half-recorded)."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise HttpError(
+            422,
+            "invalid request body",
+            {"body": "strings must be valid Unicode (no lone surrogates)"},
+        ) from None
 
 
 def check_json_type(headers: Mapping[str, str]) -> None:

@@ -8,6 +8,7 @@ always kept. Finished runs stay available for ``server.finished_runs_kept`` more
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -67,8 +68,7 @@ class RunLog:
     def after(self, last_id: int) -> tuple[int, list[SseEvent]]:
         """(how many events after ``last_id`` were dropped, the kept ones after it)."""
         missed = max(0, self.first_kept - last_id - 1)
-        start = max(0, last_id + 1 - self.first_kept)
-        events = self.events[start:]
+        events = self.events[bisect.bisect_right(self.events, last_id, key=_id) :]
         if self.result is not None and self.result.id > last_id:
             events.append(self.result)
         return missed, events
@@ -90,6 +90,11 @@ class RunLogs:
             self._logs[run_id] = log
         return log
 
+    def _replace(self, run_id: str, principal: str | None) -> RunLog:
+        log = self._logs[run_id] = RunLog(run_id, principal, self.events_per_run)
+        self._logs.move_to_end(run_id)
+        return log
+
     def get(self, run_id: str) -> RunLog | None:
         return self._logs.get(run_id)
 
@@ -98,8 +103,16 @@ class RunLogs:
         if name is None or event.run_id is None:
             return
         log = self._logs.get(event.run_id)
-        if log is None:  # a run started elsewhere (a workflow step, the scheduler): follow it
-            log = self.open(event.run_id, event.data.get("principal"))
+        # A log holds one run of one principal. A run started elsewhere (a workflow step, the
+        # scheduler) gets a log of its own, and so does an event with no live log (a refused
+        # attempt's result): never is anything appended to another run's finished log, which
+        # may belong to another principal who chose that run id first.
+        if event.type == "run.started":
+            principal = event.data.get("principal")
+            if log is None or log.finished or log.principal != principal:
+                log = self._replace(event.run_id, principal)
+        elif log is None or log.finished:
+            log = self._replace(event.run_id, event.data.get("principal"))
         log.append(name, _data(name, event))
         if name == "result":
             self._finished += 1
@@ -109,6 +122,10 @@ class RunLogs:
         finished = [k for k, log in self._logs.items() if log.finished]
         for run_id in finished[: max(0, len(finished) - self.finished_kept)]:
             del self._logs[run_id]
+
+
+def _id(event: SseEvent) -> int:
+    return event.id
 
 
 def _data(name: str, event: Event) -> Mapping[str, Any]:

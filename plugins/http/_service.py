@@ -29,7 +29,7 @@ class HttpService:
         config.bind = [f"{self.config.host}:{self.config.port}"]
         config.accesslog = None
         config.graceful_timeout = 1.0
-        if not self.config.api_keys:
+        if not self.config.api_keys and not self.config.api_key:
             print(
                 "soulacy: warning: server.api_keys is empty: the HTTP API serves loopback"
                 " clients only, with full access. Set keys before exposing it.",

@@ -15,32 +15,22 @@ It serves OpenAI and the servers that speak its protocol (vLLM, Ollama, llama.cp
 
 Retries 429 and 5xx answers (and dropped connections) with backoff, honouring ``Retry-After``;
 a context-length refusal becomes ``ContextLengthExceeded`` carrying the server's actual limit.
+The client, retries and event stream are the provider toolkit's (``soulacy.plugins.providerkit``);
+this plugin is the Chat Completions wire format.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import httpx
 
-from soulacy.kernel import Kernel, hookimpl
+from soulacy.kernel import hookimpl
 from soulacy.kernel.messages import ModelReply, ModelRequest
-from soulacy.kernel.policy import ModelCapacity
-from soulacy.kernel.providers import (
-    ContextLengthExceeded,
-    ProviderConfig,
-    ProviderError,
-    ProviderType,
-    SentText,
-    TextSink,
-    api_key,
-    call_with_retries,
-    retry_after_seconds,
-)
+from soulacy.kernel.providers import ProviderType, TextSink
+from soulacy.plugins.providerkit import HTTPProvider, Refusal, StreamReader
 
 from . import _wire
 
@@ -49,20 +39,12 @@ __all__ = ["OpenAIProvider"]
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class OpenAIProvider:
-    def __init__(self, name: str, config: ProviderConfig, environ: Any = os.environ) -> None:
-        self.name = name
-        self.config = config
-        key = api_key(name, config, environ)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(
-            base_url=config.base_url or DEFAULT_BASE_URL, headers=headers, timeout=None
-        )
+class OpenAIProvider(HTTPProvider):
+    default_base_url = DEFAULT_BASE_URL
+    path = "/chat/completions"
 
-    def capacity(self, model: str | None) -> ModelCapacity | None:
-        if self.config.context_window or self.config.max_output_tokens:
-            return ModelCapacity(self.config.context_window, self.config.max_output_tokens)
-        return None
+    def headers(self, key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     async def complete(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelReply:
         stream = request.stream or self.config.stream
@@ -71,39 +53,15 @@ class OpenAIProvider:
             request.model or self.config.model,
             self.config.options,
         )
+        return await self.send(body, on_text, stream=stream)
 
-        async def attempt_once(sent: SentText) -> ModelReply:
-            if stream:
-                return await self._stream(body, sent)
-            response = await self._client.post("/chat/completions", json=body)
-            if response.status_code == 200:
-                return _wire.reply(response.json())
-            raise self._failure(response.status_code, response.text, response.headers)
+    def parse_reply(self, body: Any) -> ModelReply:
+        return _wire.reply(body)
 
-        return await call_with_retries(self.name, self.config.max_retries, on_text, attempt_once)
+    def stream_reader(self) -> StreamReader:
+        return _wire.StreamAssembler()
 
-    async def _stream(self, body: dict[str, Any], on_text: SentText) -> ModelReply:
-        assembler = _wire.StreamAssembler()
-        async with self._client.stream("POST", "/chat/completions", json=body) as response:
-            if response.status_code != 200:
-                text = (await response.aread()).decode("utf-8", "replace")
-                raise self._failure(response.status_code, text, response.headers)
-            done = False
-            # Read to the end rather than break at [DONE]: an abandoned httpx line iterator is
-            # an async generator left for the garbage collector.
-            async for line in response.aiter_lines():
-                if done or not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    done = True
-                    continue
-                delta = assembler.feed(json.loads(data))
-                if delta:
-                    await on_text(delta)
-        return assembler.reply()
-
-    def _failure(self, status: int, text: str, headers: httpx.Headers) -> ProviderError:
+    def refusal(self, status: int, text: str) -> Refusal:
         try:
             body = json.loads(text)
         except ValueError:
@@ -113,24 +71,9 @@ class OpenAIProvider:
         exceeded, limit, requested = _wire.context_limit(status, body)
         error = body.get("error")
         detail = error.get("message") if isinstance(error, dict) else text[:500]
-        message = f"provider {self.name!r} answered {status}: {detail}"
-        if exceeded:
-            return ContextLengthExceeded(message, limit=limit, requested=requested)
-        return ProviderError(
-            message,
-            status=status,
-            retryable=status == 429 or status >= 500,
-            retry_after=retry_after_seconds(headers.get("retry-after")),
-        )
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-
-def _create(name: str, config: ProviderConfig, kernel: Kernel) -> OpenAIProvider:
-    return OpenAIProvider(name, config, kernel.environ)
+        return Refusal(str(detail), exceeded, limit, requested)
 
 
 @hookimpl
 def soulacy_provider_types() -> Sequence[ProviderType]:
-    return [ProviderType("openai", _create)]
+    return [OpenAIProvider.provider_type("openai")]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, Usage
+from soulacy.plugins.providerkit import tool_arguments
 
 _LIMIT = re.compile(r"maximum context length is (\d+)")
 _REQUESTED = re.compile(r"(?:resulted in|requested) (\d+) tokens")
@@ -60,18 +61,6 @@ def message(m: Message) -> dict[str, Any]:
     return out
 
 
-def arguments(raw: str | None) -> dict[str, Any]:
-    """Tool-call arguments arrive as a JSON string; anything else goes back to the model as an
-    invalid argument rather than being guessed at."""
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {"_unparsable_arguments": raw}
-    return value if isinstance(value, dict) else {"_unparsable_arguments": raw}
-
-
 def reply(body: Mapping[str, Any]) -> ModelReply:
     choice = (body.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
@@ -79,7 +68,7 @@ def reply(body: Mapping[str, Any]) -> ModelReply:
         ToolCall(
             c.get("id") or f"call_{n}",
             c["function"]["name"],
-            arguments(c["function"].get("arguments")),
+            tool_arguments(c["function"].get("arguments")),
         )
         for n, c in enumerate(msg.get("tool_calls") or ())
     )
@@ -97,16 +86,26 @@ def usage(raw: Mapping[str, Any] | None) -> Usage:
 
 
 class StreamAssembler:
-    """Accumulates streamed chunks into one reply."""
+    """Accumulates streamed chunks into one reply (a ``StreamReader`` of the toolkit)."""
 
     def __init__(self) -> None:
+        self.done = False  # "data: [DONE]" seen: what follows is not read
         self.text: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}
         self.finish_reason: str | None = None
         self.usage = Usage()
         self.model: str | None = None
 
-    def feed(self, chunk: Mapping[str, Any]) -> str:
+    def feed(self, data: str) -> str:
+        """Take one event's data, a JSON chunk or ``[DONE]``; return its text delta."""
+        if self.done:
+            return ""
+        if data == "[DONE]":
+            self.done = True
+            return ""
+        return self.feed_chunk(json.loads(data))
+
+    def feed_chunk(self, chunk: Mapping[str, Any]) -> str:
         """Take one chunk; return its text delta (possibly empty)."""
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
@@ -129,9 +128,9 @@ class StreamAssembler:
         self.text.append(delta_text)
         return delta_text
 
-    def reply(self) -> ModelReply:
+    def reply(self, shown: bool = False) -> ModelReply:
         calls = tuple(
-            ToolCall(slot["id"] or f"call_{index}", slot["name"], arguments(slot["arguments"]))
+            ToolCall(slot["id"] or f"call_{index}", slot["name"], tool_arguments(slot["arguments"]))
             for index, slot in sorted(self.calls.items())
         )
         message = Message("assistant", "".join(self.text), tool_calls=calls)

@@ -13,11 +13,11 @@ The threshold is the resolved ``no_progress_limit`` (20 by default, 0 disables).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import attrs
 
 from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Location, Settings, hookimpl
+from soulacy.kernel.engine import Run
 
 from ._detector import SignatureDetector, normalize_text, signature
 
@@ -67,7 +67,7 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 
 
 @hookimpl
-def soulacy_make_progress_detector(kernel: Kernel, run: Any) -> SignatureDetector:
+def soulacy_make_progress_detector(kernel: Kernel, run: Run) -> SignatureDetector:
     config: ProgressConfig = kernel.config.section("progress")
     return SignatureDetector(
         run.policy.no_progress_limit.value, config.window, config.volatile_fields

@@ -9,7 +9,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from soulacy.kernel.engine import Verdict
+from soulacy.kernel.contracts import Verdict
 
 # Text that changes on every call without meaning progress.
 _VOLATILE_TEXT = (
@@ -62,6 +62,9 @@ class SignatureDetector:
     result of a streak is the fresh one, so ``limit`` identical results stop the run and one
     fewer does not. Alternating tools that return evidence seen before are repeats too, since
     nothing about the arguments counts. Memory is bounded by ``window``.
+
+    Idle replies (the tool loop's ``observe_reply``: empty, or only saying it is working on
+    it) count against the same ``limit``; any tool result resets their count.
     """
 
     def __init__(
@@ -77,11 +80,13 @@ class SignatureDetector:
         self._warned = False
         self._last = "progress"
         self.observed = 0
+        self.idle_replies = 0  # consecutive replies that were not answers
 
     def observe(
         self, tool: str, arguments: Mapping[str, Any], result: Any, is_error: bool
     ) -> Verdict:
         self.observed += 1
+        self.idle_replies = 0  # the model acted: idle replies start counting again
         sig = signature(result, is_error, self.volatile)
         fresh = self._counts[sig] == 0
         self._remember(sig)
@@ -117,6 +122,14 @@ class SignatureDetector:
                 ),
             )
         return self._verdict("repeated")
+
+    def observe_reply(self, text: str) -> Verdict:
+        """A reply that is not an answer: ``limit`` of them in a row stall the run."""
+        self.idle_replies += 1
+        if self.limit is not None and self.idle_replies >= self.limit:
+            evidence = {"idle_replies": self.idle_replies, "last_reply": text[:200]}
+            return Verdict("stalled", None, evidence)
+        return Verdict("repeated")  # not the tool results' verdict: statistics() keep theirs
 
     def _remember(self, sig: str) -> None:
         if len(self._recent) == self._recent.maxlen:

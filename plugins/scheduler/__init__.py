@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import pluggy
 from cronsim import CronSim, CronSimError
 
 from soulacy.kernel import (
@@ -36,6 +37,7 @@ from soulacy.kernel import (
     hookimpl,
 )
 
+from . import hookspecs
 from ._model import Schedule, ScheduleEntry, SchedulerConfig
 from ._service import SchedulerService, next_tick, notes_key, state_key
 
@@ -53,6 +55,11 @@ def schedules(kernel: Kernel) -> list[ScheduleEntry]:
     for contributed in kernel.hook.soulacy_schedules(kernel=kernel):
         found.extend(cast("Sequence[ScheduleEntry]", contributed or ()))
     return [entry for entry in found if entry.schedule.enabled]
+
+
+@hookimpl
+def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)  # hooks this plugin calls, for others to implement
 
 
 @hookimpl

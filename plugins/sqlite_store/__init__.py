@@ -83,6 +83,13 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 
 
 @hookimpl
+async def soulacy_unconfigure(kernel: Kernel) -> None:
+    store = _stores.get(kernel)  # kept: a kernel used after closing reuses (reopens) it
+    if store is not None:
+        await store.aclose()
+
+
+@hookimpl
 def soulacy_conversation_store(kernel: Kernel) -> SQLiteStore:
     return store_of(kernel)
 

@@ -104,7 +104,7 @@ def agent_keys(kernel: Kernel) -> list[str]:
 
 def contributed_tools(kernel: Kernel, agent_id: str) -> list[Tool]:
     found: dict[str, Tool] = {}
-    for tools in kernel.hook.soulacy_tools(kernel=kernel, agent_id=agent_id):
+    for tools in kernel.hook.soulacy_tools(kernel=kernel, agent_id=agent_id, agent=None):
         for tool in tools or ():
             found.setdefault(tool.name, tool)
     return [found[name] for name in sorted(found)]

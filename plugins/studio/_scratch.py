@@ -30,9 +30,7 @@ _DATABASE = re.compile(r"\.(db|sqlite3?)(-wal|-shm|-journal)?$", re.IGNORECASE)
 def scratch_kernel(kernel: Kernel, workspace: Path) -> Kernel:
     """A kernel on ``workspace`` with ``kernel``'s plugins and configuration, configured as
     ``Kernel.from_plugins`` does (the configuration was validated when ``kernel`` loaded)."""
-    scratch = Kernel(workspace, kernel.pm, kernel.sections, kernel.config, kernel.environ)
-    kernel.hook.soulacy_configure(kernel=scratch)
-    return scratch
+    return kernel.sibling(workspace)
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal, cast
 
 import attrs
+import pluggy
 
 from soulacy.kernel import (
     AgentSpec,
@@ -38,6 +39,7 @@ from soulacy.kernel import (
 from soulacy.kernel.engine import Run, Verification
 from soulacy.kernel.store import Checkpoint, CheckpointStatus
 
+from . import hookspecs
 from ._assertions import BUILTIN_OPERATORS, Operator, evaluate
 from ._model import Assertion, Edge, Outcome, Step, Workflow, check
 from ._runner import WorkflowRunner, identity_of
@@ -57,6 +59,11 @@ def operators(kernel: Kernel) -> dict[str, Operator]:
                 )
             found[name] = (op, impl.plugin_name)
     return {name: op for name, (op, _) in found.items()}
+
+
+@hookimpl
+def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)  # hooks this plugin calls, for others to implement
 
 
 @hookimpl

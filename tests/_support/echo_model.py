@@ -20,4 +20,7 @@ def echo(request: ModelRequest, index: int) -> ModelReply:
 
 
 def soulacy_provider_types() -> Sequence[ProviderType]:
-    return [ProviderType("echo", lambda name, config, kernel: ScriptedProvider(name, function=echo))]
+    def create(name: str, config: object, kernel: object) -> ScriptedProvider:
+        return ScriptedProvider(name, function=echo)
+
+    return [ProviderType("echo", create)]

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from soulacy.kernel import Event, Kernel, Tool
-from soulacy.kernel.engine import Verdict
+from soulacy.kernel.contracts import Verdict
 from soulacy.kernel.testing import Workspace, throwaway_plugin
 
 

@@ -21,7 +21,7 @@ import trio
 import trio.lowlevel
 from _support.openai_server import serve_asgi
 
-from soulacy.kernel.engine import Verdict
+from soulacy.kernel.contracts import Verdict
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
@@ -30,7 +30,6 @@ from soulacy.kernel.store import (
     ClaimOwner,
     EveryPrincipal,
     HistoryEntry,
-    MemoryStore,
     ProofRecord,
     RunRecord,
     StorageError,
@@ -44,6 +43,7 @@ from soulacy.kernel.testing import (
     check_store,
     check_transport,
 )
+from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.progress import SignatureDetector
 from soulacy.plugins.sqlite_store import SQLiteStore
 

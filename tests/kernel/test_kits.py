@@ -13,7 +13,6 @@ from _support.openai_server import FakeOpenAI, serve_asgi, text, tool_call
 from soulacy.kernel import Kernel, open_kernel
 from soulacy.kernel.messages import ToolSpec
 from soulacy.kernel.providers import ProviderConfig
-from soulacy.kernel.store import MemoryStore
 from soulacy.kernel.testing import (
     Workspace,
     check_checkpoint_store,
@@ -23,6 +22,7 @@ from soulacy.kernel.testing import (
     check_transport,
 )
 from soulacy.plugins.compaction import ExtractiveCompactor
+from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.openai import OpenAIProvider
 from soulacy.plugins.progress import SignatureDetector
 from soulacy.plugins.scripted import Script, ScriptedProvider, ScriptStep, ScriptToolCall

@@ -231,7 +231,7 @@ def test_the_recorder_sees_hook_calls_with_their_arguments(
 
 STORE_PLUGIN = """
 from soulacy.kernel import hookimpl
-from soulacy.kernel.store import MemoryStore
+from soulacy.plugins.memory_store import MemoryStore
 
 STORE = MemoryStore()
 
@@ -265,10 +265,10 @@ def test_an_installed_plugin_does_not_outrank_a_builtin_unless_it_says_so(
     assert store_module(kernel) == "soulacy.plugins.sqlite_store._store"  # the builtin answers
     # ... unless the builtin is disabled, or the plugin is asked for by name
     assert store_module(make_kernel(autoload=True, plugins=["no:sqlite_store"])) == (
-        "soulacy.kernel._store"
+        "soulacy.plugins.memory_store._store"
     )
     assert store_module(make_kernel(autoload=True, plugins=["memstore_plain"])) == (
-        "soulacy.kernel._store"
+        "soulacy.plugins.memory_store._store"
     )
 
 
@@ -276,7 +276,7 @@ def test_an_installed_plugin_with_tryfirst_answers_before_the_builtin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_kernel: Callable[..., Kernel]
 ) -> None:
     installed_store(tmp_path, monkeypatch, "memstore_first", "(tryfirst=True)")
-    assert store_module(make_kernel(autoload=True)) == "soulacy.kernel._store"
+    assert store_module(make_kernel(autoload=True)) == "soulacy.plugins.memory_store._store"
 
 
 def test_plugins_shows_which_plugin_answers_each_first_result_hook(
@@ -294,14 +294,21 @@ def test_plugins_shows_which_plugin_answers_each_first_result_hook(
     assert listed.returncode == 0, listed.stderr
     out = listed.stdout
     assert "first-result hooks (the first plugin listed answers; the others when it passes):" in out
-    assert "  soulacy_conversation_store: sqlite_store, then memstore (installed)" in out
+    # memory_store is the last-resort default: asked even after a plugin that is only installed
+    installed_after_builtins = (
+        "  soulacy_conversation_store: sqlite_store, then memstore (installed), then memory_store"
+    )
+    assert installed_after_builtins in out
     assert "  soulacy_resolve_policy: policy" in out
     data = json.loads(soulacy_cli(["plugins", "--json"], cwd=workspace.path, env=env).stdout)
     by_name = {p["name"]: p for p in data}
     assert "soulacy_conversation_store" in by_name["sqlite_store"]["answers"]
     assert by_name["memstore"]["answers"] == []
     blocked = soulacy_cli(["-p", "no:sqlite_store", "plugins"], cwd=workspace.path, env=env)
-    assert "  soulacy_conversation_store: memstore (installed)\n" in blocked.stdout
+    # The builtin disabled, the installed plugin answers — before the last-resort memory store.
+    assert (
+        "  soulacy_conversation_store: memstore (installed), then memory_store\n" in blocked.stdout
+    )
 
 
 def test_the_demo_runs_on_the_builtins_whatever_is_installed(

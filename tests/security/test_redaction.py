@@ -29,6 +29,15 @@ from soulacy.kernel import redact, redact_text
         "secret",
         "dsn",
         "key",
+        "X-Custom-Auth",
+        "Ocp-Apim-Subscription-Key",
+        "x-functions-key",
+        "access_key",
+        "AWS_ACCESS_KEY_ID",
+        "signing_key",
+        "PGPASSWORD",
+        "database_url",
+        "connection_string",
     ],
 )
 def test_a_secret_named_value_is_hidden(key: str) -> None:
@@ -47,6 +56,9 @@ def test_a_secret_named_value_is_hidden(key: str) -> None:
         "per_user_tokens_day",
         "keyboard",
         "session_id",
+        "message_overhead_tokens",
+        "tokens_per_day",
+        "api_key_env",
     ],
 )
 def test_a_setting_that_counts_tokens_stays_visible(key: str) -> None:
@@ -125,3 +137,49 @@ async def test_a_run_error_carries_no_key(workspace: object, make_kernel: object
         except Exception:
             break
     assert all("sk-abcdef123456" not in repr(e.data) for e in seen)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Authorization: Bearer abcdefghijklmnopqrstuv", "abcdefghijklmnopqrstuv"),
+        ("{'Authorization': 'Bearer abcdefghij0123'}", "abcdefghij0123"),
+        ("Proxy-Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+        ("access_token=abcd1234efgh", "abcd1234efgh"),
+        ("refresh_token: zzzzyyyy", "zzzzyyyy"),
+        ("client_secret=qqqqwwww", "qqqqwwww"),
+        ("GET https://user:pw1234@host/x failed", "pw1234"),
+    ],
+)
+def test_the_value_after_a_scheme_word_is_what_is_hidden(text: str, secret: str) -> None:
+    """A reviewer found "Authorization: Bearer TOKEN" masked as "Authorization: *** TOKEN"."""
+    clean = redact_text(text)
+    assert secret not in clean
+    assert "***" in clean
+
+
+async def test_a_tool_error_preview_carries_no_key(workspace: object, make_kernel: object) -> None:
+    from soulacy.kernel import Tool
+    from soulacy.kernel.testing import Workspace, throwaway_plugin
+
+    def leak() -> str:
+        """Fails quoting a header."""
+        raise RuntimeError("proxy refused Authorization: Bearer abcdefghij0123456789")
+
+    assert isinstance(workspace, Workspace)
+    workspace.scripted_agent("a", [{"tool": "leak"}, {"text": "done"}], tools=["leak"])
+    tools = [Tool.from_function(leak)]
+    plugin = throwaway_plugin("leaky_tool", soulacy_tools=lambda kernel, agent_id: tools)
+    kernel = make_kernel(extra_plugins=[plugin])  # type: ignore[operator]
+    events = kernel.events.subscribe(buffer=float("inf"))
+    await kernel.run("a", "go")
+    previews = []
+    while True:
+        try:
+            event = events.receive_nowait()
+        except Exception:
+            break
+        if event.type == "tool.result":
+            previews.append(event.data["preview"])
+    assert previews
+    assert all("abcdefghij0123456789" not in p for p in previews), previews

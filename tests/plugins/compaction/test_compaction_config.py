@@ -71,7 +71,12 @@ def test_max_excerpts_and_excerpt_chars_bound_the_excerpts() -> None:
 BAD = [
     ("chars_per_token", "0", "expected a number greater than 0"),
     ("chars_per_token", "-1.5", "expected a number greater than 0"),
-    ("chars_per_token", ".nan", "expected a number greater than 0"),
+    # NaN is refused for every number, before a plugin's own check (the converter's bounds)
+    (
+        "chars_per_token",
+        ".nan",
+        "expected a finite number from -9007199254740992 to 9007199254740992 (2**53)",
+    ),
     ("message_overhead_tokens", "-1", "expected 0 or more"),
     ("keep_recent_exchanges", "0", "expected 1 or more"),
     ("excerpt_chars", "99", "expected 100 or more"),

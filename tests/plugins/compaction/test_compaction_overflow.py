@@ -11,7 +11,7 @@ import pytest
 from compaction_support import GOAL, SYSTEM, TOOLS, conversation
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.engine import ContextOverflow
+from soulacy.kernel.contracts import ContextOverflow
 from soulacy.kernel.messages import Message, ToolSpec
 from soulacy.kernel.testing import Workspace
 from soulacy.plugins.compaction import ExtractiveCompactor

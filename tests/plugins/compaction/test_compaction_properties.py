@@ -16,7 +16,7 @@ from compaction_support import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soulacy.kernel.engine import ContextOverflow
+from soulacy.kernel.contracts import ContextOverflow
 from soulacy.kernel.messages import Message, ToolCall
 from soulacy.plugins.compaction import CompactionConfig, ExtractiveCompactor, render
 

@@ -11,7 +11,7 @@ import pytest
 from compaction_support import GOAL, SYSTEM, TOOLS, conversation
 
 from soulacy.kernel import Kernel, PluginError, hookimpl
-from soulacy.kernel.engine import ContextOverflow
+from soulacy.kernel.contracts import ContextOverflow
 from soulacy.kernel.messages import Message, ToolCall, ToolSpec
 from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.compaction import CharEstimate, CompactionConfig, ExtractiveCompactor, render

@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.engine import Verdict
+from soulacy.kernel.contracts import Verdict
 from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.progress import SignatureDetector, signature
 

@@ -10,8 +10,9 @@ import pytest
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.messages import Message
-from soulacy.kernel.store import MemoryStore, RunRecord, StorageError
+from soulacy.kernel.store import RunRecord, StorageError
 from soulacy.kernel.testing import Workspace, check_store
+from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore
 from soulacy.plugins.sqlite_store._schema import migrate
 
