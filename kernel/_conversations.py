@@ -67,15 +67,18 @@ class ConversationRegistry:
         conversation: ConversationKey,
         request: str = "",
         capacity: Capacity = Capacity(),
+        *,
+        exclusive: bool = False,
     ) -> RunHandle:
         """Reserve ``run_id`` for one run of ``conversation``, or raise.
 
         :class:`RunIdInUse` when a live run of another request holds the id (a retry of the
-        same request queues behind it), :class:`CapacityError` when a cap is reached.
-        Synchronous on purpose: the check and the reservation are one step.
+        same request queues behind it, unless ``exclusive``), :class:`CapacityError` when a cap
+        is reached. Synchronous on purpose: the check and the reservation are one step.
         """
         holders = self._by_run.get(run_id, [])
-        if holders and (holders[0].conversation, holders[0].request) != (conversation, request):
+        same = holders and (holders[0].conversation, holders[0].request) == (conversation, request)
+        if holders and (exclusive or not same):
             raise RunIdInUse(run_id, holders[0].conversation.principal)
         if capacity.overall and self._active >= capacity.overall:
             raise CapacityError("overall", capacity.overall)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 import uuid
@@ -12,7 +11,6 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 import attrs
-import pluggy
 import trio
 
 from ._config import ConfigSection, OwnedSection, Settings, check_section_owners, load_settings
@@ -23,6 +21,7 @@ from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
 from ._providers import Provider, ProviderConfig, ProviderRegistry, ProviderType
+from ._stash import Stash
 from ._store import (
     CheckpointStore,
     ClaimOwner,
@@ -104,6 +103,9 @@ class Kernel:
         self.stopping = trio.Event()
         # What each running service handed to task_status.started() (an HTTP server's URLs).
         self.started: dict[str, Any] = {}
+        # Per-kernel plugin state (as pytest's config.stash): plugins keep theirs here under a
+        # StashKey of their own, never in a module-level dictionary keyed by kernel.
+        self.stash = Stash()
         self._agents: dict[str, AgentSpec] = {}
         self.conversations = ConversationRegistry()
         self.read_only = False  # a read command's kernel: stores create and change no file
@@ -318,18 +320,22 @@ class Kernel:
         principal: str | None = None,
         text: str = "",
         overrides: Mapping[str, Any] | None = None,
+        exclusive: bool = False,
     ) -> RunHandle:
         """Reserve ``run_id`` for one run now, before anything of it is stored or published.
 
         Raises :class:`RunIdInUse` when a live run of this kernel holds the id for another
-        request (a retry of the same conversation, text and overrides queues behind it), and
+        request (a retry of the same conversation, text and overrides queues behind it, unless
+        ``exclusive``: a transport that must answer at once says so), and
         :class:`CapacityError` beyond ``runtime.max_concurrent_sessions`` or its per-principal
         cap. Pass the handle to :meth:`run` (``reservation=``), or give it back with
         :meth:`release_run` if the run is not started after all.
         """
         conversation = ConversationKey(agent_id, session_id, principal, user_id)
         request = canonical_json({"text": text, "overrides": dict(overrides or {})})
-        return self.conversations.reserve(run_id, conversation, request, self._capacity())
+        return self.conversations.reserve(
+            run_id, conversation, request, self._capacity(), exclusive=exclusive
+        )
 
     def release_run(self, handle: RunHandle) -> None:
         """Give back a reservation that :meth:`run` did not use (twice is harmless)."""
@@ -393,7 +399,7 @@ class Kernel:
 
     def provider_types(self) -> dict[str, ProviderType]:
         found: dict[str, tuple[ProviderType, str]] = {}
-        for plugin, kinds in named_contributions(self.pm, "soulacy_provider_types"):
+        for plugin, kinds in self.pm.named_contributions("soulacy_provider_types"):
             for kind in cast("Sequence[ProviderType]", kinds or ()):
                 if kind.name in found:
                     raise PluginError(
@@ -475,7 +481,7 @@ class Kernel:
         self._stores = {}  # asked again if the kernel is used after this
         # Plugin by plugin, last registered first (as pluggy calls them), so that one plugin
         # failing to close, sync or async, does not keep the others open.
-        callers = [call for _, call in plugin_callers(self.pm, "soulacy_unconfigure")]
+        callers = [call for _, call in self.pm.plugin_callers("soulacy_unconfigure")]
         await call_each(reversed(callers), kernel=self)
 
     # -- services ----------------------------------------------------------------------------
@@ -577,45 +583,10 @@ def _plugin_selection(
     return PluginSelection(section.enable, section.disable, cli)
 
 
-def named_contributions(
-    pm: SoulacyPluginManager, hook: str, **kwargs: Any
-) -> list[tuple[str, Any]]:
-    """(plugin name, answer) of each plugin implementing a collected hook, in registration
-    order, so that a contribution can name its plugin (a clash names both).
-
-    Each plugin's implementations are called through pluggy (``subset_hook_caller``), never as
-    bare functions: tracing, hook-call monitoring and the plugin's own wrappers apply.
-    """
-    return [(name, answer) for name, call in plugin_callers(pm, hook) for answer in call(**kwargs)]
-
-
-def plugin_callers(pm: SoulacyPluginManager, hook: str) -> list[tuple[str, Callable[..., Any]]]:
-    """(plugin name, a caller of that plugin's implementations alone) for each plugin that
-    implements ``hook``, in registration order.
-
-    A caller runs through the manager's hook execution, as the relay does (tracing and
-    hook-call monitoring see it; the plugin's own wrappers apply). Not ``subset_hook_caller``:
-    it puts plugins in a set, and plugin objects need not be hashable.
-    """
-    grouped: dict[int, list[pluggy.HookImpl]] = {}
-    for impl in getattr(pm.hook, hook).get_hookimpls():
-        grouped.setdefault(id(impl.plugin), []).append(impl)
-    return [
-        (impls[0].plugin_name, functools.partial(_call_impls, pm, hook, impls))
-        for impls in grouped.values()
-    ]
-
-
-def _call_impls(
-    pm: SoulacyPluginManager, hook: str, impls: list[pluggy.HookImpl], **kwargs: Any
-) -> Any:
-    return pm._hookexec(hook, impls, kwargs, False)
-
-
 def _collect_sections(pm: SoulacyPluginManager) -> list[OwnedSection]:
     owned = [
         OwnedSection(section, owner)
-        for owner, sections in named_contributions(pm, "soulacy_config_sections")
+        for owner, sections in pm.named_contributions("soulacy_config_sections")
         for section in cast("Sequence[ConfigSection]", sections or ())
     ]
     problems = check_section_owners(owned)

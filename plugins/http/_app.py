@@ -141,7 +141,6 @@ class Api:
         self.tokens = EventTokens(config.stream_token_ttl)
         # run id -> principal, from the synchronous claim until the run's log is open: the
         # check and the claim of a run id are never separated by an await.
-        self._claims: dict[str, str | None] = {}
         run = r"/runs/(?P<run_id>[^/]+)"
         self.routes = [
             Route("GET", re.compile(r"/health"), self.health, "none"),
@@ -285,40 +284,23 @@ class Api:
         run_id = body.run_id or uuid.uuid4().hex
         session_id = body.session_id or uuid.uuid4().hex
         principal = request.principal
-        # From here to the log's opening, the run id is held: first synchronously (no await
-        # between the check and the claim), then by its open log.
-        self._claim(run_id, request)
-        try:
-            handle = self._reserve(run_id, body, session_id, principal)
-            try:  # the reservation is given back if this request is refused after all
-                stored = await self.kernel.conversation_store().get_run(run_id)
-                if stored is not None and not self._visible(stored.principal, request):
-                    raise HttpError(404, f"no run {run_id!r}")  # another principal's
-                log = self.logs.open(run_id, principal)
-            except BaseException:
-                self.kernel.release_run(handle)
-                raise
-        finally:
-            del self._claims[run_id]
+        current = self.logs.get(run_id)  # a finished run's log still names its owner
+        if current is not None and not self._visible(current.principal, request):
+            raise HttpError(404, f"no run {run_id!r}")  # another principal's: not confirmed
+        # The kernel's reservation holds the id from here on (taken with no await before it).
+        handle = self._reserve(run_id, body, session_id, principal)
+        try:  # the reservation is given back if this request is refused after all
+            stored = await self.kernel.conversation_store().get_run(run_id)
+            if stored is not None and not self._visible(stored.principal, request):
+                raise HttpError(404, f"no run {run_id!r}")  # another principal's
+            log = self.logs.open(run_id, principal)
+        except BaseException:
+            self.kernel.release_run(handle)
+            raise
         assert self.runs is not None
         self.runs.start_soon(self._execute, body, run_id, session_id, principal, log, handle)
         deadline = policy.http_timeout.value
         return log, math.inf if deadline is None else float(deadline)
-
-    def _claim(self, run_id: str, request: Request) -> None:
-        """Hold ``run_id`` for this request, or refuse: 409 to its owner, 404 to others."""
-        current = self.logs.get(run_id)
-        if run_id in self._claims:
-            owner, live = self._claims[run_id], True
-        elif current is not None:
-            owner, live = current.principal, not current.finished
-        else:
-            owner, live = request.principal, False
-        if not self._visible(owner, request):
-            raise HttpError(404, f"no run {run_id!r}")  # another principal's: not confirmed
-        if live:
-            raise HttpError(409, f"run {run_id!r} is still running")
-        self._claims[run_id] = request.principal
 
     def _reserve(
         self, run_id: str, body: ChatBody, session_id: str, principal: str | None
@@ -333,8 +315,9 @@ class Api:
                 principal=principal,
                 text=body.text,
                 overrides=body.overrides or {},
+                exclusive=True,  # HTTP answers 409 at once rather than queueing a retry
             )
-        except RunIdInUse as exc:  # a run of this kernel started elsewhere holds it
+        except RunIdInUse as exc:  # a live run holds it
             if exc.owner == principal:
                 raise HttpError(409, f"run {run_id!r} is still running") from None
             raise HttpError(404, f"no run {run_id!r}") from None
@@ -363,6 +346,16 @@ class Api:
                 reservation=handle,
             )
         except Exception as exc:  # one run's failure must never take the server down
+            import logging  # this function's alone here; the module keeps no other logger
+            import traceback
+
+            # Swallowed, so said: the traceback, redacted as every error text is.
+            logging.getLogger("soulacy.http").error(
+                "run %s of agent %r failed: %s",
+                run_id,
+                body.agent_id,
+                redact_text("".join(traceback.format_exception(exc)).rstrip()),
+            )
             if not log.finished:  # failed before its terminal event: still end with a result
                 log.append(
                     "result",

@@ -216,3 +216,20 @@ async def test_a_refused_run_gives_its_reservation_back(
     kernel.release_run(handle)
     kernel.release_run(handle)  # twice is harmless
     assert kernel.conversations.statistics() == {"conversations": 0, "runs": 0}
+
+
+async def test_an_exclusive_reservation_refuses_even_the_same_request(
+    load: Callable[..., Kernel],
+) -> None:
+    """A transport that must answer at once (HTTP's 409) asks for an exclusive reservation."""
+    kernel = load()
+    first = kernel.reserve_run("r", agent_id="a", session_id="s", principal="p", text="x")
+    with pytest.raises(RunIdInUse) as caught:
+        kernel.reserve_run(
+            "r", agent_id="a", session_id="s", principal="p", text="x", exclusive=True
+        )
+    assert caught.value.owner == "p"
+    queued = kernel.reserve_run("r", agent_id="a", session_id="s", principal="p", text="x")
+    kernel.release_run(queued)
+    kernel.release_run(first)
+    assert kernel.conversations.statistics() == {"conversations": 0, "runs": 0}
