@@ -1,45 +1,125 @@
 """The Soulacy kernel: plugins, configuration, services and the run engine's hooks.
 
-Everything a plugin author needs is re-exported here; the underscored modules are private.
+Everything a plugin author needs is exported here; the underscored modules are private. Names
+are loaded on first use (PEP 562): ``import soulacy.kernel`` imports nothing else, and
+``from soulacy.kernel import hookimpl`` imports only the hook specifications (and pluggy).
+
+To export a name: add it to ``_EXPORTS`` (under the private module that defines it), to the
+``TYPE_CHECKING`` imports (for type checkers) and to ``__all__``; tests/kernel/test_exports.py
+checks that the three agree and that no other public module exports the name too.
 """
 
 from __future__ import annotations
 
-from ._cli import CliCommand, CliContext
-from ._config import (
-    DROP,
-    ConfigSection,
-    Keep,
-    KeptKey,
-    KeyPath,
-    Scope,
-    Settings,
-    load_document,
-    parse_scalar,
-    structure,
-)
-from ._durations import Duration, format_duration
-from ._engine import RunRequest, RunResult
-from ._errors import (
-    CapacityError,
-    ConfigError,
-    ConfigIssue,
-    Location,
-    PluginError,
-    RunIdInUse,
-    SoulacyError,
-    UsageError,
-)
-from ._events import Event, EventStream
-from ._kernel import AgentSpec, Kernel, LoadedPlugins, Service, load_plugins, open_kernel
-from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
-from ._redact import redact, redact_text
-from ._tools import Tool
-from .hookspecs import hookimpl, hookspec
+import importlib
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more than this module
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._cli import KEPT_SHOWN, CliCommand, CliContext
+    from ._config import (
+        DROP,
+        ConfigSection,
+        Keep,
+        KeptKey,
+        KeyPath,
+        Scope,
+        Settings,
+        load_document,
+        parse_scalar,
+        structure,
+    )
+    from ._conversations import RunHandle
+    from ._converter import converter
+    from ._durations import Duration, format_duration
+    from ._engine import RunRequest, RunResult
+    from ._errors import (
+        CapacityError,
+        ConfigError,
+        ConfigIssue,
+        Location,
+        PluginError,
+        RunIdInUse,
+        SoulacyError,
+        UsageError,
+    )
+    from ._events import Event, EventStream
+    from ._kernel import (
+        AGENT_FILE,
+        AGENTS_DIR,
+        DEFAULT_GRACE_PERIOD,
+        AgentSpec,
+        Kernel,
+        LoadedPlugins,
+        PluginsConfig,
+        Service,
+        load_plugins,
+        open_kernel,
+    )
+    from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
+    from ._redact import redact, redact_text
+    from ._stash import Stash, StashKey
+    from ._tools import Tool
+    from .hookspecs import hookimpl, hookspec
+
+# The module (relative to this package) that defines each exported name.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "._cli": ("KEPT_SHOWN", "CliCommand", "CliContext"),
+    "._conversations": ("RunHandle",),
+    "._converter": ("converter",),
+    "._config": (
+        "DROP",
+        "ConfigSection",
+        "Keep",
+        "KeptKey",
+        "KeyPath",
+        "Scope",
+        "Settings",
+        "load_document",
+        "parse_scalar",
+        "structure",
+    ),
+    "._durations": ("Duration", "format_duration"),
+    "._engine": ("RunRequest", "RunResult"),
+    "._errors": (
+        "CapacityError",
+        "ConfigError",
+        "ConfigIssue",
+        "Location",
+        "PluginError",
+        "RunIdInUse",
+        "SoulacyError",
+        "UsageError",
+    ),
+    "._events": ("Event", "EventStream"),
+    "._kernel": (
+        "AGENTS_DIR",
+        "AGENT_FILE",
+        "DEFAULT_GRACE_PERIOD",
+        "AgentSpec",
+        "Kernel",
+        "LoadedPlugins",
+        "PluginsConfig",
+        "Service",
+        "load_plugins",
+        "open_kernel",
+    ),
+    "._manager": ("BUILTIN_PLUGINS", "PluginInfo", "SoulacyPluginManager"),
+    "._redact": ("redact", "redact_text"),
+    "._stash": ("Stash", "StashKey"),
+    "._tools": ("Tool",),
+    ".hookspecs": ("hookimpl", "hookspec"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
+    "AGENTS_DIR",
+    "AGENT_FILE",
     "BUILTIN_PLUGINS",
+    "DEFAULT_GRACE_PERIOD",
     "DROP",
+    "KEPT_SHOWN",
     "AgentSpec",
     "CapacityError",
     "CliCommand",
@@ -58,6 +138,8 @@ __all__ = [
     "Location",
     "PluginError",
     "PluginInfo",
+    "PluginsConfig",
+    "RunHandle",
     "RunIdInUse",
     "RunRequest",
     "RunResult",
@@ -66,8 +148,11 @@ __all__ = [
     "Settings",
     "SoulacyError",
     "SoulacyPluginManager",
+    "Stash",
+    "StashKey",
     "Tool",
     "UsageError",
+    "converter",
     "format_duration",
     "hookimpl",
     "hookspec",
@@ -79,3 +164,18 @@ __all__ = [
     "redact_text",
     "structure",
 ]
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would type every unknown name Any
+
+    def __getattr__(name: str) -> Any:
+        """Import an exported name's module on first use, then keep the name here (PEP 562)."""
+        module = _HOME.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

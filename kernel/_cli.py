@@ -6,11 +6,13 @@ import argparse
 import importlib.metadata
 import inspect
 import json
+import logging
 import os
 import platform
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -114,7 +116,7 @@ class _Parser(argparse.ArgumentParser):
         return parsed, extras
 
 
-_GLOBAL_OPTIONS = {"--workspace", "-w", "-p", "--debug", "--version"}
+_GLOBAL_OPTIONS = {"--workspace", "-w", "-p", "--debug", "--log-level", "--version"}
 
 
 def _version() -> str:
@@ -147,25 +149,72 @@ def _global_parser(add_help: bool) -> argparse.ArgumentParser:
         help="enable plugin NAME (a builtin, an entry point or a module); -p no:NAME disables it",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument(
+        "--log-level",
+        metavar="LEVEL",
+        type=_log_level,
+        help="print the log records of soulacy's loggers at LEVEL and above to stderr"
+        " (debug, info, warning, error, critical; default: $SOULACY_LOG_LEVEL or warning)",
+    )
     return parser
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMAT = "soulacy: %(levelname)s: %(name)s: %(message)s"
+
+
+def _log_level(value: str) -> int:
+    if value.strip().lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a log level (choose from {', '.join(LOG_LEVELS)})"
+        )
+    level: int = logging.getLevelNamesMapping()[value.strip().upper()]
+    return level
+
+
+class _StderrHandler(logging.StreamHandler[TextIO]):
+    """Writes to ``sys.stderr`` as it is at each record, not as it was when made."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+@contextmanager
+def logging_to_stderr(level: int | None, environ: Mapping[str, str]) -> Iterator[None]:
+    """For the block, print the records of the ``soulacy`` loggers at ``level`` and above to
+    stderr (the launcher's ``--log-level``, else ``SOULACY_LOG_LEVEL``, else warning).
+
+    Only the ``soulacy`` logger is configured, never the root logger, and it is put back as
+    it was afterwards (``main`` may run more than once in a process, as in tests).
+    """
+    if level is None:
+        try:
+            level = _log_level(environ.get("SOULACY_LOG_LEVEL") or "warning")
+        except argparse.ArgumentTypeError as exc:
+            print(f"soulacy: warning: SOULACY_LOG_LEVEL: {exc}; using warning", file=sys.stderr)
+            level = logging.WARNING
+    logger = logging.getLogger("soulacy")
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
 def _collect_commands(loaded: LoadedPlugins) -> list[CliCommand]:
-    commands: dict[str, tuple[CliCommand, str]] = {}
-    for impl in loaded.pm.hook.soulacy_cli_commands.get_hookimpls():
-        for command in cast("Sequence[CliCommand]", impl.function() or ()):
-            if command.name in commands:
-                other = commands[command.name][1]
-                raise PluginError(
-                    f"plugins {other!r} and {impl.plugin_name!r} both define the command"
-                    f" {command.name!r}"
-                )
-            commands[command.name] = (command, impl.plugin_name)
+    commands = loaded.pm.unique_contributions("soulacy_cli_commands", "command")
     for name, (_, plugin) in commands.items():
         words = name.split()
         if not 1 <= len(words) <= 2:
             raise PluginError(f"plugin {plugin!r}: command name {name!r} must be one or two words")
-    return [command for command, _ in sorted(commands.values(), key=lambda c: c[0].name)]
+    found = cast("list[CliCommand]", [command for command, _ in commands.values()])
+    return sorted(found, key=lambda command: command.name)
 
 
 def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
@@ -200,10 +249,20 @@ def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Entry point of the ``soulacy`` command; returns the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    early, _ = _global_parser(add_help=False).parse_known_args(args_list)
+    try:
+        early, _ = _global_parser(add_help=False).parse_known_args(args_list)
+    except SystemExit as exited:  # a bad global option: argparse has printed the usage
+        return int(exited.code or 0)
     if early.version:
         print(_version())
         return 0
+    with logging_to_stderr(early.log_level, os.environ if environ is None else environ):
+        return _main(args_list, early, environ)
+
+
+def _main(
+    args_list: list[str], early: argparse.Namespace, environ: Mapping[str, str] | None
+) -> int:
     loaded: LoadedPlugins | None = None
     try:
         loaded = load_plugins(early.workspace, plugins=early.plugins, environ=environ)

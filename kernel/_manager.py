@@ -14,14 +14,15 @@ code) answers before them, as pluggy orders later registrations.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pluggy
@@ -34,7 +35,7 @@ HOOK_PREFIX = "soulacy_"
 
 # The first-party plugins that load by default: (name, module). One list, in one place.
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
-    ("core", "soulacy.kernel._core"),
+    ("core", "soulacy.plugins.core"),
     ("policy", "soulacy.plugins.policy"),
     ("progress", "soulacy.plugins.progress"),
     ("compaction", "soulacy.plugins.compaction"),
@@ -250,6 +251,58 @@ class SoulacyPluginManager(pluggy.PluginManager):
             answers = sorted(hook for hook, who in first.items() if who == name)
             out.append({**attrs.asdict(info), "hooks": hooks, "answers": answers})
         return out
+
+    # -- collected hooks ---------------------------------------------------------------------
+
+    def plugin_callers(self, hook: str) -> list[tuple[str, Callable[..., list[Any]]]]:
+        """(plugin name, a caller of that plugin's implementations alone) for each plugin that
+        implements ``hook``, in the order pluggy keeps them (registration order, ``tryfirst``
+        and ``trylast`` applied).
+
+        A caller runs through the manager's hook execution, as the relay does: tracing and
+        hook-call monitoring see it, and the plugin's own wrappers apply. Not
+        ``subset_hook_caller``: it puts plugins in a set, and plugin objects need not be
+        hashable.
+        """
+        grouped: dict[int, list[pluggy.HookImpl]] = {}
+        for impl in getattr(self.hook, hook).get_hookimpls():
+            grouped.setdefault(id(impl.plugin), []).append(impl)
+        return [
+            (impls[0].plugin_name, functools.partial(self._call_impls, hook, impls))
+            for impls in grouped.values()
+        ]
+
+    def _call_impls(self, hook: str, impls: list[pluggy.HookImpl], **kwargs: Any) -> list[Any]:
+        return cast("list[Any]", self._hookexec(hook, impls, kwargs, False))
+
+    def named_contributions(self, hook: str, /, **kwargs: Any) -> list[tuple[str, Any]]:
+        """(plugin name, answer) of each plugin implementing a collected hook, so that a
+        contribution can name its plugin. Each plugin's implementations are called through
+        pluggy (:meth:`plugin_callers`), never as bare functions."""
+        return [
+            (name, answer) for name, call in self.plugin_callers(hook) for answer in call(**kwargs)
+        ]
+
+    def unique_contributions(
+        self, hook: str, what: str, /, **kwargs: Any
+    ) -> dict[str, tuple[Any, str]]:
+        """Collect a hook whose answers are named things: each plugin answers a mapping of name
+        to thing, or a sequence of things that have a ``name``. Returns name -> (thing, plugin
+        name); a name that two plugins contribute is a PluginError naming both (``what`` says
+        what the thing is: "plugins 'a' and 'b' both define the command 'run'")."""
+        found: dict[str, tuple[Any, str]] = {}
+        for plugin, answer in self.named_contributions(hook, **kwargs):
+            if isinstance(answer, Mapping):
+                items = list(answer.items())
+            else:
+                items = [(thing.name, thing) for thing in answer or ()]
+            for name, thing in items:
+                if name in found:
+                    raise PluginError(
+                        f"plugins {found[name][1]!r} and {plugin!r} both define the {what} {name!r}"
+                    )
+                found[name] = (thing, plugin)
+        return found
 
     # -- first-result hooks ----------------------------------------------------------------------
 

@@ -1,27 +1,20 @@
-"""Public names of the run engine: the request, the result and the run object strategies drive.
+"""Public names of the run engine: the run object strategies drive, its stops and outcomes.
 
-The contracts of what per-run hooks return (compactor, progress detector, verdicts, run
-strategies) are in :mod:`soulacy.kernel.contracts`.
+The request and the result of a run (``RunRequest``, ``RunResult``) and ``Tool`` are exported
+from :mod:`soulacy.kernel`, where callers of ``Kernel.run`` find them. The contracts of what
+per-run hooks return (compactor, progress detector, verdicts, run strategies) are in
+:mod:`soulacy.kernel.contracts`.
 """
 
-from ._engine import (
-    Run,
-    RunRequest,
-    RunResult,
-    RunStop,
-    Status,
-    ToolOutcome,
-    Verification,
-)
-from ._tools import Tool, schema_of, validate_arguments
+from __future__ import annotations
+
+from ._engine import Run, RunStop, Status, ToolOutcome, Verification
+from ._tools import schema_of, validate_arguments
 
 __all__ = [
     "Run",
-    "RunRequest",
-    "RunResult",
     "RunStop",
     "Status",
-    "Tool",
     "ToolOutcome",
     "Verification",
     "schema_of",

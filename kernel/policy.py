@@ -13,6 +13,20 @@ import attrs
 
 from ._durations import format_duration
 
+__all__ = [
+    "AGENT",
+    "CEILING",
+    "CONFIG",
+    "DEFAULT",
+    "DURATION_FIELDS",
+    "ENVIRONMENT",
+    "MODEL",
+    "REQUEST",
+    "ExecutionPolicy",
+    "Limit",
+    "ModelCapacity",
+]
+
 T = TypeVar("T", int, float)
 
 

@@ -1,12 +1,19 @@
-"""Hook-level testing for Soulacy and its plugins (a pytest plugin, entry point ``pytest11``).
+"""Hook-level testing for Soulacy and its plugins: a pytest plugin that a test suite opts in to.
 
-Fixtures:
+Installing Soulacy registers no fixture anywhere (decision 0028). A suite that wants these
+declares, in its top-level ``conftest.py``::
+
+    pytest_plugins = ["soulacy.kernel.testing"]
+
+(or runs ``pytest -p soulacy.kernel.testing``). Fixtures:
 
 * ``workspace`` — a :class:`Workspace` in a temporary folder, to write config.yaml and agents;
 * ``make_kernel`` — build a :class:`~soulacy.kernel.Kernel` on that workspace with the plugins a
   test chooses (entry-point autoloading is off and the environment is empty unless asked);
 * ``kernel`` — ``make_kernel()`` with the builtin plugins;
-* ``hook_recorder`` — a :class:`HookRecorder` on ``kernel``.
+* ``hook_recorder`` — a :class:`HookRecorder` on every kernel the test builds through
+  ``make_kernel`` (``kernel`` included, ``make_kernel(autoload=True)`` and its entry-point
+  plugins too), from the validation of its configuration on.
 
 Conformance kits that third-party implementations run against themselves:
 :func:`check_store` (history, runs, tool records, proofs), :func:`check_checkpoint_store`,
@@ -27,7 +34,7 @@ import attrs
 import pytest
 from ruamel.yaml import YAML
 
-from ._kernel import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, Kernel
+from ._kernel import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, Kernel, load_plugins
 from ._kits import (
     check_checkpoint_store,
     check_compactor,
@@ -54,12 +61,14 @@ __all__ = [
 
 @attrs.define
 class HookCall:
-    """One recorded hook call: its name, keyword arguments and (once finished) result."""
+    """One recorded hook call: its name, keyword arguments, the plugins implementing it (in
+    call order) and, once finished, its result."""
 
     name: str
     kwargs: dict[str, Any]
     result: Any = None
     exception: BaseException | None = None
+    plugins: tuple[str, ...] = ()
 
     def __getattr__(self, key: str) -> Any:  # call.agent_id reads the keyword argument
         try:
@@ -69,15 +78,29 @@ class HookCall:
 
 
 class HookRecorder:
-    """Records every hook call of a plugin manager, built on ``add_hookcall_monitoring``."""
+    """Records every hook call of plugin managers, built on ``add_hookcall_monitoring``.
 
-    def __init__(self, pm: Any) -> None:
+    ``HookRecorder(pm)`` records one manager from now on; :meth:`attach` adds another (the
+    ``make_kernel`` fixture attaches each kernel it builds to the ``hook_recorder`` fixture).
+    """
+
+    def __init__(self, pm: Any = None) -> None:
         self.calls: list[HookCall] = []
         self._open: list[HookCall] = []
-        self._undo = pm.add_hookcall_monitoring(self._before, self._after)
+        self._undo: list[Callable[[], None]] = []
+        self._finished = False
+        if pm is not None:
+            self.attach(pm)
+
+    def attach(self, pm: Any) -> None:
+        """Record the hook calls of ``pm`` too, until :meth:`finish` (after it, nothing)."""
+        if not self._finished:
+            self._undo.append(pm.add_hookcall_monitoring(self._before, self._after))
 
     def _before(self, hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        call = HookCall(hook_name, dict(kwargs))
+        # pluggy calls the last registered (and tryfirst) implementation first
+        plugins = tuple(impl.plugin_name for impl in reversed(hook_impls))
+        call = HookCall(hook_name, dict(kwargs), plugins=plugins)
         self.calls.append(call)
         self._open.append(call)
 
@@ -101,7 +124,10 @@ class HookRecorder:
         raise AssertionError(f"hook {name} was not called with {kwargs!r}; calls: {seen!r}")
 
     def finish(self) -> None:
-        self._undo()
+        """Stop recording: the calls recorded so far stay in :attr:`calls`."""
+        self._finished = True
+        while self._undo:
+            self._undo.pop()()
 
 
 def throwaway_plugin(name: str = "throwaway", **hooks: Callable[..., Any]) -> Any:
@@ -161,13 +187,21 @@ def workspace(tmp_path: Path) -> Workspace:
 
 
 @pytest.fixture
-def make_kernel(workspace: Workspace) -> Callable[..., Kernel]:
-    """Build kernels on the test's workspace; keyword arguments go to ``Kernel.load``."""
+def make_kernel(workspace: Workspace, request: pytest.FixtureRequest) -> Callable[..., Kernel]:
+    """Build kernels on the test's workspace; keyword arguments go to ``Kernel.load``.
+
+    When the test uses ``hook_recorder``, each kernel is recorded from before its configuration
+    is validated: ``soulacy_validate_config`` and ``soulacy_configure`` are in the record.
+    """
 
     def make(**options: Any) -> Kernel:
         options.setdefault("autoload", False)
         options.setdefault("environ", {})
-        return Kernel.load(workspace.path, **options)
+        loaded = load_plugins(workspace.path, **options)  # Kernel.load, in two steps
+        if "hook_recorder" in request.fixturenames:
+            recorder: HookRecorder = request.getfixturevalue("hook_recorder")
+            recorder.attach(loaded.pm)
+        return Kernel.from_plugins(loaded)
 
     return make
 
@@ -179,8 +213,9 @@ def kernel(make_kernel: Callable[..., Kernel]) -> Kernel:
 
 
 @pytest.fixture
-def hook_recorder(kernel: Kernel) -> Iterator[HookRecorder]:
-    """Records the hook calls ``kernel`` makes during the test."""
-    recorder = HookRecorder(kernel.pm)
+def hook_recorder() -> Iterator[HookRecorder]:
+    """Records the hook calls of every kernel the test builds with ``make_kernel`` (the
+    ``kernel`` fixture included), whatever its plugins: builtins, entry points, extras."""
+    recorder = HookRecorder()
     yield recorder
     recorder.finish()

@@ -5,7 +5,11 @@ file's own indentation; ``atomic_write`` replaces a file whole or not at all; ``
 parsed document into plain dicts, lists and scalars for comparisons.
 """
 
-from ._config import _plain as plain
+from __future__ import annotations
+
+from typing import Any
+
+from ._config import _plain
 from ._yamlio import atomic_write, dump_round_trip, guess_indentation, load_yaml_file, parse_yaml
 
 __all__ = [
@@ -16,3 +20,9 @@ __all__ = [
     "parse_yaml",
     "plain",
 ]
+
+
+def plain(node: Any) -> Any:
+    """``node`` as plain dicts, lists and scalars: ruamel's round-trip types (``CommentedMap``,
+    ``ScalarFloat``, …) become ``dict``, ``list``, ``bool``, ``str``, ``int`` and ``float``."""
+    return _plain(node)

@@ -1,4 +1,8 @@
-"""Shared helpers of the test suite (fixtures come from soulacy.kernel.testing)."""
+"""Shared helpers of the test suite.
+
+The fixtures ``workspace``, ``make_kernel``, ``kernel`` and ``hook_recorder`` come from Soulacy's
+testing plugin, which a suite opts in to (installing Soulacy registers none; decision 0028).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["soulacy.kernel.testing"]
 
 
 def run_soulacy(

@@ -67,12 +67,14 @@ def test_the_wheel_is_typed_and_has_no_top_level_init(wheel_files: set[str]) -> 
     assert "soulacy/__init__.py" not in wheel_files  # soulacy is a namespace package
 
 
-def test_the_wheel_declares_the_launcher_and_the_pytest_plugin(wheel: Path) -> None:
+def test_the_wheel_declares_the_launcher_and_no_pytest_plugin(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
         text = zf.read(name).decode()
     assert "soulacy = soulacy.kernel.cli:main" in text
-    assert "soulacy = soulacy.kernel.testing" in text
+    # The testing plugin is opt-in (pytest_plugins = ["soulacy.kernel.testing"], decision
+    # 0028): installing Soulacy adds no fixture to other projects' test runs.
+    assert "pytest11" not in text
 
 
 def test_the_test_dependencies_include_what_building_a_wheel_needs() -> None:

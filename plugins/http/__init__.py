@@ -8,7 +8,6 @@ gets what it missed and the terminal ``result`` event. See docs/http.md.
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Sequence
 
 from soulacy.kernel import (
@@ -19,6 +18,7 @@ from soulacy.kernel import (
     Location,
     Service,
     Settings,
+    StashKey,
     hookimpl,
 )
 
@@ -31,14 +31,14 @@ from ._service import HttpService
 __all__ = ["Api", "HttpService", "RunLogs", "ServerConfig"]
 
 ORIGIN = re.compile(r"https?://[^/\s]+")  # what a browser sends as Origin
-_logs: weakref.WeakKeyDictionary[Kernel, RunLogs] = weakref.WeakKeyDictionary()
+_logs_key = StashKey[RunLogs]("http run logs")  # only kernels that serve HTTP have them
 
 
 def run_logs(kernel: Kernel) -> RunLogs:
-    logs = _logs.get(kernel)
+    logs = kernel.stash.get(_logs_key, None)
     if logs is None:
         config: ServerConfig = kernel.config.section("server")
-        logs = _logs[kernel] = RunLogs(config.events_per_run, config.finished_runs_kept)
+        logs = kernel.stash[_logs_key] = RunLogs(config.events_per_run, config.finished_runs_kept)
     return logs
 
 
@@ -86,5 +86,6 @@ def soulacy_services(kernel: Kernel) -> Sequence[Service]:
 
 @hookimpl
 def soulacy_event(kernel: Kernel, event: Event) -> None:
-    if kernel in _logs:  # only kernels that serve HTTP keep run logs
-        _logs[kernel].observe(event)
+    logs = kernel.stash.get(_logs_key, None)
+    if logs is not None:  # only kernels that serve HTTP keep run logs
+        logs.observe(event)

@@ -44,7 +44,7 @@ from ._runlog import RunLog, RunLogs
 from ._tokens import EventTokens
 
 if TYPE_CHECKING:  # not exported by soulacy.kernel (yet): only its type is needed here
-    from soulacy.kernel._conversations import RunHandle
+    from soulacy.kernel import RunHandle
 
 PREFIX = "/api/v1"
 OPENAPI = Path(__file__).with_name("openapi.json")

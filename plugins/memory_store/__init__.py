@@ -11,23 +11,20 @@ PluginError naming the hook instead of keeping nothing.
 
 from __future__ import annotations
 
-import weakref
-
-from soulacy.kernel import Kernel, hookimpl
+from soulacy.kernel import Kernel, StashKey, hookimpl
 
 from ._store import MemoryStore
 
 __all__ = ["MemoryStore"]
 
-# One store per kernel, gone with it. (Per-kernel plugin state: to move to the kernel's stash.)
-_stores: weakref.WeakKeyDictionary[Kernel, MemoryStore] = weakref.WeakKeyDictionary()
+_store_key = StashKey[MemoryStore]("memory_store")  # one store per kernel, gone with it
 
 
 def store_of(kernel: Kernel) -> MemoryStore:
     """The kernel's memory store: one per kernel, serving every storage hook."""
-    store = _stores.get(kernel)
+    store = kernel.stash.get(_store_key, None)
     if store is None:
-        store = _stores[kernel] = MemoryStore()
+        store = kernel.stash[_store_key] = MemoryStore()
     return store
 
 

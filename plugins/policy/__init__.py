@@ -11,6 +11,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pluggy
+
 from soulacy.kernel import (
     AgentSpec,
     CliCommand,
@@ -28,6 +30,7 @@ from soulacy.kernel import (
 )
 from soulacy.kernel.policy import DURATION_FIELDS, ExecutionPolicy, Limit, ModelCapacity
 
+from . import hookspecs
 from ._model import (
     AgentBudget,
     Budget,
@@ -39,7 +42,7 @@ from ._model import (
     StudioConfig,
     Timeouts,
 )
-from ._resolve import resolve
+from ._resolve import resolve, workspace_limit
 from ._validate import AGENT_RANGES, WORKSPACE_RANGES, check_ranges, check_timeout_order
 
 __all__ = [
@@ -57,6 +60,20 @@ __all__ = [
     "Timeouts",
     "resolve",
 ]
+
+
+@hookimpl
+def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)  # the limit reader, for other plugins (studio)
+
+
+@hookimpl
+def soulacy_workspace_limit(config: Settings, path: str, unlimited_at: Any) -> Limit[Any] | None:
+    """The policy's own reader of workspace limits, for plugins that need one (studio)."""
+    try:
+        return workspace_limit(config, path, unlimited_at=unlimited_at)
+    except KeyError:  # not a key of this plugin's sections: another owner may answer
+        return None
 
 
 @hookimpl

@@ -27,7 +27,7 @@ ACCOMMODATED = "accommodates run"
 INHERITED = "inherited"
 
 
-def _workspace(config: Settings, path: str, *, unlimited_at: Any = 0) -> Limit[Any]:
+def workspace_limit(config: Settings, path: str, *, unlimited_at: Any = 0) -> Limit[Any]:
     """A workspace value with its source; ``unlimited_at`` is the value that means unlimited."""
     value = config.get(path)
     raw = value.seconds if hasattr(value, "seconds") else value  # Seconds: prints exactly
@@ -112,10 +112,10 @@ def _budget_dimension(
         # An explicit budget with zero values requests unlimited for that dimension.
         Limit(req_value or None, REQUEST) if req_value is not None else None,
         Limit(agent_value or None, AGENT, agent_loc) if agent_value is not None else None,
-        _workspace(config, f"runtime.default_budget.{dim}"),
+        workspace_limit(config, f"runtime.default_budget.{dim}"),
     )
     return _cap(
-        chosen, _workspace(config, f"runtime.max_budget.{dim}"), f"runtime.max_budget.{dim}"
+        chosen, workspace_limit(config, f"runtime.max_budget.{dim}"), f"runtime.max_budget.{dim}"
     )
 
 
@@ -148,12 +148,12 @@ def resolve(
     request = request or RequestOverrides()
     capacity = capacity or ModelCapacity()
     agent = _Agent(agent_settings)
-    turn_ceiling = _workspace(config, "runtime.max_turns_ceiling")
+    turn_ceiling = workspace_limit(config, "runtime.max_turns_ceiling")
 
     turns_asked = _first(
         _requested(request.max_turns, REQUEST, None),
         agent.limit("max_turns"),
-        _workspace(config, "runtime.default_max_turns"),
+        workspace_limit(config, "runtime.default_max_turns"),
     )
     steps_asked = _first(
         _requested(request.reasoning_max_steps, REQUEST, None),
@@ -169,11 +169,11 @@ def resolve(
     output = _first(
         _requested(request.max_output_tokens, REQUEST, None),
         agent.limit("llm.max_tokens"),
-        _workspace(config, "costs.default_max_output_tokens"),
+        workspace_limit(config, "costs.default_max_output_tokens"),
     )
     output = _cap(
         output,
-        _workspace(config, "costs.max_output_tokens_ceiling"),
+        workspace_limit(config, "costs.max_output_tokens_ceiling"),
         "costs.max_output_tokens_ceiling",
     )
     if capacity.max_output_tokens and (
@@ -195,19 +195,19 @@ def resolve(
     run = _first(
         _requested(request.run_timeout, REQUEST, None),
         agent.limit("run_timeout"),
-        _workspace(config, "runtime.timeouts.run"),
+        workspace_limit(config, "runtime.timeouts.run"),
     )
-    step = _workspace(config, "runtime.timeouts.step")
+    step = workspace_limit(config, "runtime.timeouts.step")
     # no_progress_limit: 0 disables stall detection; it does not inherit.
     agent_progress, agent_progress_loc = agent.get("no_progress_limit")
     progress = _first(
         _disabling(request.no_progress_limit, REQUEST, None),
         _disabling(agent_progress, AGENT, agent_progress_loc),
-        _workspace(config, "runtime.no_progress_limit"),
+        workspace_limit(config, "runtime.no_progress_limit"),
     )
     if progress.value is None:
         progress = Limit(None, progress.source, progress.location, "0 disables stall detection")
-    attempts = _workspace(config, "llm.studio.max_build_attempts", unlimited_at=-1)
+    attempts = workspace_limit(config, "llm.studio.max_build_attempts", unlimited_at=-1)
     if attempts.value == 0:
         attempts = Limit(
             DEFAULT_MAX_BUILD_ATTEMPTS, attempts.source, attempts.location, "0 selects the default"
@@ -222,15 +222,15 @@ def resolve(
         reasoning_max_steps=_cap(steps_asked, turn_ceiling, "runtime.max_turns_ceiling"),
         no_progress_limit=progress,
         run_timeout=run,
-        http_timeout=_accommodate(_workspace(config, "runtime.timeouts.http"), run),
-        llm_timeout=_workspace(config, "runtime.timeouts.llm"),
+        http_timeout=_accommodate(workspace_limit(config, "runtime.timeouts.http"), run),
+        llm_timeout=workspace_limit(config, "runtime.timeouts.llm"),
         step_timeout=step,
-        tool_timeout=_workspace(config, "runtime.timeouts.tool"),
+        tool_timeout=workspace_limit(config, "runtime.timeouts.tool"),
         reasoning_step_timeout=_first(agent.limit("reasoning.step_timeout"), step),
         reasoning_total_timeout=_first(agent.limit("reasoning.total_timeout"), run),
-        max_build_tokens=_workspace(config, "llm.studio.max_build_tokens"),
-        max_build_cost_usd=_workspace(config, "llm.studio.max_build_cost_usd"),
+        max_build_tokens=workspace_limit(config, "llm.studio.max_build_tokens"),
+        max_build_cost_usd=workspace_limit(config, "llm.studio.max_build_cost_usd"),
         max_build_attempts=attempts,
-        max_build_elapsed=_workspace(config, "llm.studio.max_build_elapsed"),
+        max_build_elapsed=workspace_limit(config, "llm.studio.max_build_elapsed"),
         context_window=context,
     )

@@ -13,20 +13,47 @@ behaviour, with a :class:`ConfiguredProviders` for the kernel:
   config.yaml states them, else what the provider reports;
 - each entry is built once per kernel, on first use, and closed with the kernel.
 
+It also owns the provider configuration: it declares the ``llm.default`` and ``llm.providers``
+sections of config.yaml, checks that every entry's ``type`` is a loaded provider type
+(``soulacy_validate_config``), and answers ``soulacy_model_capacity`` last (``trylast``) with
+what the kernel's registry says (``kernel.providers.capacity``), so that a plugin answering
+first, or a registry answering first, decides a model's capacity instead.
+
 Block it with ``-p no:providers`` and load a plugin that answers the hook to resolve providers
 another way (from a service catalogue, say); with none, asking for a provider is a PluginError
-naming the hook.
+naming the hook. Blocked, it takes its sections, its check and its capacity answer with it:
+a replacement declares the configuration it reads and answers ``soulacy_model_capacity`` itself
+when the execution policy should know its models' capacity.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from soulacy.kernel import AgentSpec, Kernel, UsageError, hookimpl
+import attrs
+
+from soulacy.kernel import (
+    AgentSpec,
+    ConfigIssue,
+    ConfigSection,
+    Kernel,
+    Location,
+    Settings,
+    UsageError,
+    hookimpl,
+)
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import Provider, ProviderConfig
 
-__all__ = ["ConfiguredProviders"]
+__all__ = ["ConfiguredProviders", "DefaultModel"]
+
+
+@attrs.frozen
+class DefaultModel:
+    """``llm.default`` in config.yaml: the workspace provider and model new agents start with."""
+
+    provider: str | None = None
+    model: str | None = None
 
 
 class ConfiguredProviders:
@@ -100,3 +127,34 @@ class ConfiguredProviders:
 @hookimpl(trylast=True)
 def soulacy_provider_registry(kernel: Kernel) -> ConfiguredProviders:
     return ConfiguredProviders(kernel)
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [
+        ConfigSection("llm.default", DefaultModel, doc="provider and model of new agents"),
+        ConfigSection(
+            "llm.providers", dict[str, ProviderConfig], default=dict, doc="model providers by name"
+        ),
+    ]
+
+
+@hookimpl
+def soulacy_validate_config(kernel: Kernel, config: Settings) -> Sequence[ConfigIssue]:
+    types = kernel.provider_types()
+    issues = []
+    for name, provider in config.section("llm.providers").items():
+        if provider.type not in types:
+            path = f"llm.providers.{name}.type"
+            loc = config.source_of(path) or Location(str(config.file))
+            known = ", ".join(sorted(types)) or "none"
+            message = f"no loaded plugin provides this provider type (known: {known})"
+            issues.append(ConfigIssue(loc, path, message, provider.type, True))
+    return issues
+
+
+@hookimpl(trylast=True)
+def soulacy_model_capacity(
+    kernel: Kernel, provider: str | None, model: str | None
+) -> ModelCapacity | None:
+    return kernel.providers.capacity(provider, model)

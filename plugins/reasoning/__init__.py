@@ -24,7 +24,7 @@ from typing import cast
 import pluggy
 import trio
 
-from soulacy.kernel import AgentSpec, ConfigIssue, Kernel, Location, PluginError, hookimpl
+from soulacy.kernel import AgentSpec, ConfigIssue, Kernel, Location, hookimpl
 from soulacy.kernel.engine import Run, RunStop
 from soulacy.kernel.messages import Message
 
@@ -87,16 +87,9 @@ async def _step(run: Run, *, tools: bool) -> Message:
 
 
 def strategies(kernel: Kernel) -> dict[str, Strategy]:
-    found: dict[str, tuple[Strategy, str]] = {}
-    for impl in kernel.hook.soulacy_reasoning_strategies.get_hookimpls():
-        for name, strategy in cast("Mapping[str, Strategy]", impl.function() or {}).items():
-            if name in found:
-                raise PluginError(
-                    f"plugins {found[name][1]!r} and {impl.plugin_name!r} both"
-                    f" define the reasoning strategy {name!r}"
-                )
-            found[name] = (strategy, impl.plugin_name)
-    return {name: strategy for name, (strategy, _) in found.items()}
+    """Every reasoning strategy by name; one name from two plugins is a PluginError."""
+    found = kernel.pm.unique_contributions("soulacy_reasoning_strategies", "reasoning strategy")
+    return {name: cast("Strategy", strategy) for name, (strategy, _) in found.items()}
 
 
 @hookimpl

@@ -10,7 +10,9 @@ delivered) are failures: never recorded or announced as completed.
 from __future__ import annotations
 
 import inspect
+import logging
 import time
+import traceback
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,12 +22,13 @@ import attrs
 import trio
 from cronsim import CronSim
 
-from soulacy.kernel import Kernel
+from soulacy.kernel import Kernel, redact_text
 from soulacy.kernel.store import CheckpointStore
 
 from ._model import ScheduleEntry, SchedulerConfig
 
 RECENT = 20  # skipped ticks and takeovers remembered per schedule
+logger = logging.getLogger("soulacy.scheduler")
 
 
 class WallClock:
@@ -175,7 +178,13 @@ class ScheduleLoop:
         except Exception as exc:  # a scheduler never dies of one run: the run is a failure
             while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
                 exc = exc.exceptions[0]
-            outcome.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            outcome.update(status="failed", error=redact_text(f"{type(exc).__name__}: {exc}"))
+            logger.error(
+                "schedule %r: the run of the tick %s failed: %s",
+                entry.id,
+                tick.isoformat(),
+                redact_text("".join(traceback.format_exception(exc)).rstrip()),
+            )
         finally:
             # The run's task has really ended here: only now does ownership end.
             with trio.CancelScope(shield=True):
@@ -197,6 +206,7 @@ class ScheduleLoop:
             tmp.replace(path)
         except OSError as exc:
             path.with_suffix(path.suffix + ".tmp").unlink(missing_ok=True)
+            logger.warning("schedule %r: delivery to %r failed: %s", self.entry.id, output, exc)
             return f"delivery to {output!r} failed: {exc}"
         return True
 

@@ -15,7 +15,6 @@ their kernel is read-only, and so is the store it gets here: it creates and chan
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Literal
 
@@ -28,6 +27,7 @@ from soulacy.kernel import (
     Kernel,
     Location,
     Settings,
+    StashKey,
     hookimpl,
 )
 
@@ -44,12 +44,12 @@ class StoreConfig:
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
 
-_stores: weakref.WeakKeyDictionary[Kernel, SQLiteStore] = weakref.WeakKeyDictionary()
+_store_key = StashKey[SQLiteStore]("sqlite_store")  # the kernel's store, in kernel.stash
 
 
 def store_of(kernel: Kernel) -> SQLiteStore:
     """The kernel's store: one per kernel, serving every storage hook."""
-    store = _stores.get(kernel)
+    store = kernel.stash.get(_store_key, None)
     if store is None:
         config: StoreConfig = kernel.config.section("store")
         store = SQLiteStore(
@@ -59,7 +59,7 @@ def store_of(kernel: Kernel) -> SQLiteStore:
             # A kernel of a read command (`soulacy runs`, `history` …) creates no file.
             read_only=kernel.read_only,
         )
-        _stores[kernel] = store
+        kernel.stash[_store_key] = store
     return store
 
 
@@ -84,7 +84,8 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 
 @hookimpl
 async def soulacy_unconfigure(kernel: Kernel) -> None:
-    store = _stores.get(kernel)  # kept: a kernel used after closing reuses (reopens) it
+    # Kept in the stash: a kernel used after closing reuses (reopens) it.
+    store = kernel.stash.get(_store_key, None)
     if store is not None:
         await store.aclose()
 

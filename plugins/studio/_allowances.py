@@ -3,8 +3,9 @@
 A build of an agent that loads resolves them through the policy hook, so that a stricter
 deployment policy (a wrapper of ``soulacy_resolve_policy``) applies to builds too. A new agent
 has no file to resolve, and a repair usually starts from a file that does not load, so then the
-workspace configuration is read directly with the same semantics as the builtin policy
-(plugins do not import each other).
+workspace's values are read through the policy plugin's limit reader (``soulacy_workspace_limit``:
+plugins do not import each other, and studio keeps no copy of the policy's rules). With the
+policy plugin disabled nothing owns ``llm.studio`` and the defaults below apply.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 import attrs
 import trio
 
-from soulacy.kernel import Kernel, Settings, SoulacyError
-from soulacy.kernel.policy import CONFIG, DEFAULT, ENVIRONMENT, ExecutionPolicy, Limit
+from soulacy.kernel import Kernel, SoulacyError
+from soulacy.kernel.policy import DEFAULT, ExecutionPolicy, Limit
 
 from ._scratch import scratch_kernel
 
@@ -50,19 +51,19 @@ class Allowances:
         )
 
     @classmethod
-    def from_config(cls, config: Settings) -> Allowances:
-        """``0`` tokens or dollars: none; attempts ``-1``: unlimited, ``0``: the default (32);
-        elapsed ``"0"``: no practical limit."""
-        attempts = _read(config, "max_build_attempts", unlimited_at=-1)
+    def from_config(cls, kernel: Kernel) -> Allowances:
+        """The workspace's values. ``0`` tokens or dollars: none; attempts ``-1``: unlimited,
+        ``0``: the default (32); elapsed ``"0"``: no practical limit."""
+        attempts = _read(kernel, "max_build_attempts", unlimited_at=-1)
         if attempts.value == 0:
             attempts = attrs.evolve(
                 attempts, value=DEFAULT_ATTEMPTS, reason="0 selects the default"
             )
         return cls(
-            _read(config, "max_build_tokens"),
-            _read(config, "max_build_cost_usd"),
+            _read(kernel, "max_build_tokens"),
+            _read(kernel, "max_build_cost_usd"),
             attempts,
-            _read(config, "max_build_elapsed"),
+            _read(kernel, "max_build_elapsed"),
             "config.yaml",
         )
 
@@ -87,19 +88,17 @@ class Allowances:
         return {**out, "resolved_by": self.resolved_by}
 
 
-def _read(config: Settings, name: str, *, unlimited_at: Any = 0) -> Limit[Any]:
-    path = f"llm.studio.{name}"
-    try:
-        value = config.get(path)
-    except KeyError:  # no loaded plugin owns llm.studio
-        value = _DEFAULTS[name]
-    raw = float(value.seconds) if hasattr(value, "seconds") else value
-    loc = config.source_of(path)
-    if loc is None:
-        source = DEFAULT
-    else:
-        source = ENVIRONMENT if loc.file.startswith("environment") else CONFIG
-    return Limit(None if raw == unlimited_at else raw, source, str(loc) if loc else None)
+def _read(kernel: Kernel, name: str, *, unlimited_at: Any = 0) -> Limit[Any]:
+    """``llm.studio.<name>`` as the policy plugin reads it, or the default when no plugin
+    answers (the policy plugin, which owns the section and defines the hook, is disabled)."""
+    reader = getattr(kernel.hook, "soulacy_workspace_limit", None)
+    found = None
+    if reader is not None:
+        found = reader(config=kernel.config, path=f"llm.studio.{name}", unlimited_at=unlimited_at)
+    if isinstance(found, Limit):
+        return found
+    value = _DEFAULTS[name]
+    return Limit(None if value == unlimited_at else value, DEFAULT)
 
 
 async def resolve_allowances(kernel: Kernel, agent_id: str, exists: bool) -> Allowances:
@@ -117,4 +116,4 @@ async def resolve_allowances(kernel: Kernel, agent_id: str, exists: bool) -> All
                 await resolver.aclose()
         if isinstance(policy, ExecutionPolicy):
             return Allowances.from_policy(policy)
-    return Allowances.from_config(kernel.config)
+    return Allowances.from_config(kernel)

@@ -338,14 +338,15 @@ class _Builder:
 
 
 def _builder_model(kernel: Kernel, spec: BuildSpec) -> tuple[str, str | None]:
-    default = kernel.config.section("llm.default")
-    name = spec.model.provider or default.provider
+    default = kernel.config.values.get("llm.default")  # None when no plugin declares it
+    name = spec.model.provider or getattr(default, "provider", None)
     if not name:
         raise UsageError(
             "no model to build with: set model.provider in the build spec or"
             f" llm.default.provider in {kernel.config_file}"
         )
-    return name, spec.model.model or kernel.provider_config(name).model or default.model
+    default_model = getattr(default, "model", None)
+    return name, spec.model.model or kernel.provider_config(name).model or default_model
 
 
 def _config(kernel: Kernel, path: str) -> Any:

@@ -32,7 +32,6 @@ from soulacy.kernel import (
     ConfigSection,
     Kernel,
     Location,
-    PluginError,
     UsageError,
     hookimpl,
 )
@@ -49,16 +48,8 @@ __all__ = ["Assertion", "Edge", "Outcome", "Step", "Workflow", "WorkflowRunner",
 
 def operators(kernel: Kernel) -> dict[str, Operator]:
     """Every assertion operator: the builtin ones and those plugins contribute."""
-    found: dict[str, tuple[Operator, str]] = {}
-    for impl in kernel.hook.soulacy_assertion_operators.get_hookimpls():
-        for name, op in cast("Mapping[str, Operator]", impl.function() or {}).items():
-            if name in found:
-                raise PluginError(
-                    f"plugins {found[name][1]!r} and {impl.plugin_name!r} both"
-                    f" define the assertion operator {name!r}"
-                )
-            found[name] = (op, impl.plugin_name)
-    return {name: op for name, (op, _) in found.items()}
+    found = kernel.pm.unique_contributions("soulacy_assertion_operators", "assertion operator")
+    return {name: cast("Operator", op) for name, (op, _) in found.items()}
 
 
 @hookimpl

@@ -79,6 +79,10 @@ class CuttingProxy:
                 if cut_this and b"event: tool.call" in data:
                     # Deliver what came up to the first tool call's event, then drop the line.
                     client.sendall(data[: data.index(b"event: tool.call")])
+                    # Let the browser take in what it got before the line drops: a close that
+                    # races the data can discard it on a loaded machine (then the reconnect
+                    # rightly carries no Last-Event-ID, and the test would prove nothing).
+                    time.sleep(1.0)
                     break
                 client.sendall(data)
         except OSError:

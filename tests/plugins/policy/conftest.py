@@ -1,7 +1,7 @@
 """Fixtures shared by the tests of the builtin execution-policy plugin (``soulacy.plugins.policy``).
 
-The kernel's own testing plugin (``workspace``, ``make_kernel``, ``kernel``) is registered through
-the ``pytest11`` entry point; these fixtures build on it.
+The kernel's own testing plugin (``workspace``, ``make_kernel``, ``kernel``) is opted into by
+tests/conftest.py (``pytest_plugins``); these fixtures build on it.
 """
 
 from __future__ import annotations

@@ -38,10 +38,13 @@ def test_two_processes_run_each_tick_once(workspace: Workspace) -> None:
         runs: list[tuple[str, str]] = []
         while time.monotonic() < deadline:
             if db.exists():
-                with sqlite3.connect(db) as conn:
-                    runs = conn.execute(
-                        "SELECT run_id, status FROM runs WHERE run_id LIKE 'schedule:cron:%'"
-                    ).fetchall()
+                try:
+                    with sqlite3.connect(db) as conn:
+                        runs = conn.execute(
+                            "SELECT run_id, status FROM runs WHERE run_id LIKE 'schedule:cron:%'"
+                        ).fetchall()
+                except sqlite3.OperationalError:  # the schema is still being created: not yet
+                    runs = []
                 if runs and all(status != "running" for _, status in runs):
                     break
             time.sleep(0.5)

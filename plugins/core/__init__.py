@@ -1,0 +1,130 @@
+"""The essential builtin ``core`` plugin: the core agent keys and the kernel's own subcommands.
+
+It is written exactly like any other plugin, through the same hooks, and cannot be blocked
+(``-p no:core`` is an error): it declares the ``plugins`` section, the agent keys every run
+reads (``id``, ``name``, ``description``, ``system_prompt``, ``llm``, ``tools``, ``enabled``)
+and the subcommands ``serve``, ``plugins``, ``config show|get|set|validate``, ``run``,
+``demo``, ``plugin new``, ``agents list|new``, ``history``, ``runs`` and ``runs show``.
+
+The provider configuration (``llm.default``, ``llm.providers``) and the model capacity are the
+builtin ``providers`` plugin's (:mod:`soulacy.plugins.providers`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from soulacy.kernel import CliCommand, ConfigSection, PluginsConfig, hookimpl
+
+from ._commands import (
+    _agents_list,
+    _agents_new,
+    _config_get,
+    _config_set,
+    _config_show,
+    _config_validate,
+    _configure_get,
+    _configure_history,
+    _configure_new,
+    _configure_plugin_new,
+    _configure_runs,
+    _configure_set,
+    _configure_show,
+    _history,
+    _json_flag,
+    _plugin_new,
+    _plugins,
+    _run_show,
+    _runs,
+    new_agent,
+)
+from ._run import RUN_EXIT_CODES, _configure_demo, _configure_run, _demo, _run, _serve
+
+__all__ = ["RUN_EXIT_CODES", "AgentLLM", "new_agent"]
+
+
+@attrs.frozen
+class AgentLLM:
+    """The ``llm`` key of SOUL.yaml: which model an agent uses and how it samples.
+
+    Omitted values come from the workspace provider; ``top_p`` left out leaves nucleus sampling
+    to the provider.
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    tool_choice: str | None = None
+    allowed_providers: list[str] = attrs.Factory(list)
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [
+        ConfigSection("plugins", PluginsConfig, doc="plugins to enable and disable"),
+        ConfigSection("id", str | None, scope="agent", doc="the agent's id (its folder name)"),
+        ConfigSection("name", str | None, scope="agent"),
+        ConfigSection("description", str | None, scope="agent"),
+        ConfigSection("system_prompt", str | None, scope="agent"),
+        ConfigSection("llm", AgentLLM, scope="agent"),
+        ConfigSection("tools", list[str], scope="agent", default=list),
+        ConfigSection("enabled", bool, scope="agent", default=True),
+    ]
+
+
+@hookimpl
+def soulacy_cli_commands() -> Sequence[CliCommand]:
+    return [
+        CliCommand("serve", "run the kernel and its services until SIGINT or SIGTERM", _serve),
+        CliCommand(
+            "plugins", "list loaded plugins and the hooks they implement", _plugins, _json_flag
+        ),
+        CliCommand("config show", "print the effective configuration", _config_show, _json_flag),
+        CliCommand("config get", "print one configuration value", _config_get, _configure_get),
+        CliCommand(
+            "config set",
+            "change one value of config.yaml (validated, atomic)",
+            _config_set,
+            _configure_set,
+        ),
+        CliCommand("config validate", "check config.yaml and every SOUL.yaml", _config_validate),
+        CliCommand(
+            "run", "run one request of a conversation and print the reply", _run, _configure_run
+        ),
+        CliCommand(
+            "demo",
+            "run the demo agent on the scripted model (no network, no key)",
+            _demo,
+            _configure_demo,
+        ),
+        CliCommand(
+            "plugin new",
+            "start a plugin project from plugin-template/",
+            _plugin_new,
+            _configure_plugin_new,
+        ),
+        CliCommand("agents list", "list the workspace's agents", _agents_list, _json_flag),
+        CliCommand(
+            "history",
+            "a conversation's stored messages with their reply metadata",
+            _history,
+            _configure_history,
+            read_only=True,
+        ),
+        CliCommand(
+            "runs", "recent runs and how they ended", _runs, _configure_runs, read_only=True
+        ),
+        CliCommand(
+            "runs show", "one run: metadata and proof", _run_show, _configure_show, read_only=True
+        ),
+        CliCommand(
+            "agents new",
+            "create agents/ID/SOUL.yaml that inherits the workspace policy",
+            _agents_new,
+            _configure_new,
+        ),
+    ]

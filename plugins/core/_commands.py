@@ -1,0 +1,386 @@
+"""The core commands that read and change the workspace: ``plugins``, ``config …``,
+``agents …``, ``history``, ``runs``, ``runs show`` and ``plugin new``."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+from ruamel.yaml import YAML
+
+# Not exported by soulacy.kernel yet: the kernel's file layout, the CLI's summary threshold and
+# the converter that plain-data printouts go through.
+from soulacy.kernel import (
+    AGENT_FILE,
+    AGENTS_DIR,
+    KEPT_SHOWN,
+    CliContext,
+    Kernel,
+    UsageError,
+    converter,
+    parse_scalar,
+)
+from soulacy.kernel.store import HistoryEntry, RunRecord
+from soulacy.kernel.yamlio import atomic_write
+
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_get(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("key", help="dotted key, e.g. runtime.timeouts.run")
+    _json_flag(parser)
+
+
+def _configure_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("key", help="dotted key, e.g. runtime.default_max_turns")
+    # REMAINDER: a value that starts with '-' (-5s, -1) is a value, not an option
+    parser.add_argument(
+        "value", nargs=argparse.REMAINDER, help="a YAML value: 300, 48h, -1, false, '[a, b]'"
+    )
+
+
+def _yaml_text(data: Any) -> str:
+    out = io.StringIO()
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.dump(data, out)
+    return out.getvalue().rstrip("\n")
+
+
+def _plugins(args: argparse.Namespace, ctx: CliContext) -> int:
+    pm = ctx.plugins.pm
+    described = pm.describe()
+    if args.json:
+        ctx.print_json(described)
+        return 0
+    for info in described:
+        dist = f" [{info['distribution']} {info['version']}]" if info["distribution"] else ""
+        ctx.print(f"{info['name']} ({info['origin']}: {info['module']}){dist}")
+        ctx.print(f"    hooks: {', '.join(info['hooks']) or '-'}")
+    ctx.print("first-result hooks (the first plugin listed answers; the others when it passes):")
+    for hook, order in pm.first_result_order().items():
+        names = [f"{n} (installed)" if n in pm.autoloaded else n for n in order]
+        ctx.print(f"  {hook}: {', then '.join(names)}")
+    return 0
+
+
+def _config_show(args: argparse.Namespace, ctx: CliContext) -> int:
+    config = ctx.kernel().config
+    if args.json:
+        sources = {k: str(v) for k, v in config.sources.locations.items()}
+        ctx.print_json({"config": redact(config.to_dict()), "sources": sources})
+    else:
+        ctx.print(_yaml_text(redact(config.to_dict())))
+    return 0
+
+
+# Keys whose values are secrets: exact names, or names ending in one of these suffixes. Exact
+# matching matters: "max_build_tokens" or "chars_per_token" are settings, not secrets.
+SECRET_KEYS = re.compile(
+    r"^(api_keys?|tokens?|secrets?|passwords?)$|_(api_key|secret|password|access_token)$",
+    re.IGNORECASE,
+)
+
+
+def redact(data: Any, key: str = "") -> Any:
+    """Hide the values of secret-looking keys (an API key in config.yaml) from printouts."""
+    if isinstance(data, dict):
+        if SECRET_KEYS.search(key):  # a mapping of secrets (api_keys: {principal: token})
+            return {k: "***" if v else v for k, v in data.items()}
+        return {k: redact(v, str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact(v, key) for v in data]
+    if SECRET_KEYS.search(key) and data:
+        return "***"
+    return data
+
+
+def _config_get(args: argparse.Namespace, ctx: CliContext) -> int:
+    config = ctx.kernel().config
+    try:
+        value = config.get(args.key)
+    except (KeyError, AttributeError):
+        raise UsageError(f"unknown configuration key {args.key!r}") from None
+    last_key = args.key.rsplit(".", 1)[-1]
+    plain = redact(json.loads(json.dumps(converter.unstructure(value), default=str)), last_key)
+    source = config.source_of(args.key)
+    if args.json:
+        ctx.print_json(
+            {"key": args.key, "value": plain, "source": str(source) if source else "default"}
+        )
+    else:
+        ctx.print(_yaml_text(plain) if isinstance(plain, dict | list) else _scalar(plain))
+    return 0
+
+
+def _scalar(value: Any) -> str:
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
+
+
+def _config_set(args: argparse.Namespace, ctx: CliContext) -> int:
+    if len(args.value) != 1:
+        got = " ".join(args.value) if args.value else "none"
+        raise UsageError(
+            f"config set takes one VALUE after KEY (got: {got}); quote a value with spaces,"
+            " e.g. '[a, b]'"
+        )
+    value = args.value[0]
+    kernel = ctx.kernel()
+    changed = kernel.update_config({args.key: parse_scalar(value, key=args.key)})
+    if changed:
+        ctx.print(f"{args.key} = {value} saved in {kernel.config_file}")
+    else:
+        ctx.print(f"{args.key} is already {value}; {kernel.config_file} unchanged")
+    return 0
+
+
+def _config_validate(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    summarized = len(kernel.config.kept) > KEPT_SHOWN  # ctx.kernel() said them in one line
+    for warning in kernel.validate_all():
+        if warning not in kernel.config.warnings or (
+            summarized and warning in map(str, kernel.config.kept)
+        ):
+            ctx.warn(warning)
+    agents = kernel.agent_ids()
+    ctx.print(f"ok: {kernel.config_file} and {len(agents)} agent file(s) are valid")
+    return 0
+
+
+def _agents_list(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    rows = []
+    for agent_id in kernel.agent_ids():
+        agent = kernel.agent(agent_id)
+        rows.append(
+            {
+                "id": agent_id,
+                "name": agent.section("name"),
+                "enabled": agent.section("enabled"),
+                "file": str(agent.file),
+            }
+        )
+    if args.json:
+        ctx.print_json(rows)
+    elif not rows:
+        ctx.print(
+            f"no agents in {kernel.workspace} (an agent is {AGENTS_DIR}/ID/{AGENT_FILE};"
+            " create one with `soulacy agents new ID`)"
+        )
+    else:
+        for row in rows:
+            state = "" if row["enabled"] else " (disabled)"
+            ctx.print(f"{row['id']}{state}: {row['name'] or ''}".rstrip(": "))
+    return 0
+
+
+def _configure_new(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="agent id: letters, digits, '-' and '_'")
+    parser.add_argument("--name", help="display name (default: the id)")
+    parser.add_argument("--description", default="", help="one line on what the agent is for")
+
+
+def _agents_new(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    path = new_agent(kernel, args.id, name=args.name, description=args.description)
+    ctx.print(f"created {path}")
+    return 0
+
+
+def new_agent(
+    kernel: Kernel, agent_id: str, *, name: str | None = None, description: str = ""
+) -> Path:
+    """Write ``agents/ID/SOUL.yaml`` for a new agent and return its path.
+
+    The agent starts with the workspace provider and its default model, and writes no turn,
+    budget, timeout or output limits, so it inherits the workspace policy; ``top_p`` is left to
+    the provider. An existing agent is never overwritten.
+    """
+    if not _AGENT_ID.fullmatch(agent_id):
+        raise UsageError(f"agent id {agent_id!r}: expected letters, digits, '-' and '_'")
+    path = kernel.workspace / AGENTS_DIR / agent_id / AGENT_FILE
+    if path.exists():
+        raise UsageError(f"{path} already exists; nothing was written")
+    # llm.default is the providers plugin's section: with that plugin blocked, none is written
+    default = kernel.config.values.get("llm.default")
+    llm = {k: v for k in ("provider", "model") if (v := getattr(default, k, None))}
+    doc: dict[str, Any] = {
+        "id": agent_id,
+        "name": name or agent_id,
+        "description": description,
+        "system_prompt": "You are a helpful assistant.",
+    }
+    if llm:
+        doc["llm"] = llm
+    doc["tools"] = []
+    out = io.StringIO()
+    YAML(typ="safe", pure=True).dump(doc, out)
+    atomic_write(path, out.getvalue())
+    return path
+
+
+# -- reading the store: history, runs, runs show --------------------------------------------
+# Core commands: they ask the storage hooks, so they work with whichever store answers, and
+# name it. Their kernel is read-only (CliCommand.read_only): stores create no file.
+
+
+def store_label(kernel: Kernel, hook: str, store: Any) -> str:
+    """Which store answered ``hook``: the plugin, and where its data is (``describe()``)."""
+    _, plugin = kernel.pm.first_result(hook, kernel=kernel)
+    if plugin is None or plugin == "memory_store":
+        return "memory: no loaded plugin provides a store, so nothing outlives a command"
+    describe = getattr(store, "describe", None)
+    where = describe() if callable(describe) else None
+    return f"{plugin} at {where}" if where else plugin
+
+
+def _configure_history(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", help="session id")
+    parser.add_argument("--agent", help="only this agent's messages")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_runs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", help="only this agent's runs")
+    parser.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_show(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="run id")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+async def _history(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        store = kernel.conversation_store()
+        entries = await store.history(args.session, args.agent)
+    finally:
+        await kernel.aclose()
+    if args.json:
+        ctx.print_json([attrs.asdict(e) for e in entries])
+        return 0
+    if not entries:
+        label = store_label(kernel, "soulacy_conversation_store", store)
+        of_agent = f" of agent {args.agent!r}" if args.agent else ""
+        ctx.print(f"no stored messages{of_agent} in session {args.session!r} (store: {label})")
+    for entry in entries:
+        ctx.print(_entry_line(entry))
+    return 0
+
+
+def _entry_line(entry: HistoryEntry) -> str:
+    meta = entry.metadata or {}
+    notice = ""
+    if entry.role == "assistant" and meta:
+        notice = f"  [{meta.get('status')}"
+        if meta.get("incomplete_reason"):
+            notice += f": {meta['incomplete_reason']}"
+        notice += f", {meta.get('verification')}]"
+    text = entry.content.replace("\n", " ")
+    if entry.tool_calls:
+        text = (text + " " if text else "") + ", ".join(
+            f"→ {c['name']}({c.get('arguments', {})})" for c in entry.tool_calls
+        )
+    return f"{entry.role:>9}: {text[:200]}{notice}"
+
+
+async def _runs(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        store = kernel.conversation_store()
+        runs = await store.list_runs(args.limit, args.agent)
+    finally:
+        await kernel.aclose()
+    if args.json:
+        ctx.print_json([attrs.asdict(r) for r in runs])
+        return 0
+    if not runs:
+        label = store_label(kernel, "soulacy_conversation_store", store)
+        of_agent = f" of agent {args.agent!r}" if args.agent else ""
+        ctx.print(f"no runs{of_agent} (store: {label})")
+    for run in runs:
+        ctx.print(_run_line(run))
+    return 0
+
+
+def _run_line(run: RunRecord) -> str:
+    reason = f" ({run.incomplete_reason})" if run.incomplete_reason else ""
+    return (
+        f"{run.run_id}  {run.agent_id}  session {run.session_id}  {run.status}{reason}"
+        f"  {run.verification or '-'}"
+    )
+
+
+async def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        store = kernel.conversation_store()
+        run = await store.get_run(args.run_id)
+        proof = await kernel.proof_store().get_proof(args.run_id) if run else None
+    finally:
+        await kernel.aclose()
+    if run is None:
+        label = store_label(kernel, "soulacy_conversation_store", store)
+        raise UsageError(f"no run {args.run_id!r} in the store ({label})")
+    data: dict[str, Any] = {
+        "run": attrs.asdict(run),
+        "proof": {"sha256": proof.sha256, **proof.data()} if proof else None,
+    }
+    if args.json:
+        ctx.print_json(data)
+        return 0
+    ctx.print(_run_line(run))
+    for key, value in (run.metadata or {}).items():
+        ctx.print(f"  {key}: {value}")
+    if proof is not None:
+        ctx.print(f"  proof sha256: {proof.sha256} ({proof.receipts} receipts)")
+    return 0
+
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "plugin-template"
+
+
+def _configure_plugin_new(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="plugin name: lowercase letters, digits, underscores")
+    parser.add_argument("--dest", help="folder to create (default: ./soulacy-NAME)")
+
+
+def _plugin_new(args: argparse.Namespace, ctx: CliContext) -> int:
+    if not TEMPLATE.is_dir():
+        raise UsageError(
+            f"the plugin template is not installed here ({TEMPLATE}): copy"
+            " plugin-template/ from a Soulacy checkout and run its rename.py"
+        )
+    dest = Path(args.dest or f"soulacy-{args.name.replace('_', '-')}").resolve()
+    if dest.exists():
+        raise UsageError(f"{dest} already exists; nothing was written")
+    shutil.copytree(TEMPLATE, dest, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    done = subprocess.run(
+        [sys.executable, "rename.py", args.name],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(dest)
+        raise UsageError(done.stderr.strip() or done.stdout.strip())
+    ctx.print(
+        f"created {dest}: edit src/soulacy_{args.name}/__init__.py, then"
+        " `pip install -e '.[test]' && python -m pytest` in it"
+    )
+    return 0

@@ -1,0 +1,292 @@
+"""``serve``, ``run`` and ``demo``: a kernel that runs until a signal, and one request printed.
+
+A stop signal (SIGINT, SIGTERM) stops ``serve``; during ``run`` and ``demo`` it cancels the run,
+which records itself as cancelled with the signal's reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from soulacy.kernel import (
+    DEFAULT_GRACE_PERIOD,
+    CliContext,
+    Kernel,
+    RunResult,
+    UsageError,
+    open_kernel,
+)
+
+from ._demo import REQUEST as DEMO_REQUEST
+from ._demo import write_demo_workspace
+
+# The signals that stop `serve` and `run`: Ctrl-C, and what systemd, docker and CI send.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# What a run stopped by a signal records as its reason, and the exit code (128 + the signal).
+SIGNAL_REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+
+async def _next_signal(signals: AsyncIterator[int], ctx: CliContext, doing: str) -> int:
+    """Wait for the next stop signal and say what it does (one line on stderr)."""
+    async for signum in signals:
+        print(f"soulacy: {signal.Signals(signum).name} received, {doing}", file=ctx.err, flush=True)
+        return signum
+    raise AssertionError("a signal receiver does not end")  # pragma: no cover
+
+
+async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with open_kernel(kernel=kernel):
+            names = ", ".join(s.name for s in kernel.services()) or "none"
+            print(
+                f"soulacy: serving {kernel.workspace} (services: {names}); Ctrl-C stops",
+                file=ctx.err,
+                flush=True,
+            )
+            await _next_signal(signals, ctx, "shutting down")
+    return 0
+
+
+# Exit codes of `soulacy run` and `soulacy demo`, by how the run ended.
+RUN_EXIT_CODES = {"completed": 0, "failed": 1, "incomplete": 3, "cancelled": 4}
+
+
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("agent", help="agent id")
+    parser.add_argument("text", help="the request; '-' reads it from standard input")
+    parser.add_argument("--session", help="conversation id (default: a new one)")
+    parser.add_argument("--run-id", help="run id (default: a new one)")
+    parser.add_argument("--stream", action="store_true", help="print the reply as it arrives")
+    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")
+
+
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keep", metavar="DIR", help="write the demo workspace here and keep it")
+    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")
+
+
+async def _run(args: argparse.Namespace, ctx: CliContext) -> int:
+    text = args.text
+    if text == "-":
+        if ctx.inp.isatty():
+            print(
+                "soulacy: reading the request from standard input; end it with Ctrl-D",
+                file=ctx.err,
+                flush=True,
+            )
+        text = ctx.inp.read().rstrip("\n")
+        if not text.strip():
+            raise UsageError("no request on standard input (TEXT is '-')")
+    kernel = ctx.kernel()
+    return await _run_and_print(
+        kernel,
+        ctx,
+        args.agent,
+        text,
+        json_out=args.json,
+        session_id=args.session,
+        run_id=args.run_id,
+        stream=args.stream,
+    )
+
+
+async def _demo(args: argparse.Namespace, ctx: CliContext) -> int:
+    with tempfile.TemporaryDirectory(prefix="soulacy-demo-") as tmp:
+        folder = write_demo_workspace(Path(args.keep or tmp))
+        # Embedded defaults: the builtins and the -p plugins, never what happens to be
+        # installed (docs/decisions/0018-first-result-precedence.md), nor SOULACY_* variables.
+        kernel = Kernel.load(
+            folder,
+            plugins=ctx.plugins.cli_plugins,
+            autoload=False,
+            environ={k: v for k, v in ctx.plugins.environ.items() if not k.startswith("SOULACY_")},
+        )
+        if not args.json:
+            ctx.print(f"demo workspace: {folder}")
+            ctx.print(f"request: {DEMO_REQUEST}")
+        code = await _run_and_print(
+            kernel, ctx, "demo", DEMO_REQUEST, json_out=args.json, show_limits=True
+        )
+    return code
+
+
+async def _run_and_print(
+    kernel: Kernel,
+    ctx: CliContext,
+    agent_id: str,
+    text: str,
+    *,
+    json_out: bool,
+    show_limits: bool = False,
+    **options: Any,
+) -> int:
+    live = ctx.err.isatty() and not json_out
+    limits: dict[str, Any] = {}
+    steps: list[str] = []
+    events = kernel.events.subscribe(buffer=math.inf)
+    stream = bool(options.get("stream"))
+    run_id = options.pop("run_id", None) or uuid.uuid4().hex  # known here: a signal cancels it
+    stopped: list[int] = []  # the stop signal received, if any
+    result = None
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals, trio.CancelScope() as everything:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch, events, ctx, live, limits, steps, stream)
+            async with trio.open_nursery() as guard:
+                guard.start_soon(
+                    _cancel_on_signal, signals, kernel, run_id, ctx, stopped, everything
+                )
+                try:
+                    result = await kernel.run(agent_id, text, run_id=run_id, **options)
+                except BaseException:
+                    nursery.cancel_scope.cancel()
+                    raise
+                finally:
+                    guard.cancel_scope.cancel()
+            # the watcher ends on its own at run.completed, once it has printed everything
+    if result is None:  # the run did not stop within the grace period: it was cut short
+        return 128 + stopped[0]
+    code = _print_result(ctx, result, limits, steps, json_out, show_limits, stream)
+    return 128 + stopped[0] if stopped else code
+
+
+async def _cancel_on_signal(
+    signals: AsyncIterator[int],
+    kernel: Kernel,
+    run_id: str,
+    ctx: CliContext,
+    stopped: list[int],
+    everything: trio.CancelScope,
+) -> None:
+    """A stop signal cancels the run, which records itself as cancelled with the signal's
+    reason; if it has not ended after the grace period (or at a second signal), the command
+    is cut short, and the engine still records the run, as cancelled by its caller."""
+    signum = await _next_signal(signals, ctx, f"cancelling run {run_id!r}")
+    stopped.append(signum)
+    reason = SIGNAL_REASONS.get(signal.Signals(signum), "cancelled")
+    with trio.move_on_after(DEFAULT_GRACE_PERIOD):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_keep_cancelling, kernel, run_id, reason)
+            await _next_signal(signals, ctx, "stopping now")
+            nursery.cancel_scope.cancel()
+    everything.cancel()
+
+
+async def _keep_cancelling(kernel: Kernel, run_id: str, reason: str) -> None:
+    """Cancel the run by its id; until it has one (it is starting) or while it is finishing
+    (it has given its id up), try again: a run that finishes meanwhile ends this task."""
+    # Polling: the registry offers no event for "this id is reserved now" (a 50 ms wait once).
+    while True:
+        if kernel.conversations.cancel_run(run_id, reason):
+            return
+        await trio.sleep(0.05)
+
+
+def _print_result(
+    ctx: CliContext,
+    result: RunResult,
+    limits: dict[str, Any],
+    steps: list[str],
+    json_out: bool,
+    show_limits: bool,
+    stream: bool,
+) -> int:
+    if json_out:
+        ctx.print_json(
+            {
+                "reply": result.reply,
+                "metadata": result.metadata(),
+                "limits": limits if show_limits else None,
+            }
+        )
+        return RUN_EXIT_CODES[result.status]
+    if steps and show_limits:
+        ctx.print("tool calls:")
+        for step in steps:
+            ctx.print(f"  {step}")
+    if not stream:
+        ctx.print(result.reply)
+    meta = result.metadata()
+    ctx.print("")
+    ctx.print(
+        f"status: {meta['status']}"
+        + (f" ({meta['incomplete_reason']})" if meta["incomplete_reason"] else "")
+        + f" · verification: {meta['verification']}"
+    )
+    ctx.print(
+        f"turns: {meta['turns']} · model calls: {meta['llm_calls']}"
+        f" · tool calls: {meta['tool_calls']} · tokens: {meta['tokens']['total']}"
+    )
+    ctx.print(f"run: {meta['run_id']} · session: {meta['session_id']}")
+    if meta["error"]:
+        ctx.print(f"error: {meta['error']}")
+    if show_limits:
+        ctx.print("limits (resolved execution policy):")
+        for name, limit in limits.items():
+            if name == "agent_id":
+                continue
+            value = limit.get("text", limit["value"])
+            ctx.print(f"  {name}: {value} ({limit['source']})")
+    return RUN_EXIT_CODES[result.status]
+
+
+async def _watch(
+    events: Any,
+    ctx: CliContext,
+    live: bool,
+    limits: dict[str, Any],
+    steps: list[str],
+    stream: bool,
+) -> None:
+    tokens = 0
+    streamed = False
+    calls: dict[str, str] = {}
+    async for event in events:
+        if event.type == "run.limits":
+            limits.update(event.data)
+        elif event.type == "tool.result":
+            error = " (error)" if event.data["is_error"] else ""
+            call = calls.get(event.data["id"], event.data["name"])
+            steps.append(f"{call} -> {event.data['preview']}{error}")
+        elif event.type == "text.delta" and stream:
+            print(event.data["text"], end="", file=ctx.out, flush=True)
+            streamed = True
+        elif event.type == "llm.call" and streamed:  # each turn's text on a line of its own
+            print(file=ctx.out, flush=True)
+            streamed = False
+        elif event.type == "llm.result":
+            tokens += event.data["input_tokens"] + event.data["output_tokens"]
+            if live:
+                print(
+                    f"\r\x1b[Kturn {event.data['turn']} · {tokens} tokens",
+                    end="",
+                    file=ctx.err,
+                    flush=True,
+                )
+        elif event.type == "tool.call":
+            arguments = json.dumps(event.data["arguments"], sort_keys=True)
+            calls[event.data["id"]] = f"{event.data['name']}({arguments})"
+            if not live:
+                continue
+            print(
+                f"\r\x1b[Kturn {event.data['turn']} · {tokens} tokens · tool {event.data['name']}",
+                end="",
+                file=ctx.err,
+                flush=True,
+            )
+        elif event.type == "run.completed":
+            if live:
+                print("\r\x1b[K", end="", file=ctx.err, flush=True)
+            if stream:
+                print(file=ctx.out)
+            return

@@ -1,0 +1,259 @@
+"""The public surface of ``soulacy.kernel``, pinned (as trio's test_exports).
+
+Each public name has one home (decision 0028). A change here is a change of the public API:
+add the name to the module's ``__all__`` and to the list below, in the same change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+SURFACE: dict[str, list[str]] = {
+    "soulacy.kernel": [
+        "AGENTS_DIR",
+        "AGENT_FILE",
+        "BUILTIN_PLUGINS",
+        "DEFAULT_GRACE_PERIOD",
+        "KEPT_SHOWN",
+        "PluginsConfig",
+        "RunHandle",
+        "Stash",
+        "StashKey",
+        "converter",
+        "DROP",
+        "AgentSpec",
+        "CapacityError",
+        "CliCommand",
+        "CliContext",
+        "ConfigError",
+        "ConfigIssue",
+        "ConfigSection",
+        "Duration",
+        "Event",
+        "EventStream",
+        "Keep",
+        "KeptKey",
+        "Kernel",
+        "KeyPath",
+        "LoadedPlugins",
+        "Location",
+        "PluginError",
+        "PluginInfo",
+        "RunIdInUse",
+        "RunRequest",
+        "RunResult",
+        "Scope",
+        "Service",
+        "Settings",
+        "SoulacyError",
+        "SoulacyPluginManager",
+        "Tool",
+        "UsageError",
+        "format_duration",
+        "hookimpl",
+        "hookspec",
+        "load_document",
+        "load_plugins",
+        "open_kernel",
+        "parse_scalar",
+        "redact",
+        "redact_text",
+        "structure",
+    ],
+    "soulacy.kernel.cli": ["main"],
+    "soulacy.kernel.contracts": [
+        "Compactor",
+        "ContextOverflow",
+        "ProgressDetector",
+        "RunStrategy",
+        "ToolLoop",
+        "Verdict",
+        "VerdictKind",
+    ],
+    "soulacy.kernel.engine": [
+        "Run",
+        "RunStop",
+        "Status",
+        "ToolOutcome",
+        "Verification",
+        "schema_of",
+        "validate_arguments",
+    ],
+    "soulacy.kernel.messages": [
+        "Message",
+        "ModelReply",
+        "ModelRequest",
+        "Role",
+        "ToolCall",
+        "ToolSpec",
+        "Usage",
+    ],
+    "soulacy.kernel.policy": [
+        "AGENT",
+        "CEILING",
+        "CONFIG",
+        "DEFAULT",
+        "DURATION_FIELDS",
+        "ENVIRONMENT",
+        "MODEL",
+        "REQUEST",
+        "ExecutionPolicy",
+        "Limit",
+        "ModelCapacity",
+    ],
+    "soulacy.kernel.providers": [
+        "ContextLengthExceeded",
+        "Provider",
+        "ProviderConfig",
+        "ProviderError",
+        "ProviderRegistry",
+        "ProviderType",
+        "TextSink",
+    ],
+    "soulacy.kernel.store": [
+        "EVERY_PRINCIPAL",
+        "RECEIPT_FIELD_CHARS",
+        "Checkpoint",
+        "CheckpointStatus",
+        "CheckpointStore",
+        "Claim",
+        "ClaimOwner",
+        "ConversationKey",
+        "ConversationStore",
+        "EveryPrincipal",
+        "HistoryEntry",
+        "ProofRecord",
+        "ProofStore",
+        "RunRecord",
+        "StorageError",
+        "ToolRecord",
+        "bounded",
+        "canonical_json",
+        "make_proof",
+        "receipt",
+    ],
+    "soulacy.kernel.testing": [
+        "STORE_CHECKS",
+        "HookCall",
+        "HookRecorder",
+        "Workspace",
+        "check_checkpoint_store",
+        "check_compactor",
+        "check_progress_detector",
+        "check_provider",
+        "check_store",
+        "check_transport",
+        "throwaway_plugin",
+    ],
+    "soulacy.kernel.yamlio": [
+        "atomic_write",
+        "dump_round_trip",
+        "guess_indentation",
+        "load_yaml_file",
+        "parse_yaml",
+        "plain",
+    ],
+}
+# Public modules with no star-export surface: the hook specifications (read by pluggy and by
+# hookdoc; their markers are exported from soulacy.kernel) and the docs generator.
+WITHOUT_ALL = ["soulacy.kernel.hookspecs", "soulacy.kernel.hookdoc"]
+
+
+@pytest.mark.parametrize("module_name", sorted(SURFACE))
+def test_each_public_module_exports_exactly_its_names(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    exported = module.__all__
+    assert sorted(exported) == sorted(SURFACE[module_name])
+    assert len(exported) == len(set(exported)), "a name is listed twice"
+    for name in exported:
+        assert getattr(module, name) is not None, name
+        assert name in dir(module), name
+
+
+def test_every_name_resolves_through_a_star_import() -> None:
+    for module_name, names in SURFACE.items():
+        namespace: dict[str, object] = {}
+        exec(f"from {module_name} import *", namespace)  # the names __all__ promises
+        assert set(names) <= set(namespace), module_name
+
+
+def test_no_name_has_two_public_homes() -> None:
+    homes = Counter(name for names in SURFACE.values() for name in names)
+    assert [name for name, count in homes.items() if count > 1] == []
+
+
+def test_every_public_module_is_pinned() -> None:
+    import soulacy.kernel
+
+    path = soulacy.kernel.__path__
+    import pkgutil
+
+    public = {
+        f"soulacy.kernel.{info.name}"
+        for info in pkgutil.iter_modules(path)
+        if not info.name.startswith("_")
+    }
+    assert public == set(SURFACE) - {"soulacy.kernel"} | set(WITHOUT_ALL)
+    for module_name in WITHOUT_ALL:
+        assert not hasattr(importlib.import_module(module_name), "__all__"), module_name
+
+
+def test_the_package_names_come_from_the_modules_that_define_them() -> None:
+    import soulacy.kernel as kernel
+    from soulacy.kernel import hookspecs
+
+    assert kernel.hookimpl is hookspecs.hookimpl
+    assert kernel.hookspec is hookspecs.hookspec
+    homes = kernel._EXPORTS  # the lazy table agrees with __all__, name for name
+    assert sorted(n for names in homes.values() for n in names) == sorted(kernel.__all__)
+    for module, names in homes.items():
+        source = importlib.import_module(module, "soulacy.kernel")
+        for name in names:
+            assert getattr(kernel, name) is getattr(source, name), name
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = kernel.Nope  # type: ignore[attr-defined]
+
+
+def test_names_with_one_home_are_not_in_the_engine_module() -> None:
+    """RunRequest, RunResult and Tool live in soulacy.kernel only (decision 0028)."""
+    from soulacy.kernel import engine
+
+    for name in ("RunRequest", "RunResult", "Tool"):
+        assert not hasattr(engine, name), name
+
+
+def imported_after(code: str) -> set[str]:
+    probe = f"{code}\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(out.stdout.split())
+
+
+HEAVY = {"trio", "httpx", "ruamel.yaml", "cattrs", "sqlite3", "hypercorn"}
+
+
+def test_importing_the_kernel_package_loads_nothing_heavy() -> None:
+    modules = imported_after("import soulacy.kernel")
+    assert modules & HEAVY == set()
+    assert sorted(m for m in modules if m.startswith("soulacy.")) == ["soulacy.kernel"]
+
+
+def test_a_plugin_importing_hookimpl_loads_only_the_hook_specifications() -> None:
+    modules = imported_after("from soulacy.kernel import hookimpl")
+    assert modules & HEAVY == set()
+    assert {m for m in modules if m.startswith("soulacy.")} == {
+        "soulacy.kernel",
+        "soulacy.kernel.hookspecs",
+    }
+
+
+def test_importing_the_launcher_module_defers_the_launcher() -> None:
+    modules = imported_after("import soulacy.kernel.cli")
+    assert modules & HEAVY == set()
+    assert "soulacy.kernel._cli" not in modules

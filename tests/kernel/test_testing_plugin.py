@@ -1,0 +1,143 @@
+"""Soulacy's pytest plugin is opt-in, and its hook recorder sees every plugin of a kernel.
+
+Installing Soulacy must not inject ``kernel`` or ``workspace`` into unrelated test suites
+(decision 0028): they get the fixtures only by declaring
+``pytest_plugins = ["soulacy.kernel.testing"]`` (or ``-p soulacy.kernel.testing``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from soulacy.kernel import Kernel
+from soulacy.kernel.testing import HookRecorder
+
+UNRELATED_TESTS = """
+import sys
+
+def test_nothing_of_soulacy_is_imported():
+    assert not [m for m in sys.modules if m.startswith("soulacy")]
+
+def test_uses_a_fixture_named_kernel(kernel):
+    pass
+
+def test_uses_a_fixture_named_workspace(workspace):
+    pass
+"""
+
+OPTED_IN_TESTS = """
+def test_gets_the_fixtures(workspace, make_kernel, kernel, hook_recorder):
+    assert kernel.workspace == workspace.path
+    make_kernel()
+    assert hook_recorder.getcalls("soulacy_configure")
+"""
+
+
+def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SOULACY_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def make_project(root: Path, tests: str, conftest: str | None = None) -> Path:
+    root.mkdir()
+    (root / "pytest.ini").write_text("[pytest]\n")  # its own rootdir, not this suite's
+    (root / "test_it.py").write_text(tests)
+    if conftest is not None:
+        (root / "conftest.py").write_text(conftest)
+    return root
+
+
+def test_an_unrelated_project_gets_no_soulacy_fixture(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "unrelated", UNRELATED_TESTS)
+    done = run_pytest(project)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "1 passed, 2 errors" in out, out
+    assert "fixture 'kernel' not found" in out
+    assert "fixture 'workspace' not found" in out
+
+
+@pytest.mark.parametrize(
+    ("conftest", "args"),
+    [
+        ('pytest_plugins = ["soulacy.kernel.testing"]\n', ()),
+        (None, ("-p", "soulacy.kernel.testing")),
+    ],
+    ids=["pytest_plugins", "-p"],
+)
+def test_a_project_that_opts_in_gets_the_fixtures(
+    tmp_path: Path, conftest: str | None, args: tuple[str, ...]
+) -> None:
+    project = make_project(tmp_path / "opted-in", OPTED_IN_TESTS, conftest)
+    done = run_pytest(project, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+RECORDED_PLUGIN = """
+def soulacy_configure(kernel):
+    pass
+"""
+
+
+@pytest.fixture
+def entry_point_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An installed distribution (a dist-info folder on sys.path) with a ``soulacy`` entry point."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "recorded_plugin.py").write_text(RECORDED_PLUGIN)
+    dist = site / "soulacy_recorded-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: soulacy-recorded\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[soulacy]\nrecorded = recorded_plugin\n")
+    monkeypatch.syspath_prepend(str(site))
+    return "recorded"
+
+
+def test_the_recorder_sees_entry_point_plugins(
+    entry_point_plugin: str, make_kernel: Callable[..., Kernel], hook_recorder: HookRecorder
+) -> None:
+    kernel = make_kernel(autoload=True)
+    call = hook_recorder.assert_called("soulacy_configure", kernel=kernel)
+    assert entry_point_plugin in call.plugins
+    assert hook_recorder.assert_called("soulacy_validate_config", kernel=kernel).plugins
+
+
+def test_the_recorder_sees_the_kernel_fixture_from_its_loading_on(
+    kernel: Kernel, hook_recorder: HookRecorder
+) -> None:
+    hook_recorder.assert_called("soulacy_validate_config", kernel=kernel)
+    hook_recorder.assert_called("soulacy_configure", kernel=kernel)
+
+
+def test_the_recorder_records_every_kernel_of_the_test(
+    make_kernel: Callable[..., Kernel], hook_recorder: HookRecorder
+) -> None:
+    first, second = make_kernel(), make_kernel()
+    hook_recorder.assert_called("soulacy_configure", kernel=first)
+    hook_recorder.assert_called("soulacy_configure", kernel=second)
+    hook_recorder.finish()
+    make_kernel()
+    assert len(hook_recorder.getcalls("soulacy_configure")) == 2
+
+
+def test_without_the_recorder_kernels_are_not_monitored(kernel: Kernel) -> None:
+    recorder = HookRecorder(kernel.pm)  # the class works on any manager, from now on
+    kernel.hook.soulacy_validate_config(kernel=kernel, config=kernel.config)
+    (call,) = recorder.getcalls("soulacy_validate_config")
+    assert call.plugins
+    recorder.finish()
