@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -264,21 +265,38 @@ def _configure_show(parser: argparse.ArgumentParser) -> None:
 
 
 async def _history(args: argparse.Namespace, ctx: CliContext) -> int:
+    of_agent = f" of agent {args.agent!r}" if args.agent else ""
+    return await _listing(
+        ctx,
+        lambda store: store.history(args.session, args.agent),
+        _entry_line,
+        f"no stored messages{of_agent} in session {args.session!r}",
+        args.json,
+    )
+
+
+async def _listing(
+    ctx: CliContext,
+    read: Callable[[Any], Awaitable[Sequence[Any]]],
+    line: Callable[[Any], str],
+    empty: str,
+    as_json: bool,
+) -> int:
+    """A read-only listing from the conversation store: JSON, or a line per record, or what
+    is empty and which store said so."""
     kernel = ctx.kernel()
     try:
         store = kernel.conversation_store()
-        entries = await store.history(args.session, args.agent)
+        records = await read(store)
     finally:
         await kernel.aclose()
-    if args.json:
-        ctx.print_json([attrs.asdict(e) for e in entries])
+    if as_json:
+        ctx.print_json([attrs.asdict(r) for r in records])
         return 0
-    if not entries:
-        label = store_label(kernel, "soulacy_conversation_store", store)
-        of_agent = f" of agent {args.agent!r}" if args.agent else ""
-        ctx.print(f"no stored messages{of_agent} in session {args.session!r} (store: {label})")
-    for entry in entries:
-        ctx.print(_entry_line(entry))
+    if not records:
+        ctx.print(f"{empty} (store: {store_label(kernel, 'soulacy_conversation_store', store)})")
+    for record in records:
+        ctx.print(line(record))
     return 0
 
 
@@ -299,22 +317,14 @@ def _entry_line(entry: HistoryEntry) -> str:
 
 
 async def _runs(args: argparse.Namespace, ctx: CliContext) -> int:
-    kernel = ctx.kernel()
-    try:
-        store = kernel.conversation_store()
-        runs = await store.list_runs(args.limit, args.agent)
-    finally:
-        await kernel.aclose()
-    if args.json:
-        ctx.print_json([attrs.asdict(r) for r in runs])
-        return 0
-    if not runs:
-        label = store_label(kernel, "soulacy_conversation_store", store)
-        of_agent = f" of agent {args.agent!r}" if args.agent else ""
-        ctx.print(f"no runs{of_agent} (store: {label})")
-    for run in runs:
-        ctx.print(_run_line(run))
-    return 0
+    of_agent = f" of agent {args.agent!r}" if args.agent else ""
+    return await _listing(
+        ctx,
+        lambda store: store.list_runs(args.limit, args.agent),
+        _run_line,
+        f"no runs{of_agent}",
+        args.json,
+    )
 
 
 def _run_line(run: RunRecord) -> str:
