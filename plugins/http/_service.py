@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import hypercorn.config
-import hypercorn.trio
 import trio
 
 from soulacy.kernel import Kernel
@@ -14,6 +12,9 @@ from soulacy.kernel import Kernel
 from ._app import Api
 from ._config import ServerConfig
 from ._runlog import RunLogs
+
+if TYPE_CHECKING:  # imported when the service starts: `soulacy --help` need not load hypercorn
+    import hypercorn.config
 
 
 class HttpService:
@@ -25,6 +26,8 @@ class HttpService:
         self.api = Api(kernel, config, logs)
 
     async def serve(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        import hypercorn.config
+
         config = hypercorn.config.Config()
         config.bind = [f"{self.config.host}:{self.config.port}"]
         config.accesslog = None
@@ -48,6 +51,8 @@ class HttpService:
         config: hypercorn.config.Config,
         task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        import hypercorn.trio
+
         await hypercorn.trio.serve(
             self.api,  # type: ignore[arg-type]  # a plain ASGI callable with looser types
             config,

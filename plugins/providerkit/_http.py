@@ -10,7 +10,6 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 import attrs
-import httpx
 
 from soulacy.kernel.messages import ModelReply, ModelRequest
 from soulacy.kernel.policy import ModelCapacity
@@ -25,6 +24,8 @@ from soulacy.kernel.providers import (
 from ._retries import SentText, api_key, call_with_retries, retry_after_seconds
 
 if TYPE_CHECKING:
+    import httpx
+
     from soulacy.kernel import Kernel
 
 
@@ -72,6 +73,8 @@ class HTTPProvider(abc.ABC):
         self.name = name
         self.config = config
         headers = self.headers(api_key(name, config, environ))
+        import httpx  # here, not at import: `soulacy --help` and plugin loading need no httpx
+
         self._client = httpx.AsyncClient(
             base_url=config.base_url or self.default_base_url, headers=headers, timeout=None
         )

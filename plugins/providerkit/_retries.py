@@ -6,7 +6,6 @@ import datetime
 from collections.abc import Awaitable, Callable, Mapping
 from email.utils import parsedate_to_datetime
 
-import httpx
 import trio
 
 from soulacy.kernel import UsageError
@@ -67,6 +66,8 @@ async def call_with_retries(
     dropped connections with ``backoff_delay`` up to ``max_retries`` times. Streamed text goes
     through one ``SentText``: once any reached the sink, a dropped connection is final."""
     sent = SentText(on_text)
+    import httpx  # loaded by the first call, not by importing the toolkit
+
     attempt = 0
     while True:
         try:

@@ -257,3 +257,14 @@ def test_importing_the_launcher_module_defers_the_launcher() -> None:
     modules = imported_after("import soulacy.kernel.cli")
     assert modules & HEAVY == set()
     assert "soulacy.kernel._cli" not in modules
+
+
+def test_the_help_of_the_launcher_loads_no_http_stack() -> None:
+    """``soulacy --help`` lists every plugin's commands, so it loads the plugins; they import
+    httpx (providers) and hypercorn (the HTTP service) only when a provider or the server is
+    first used."""
+    loaded = imported_after(
+        "from soulacy.kernel.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    )
+    assert not {"httpx", "hypercorn"} & loaded
