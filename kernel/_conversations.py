@@ -15,6 +15,7 @@ another's tracking.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,6 +34,12 @@ class ConversationKey:
     session_id: str
     principal: str | None = None
     user_id: str | None = None
+
+    def lease_key(self) -> str:
+        """The key of the lease that serializes this conversation's turns across processes."""
+        return "conversation:" + json.dumps(
+            [self.agent_id, self.session_id, self.principal, self.user_id], ensure_ascii=False
+        )
 
 
 @attrs.define(eq=False)
@@ -136,6 +143,13 @@ class ConversationRegistry:
             handle.cancel_reason = reason
             handle.scope.cancel()
         return len(handles)
+
+    def cancel_lease(self, lease_key: str, reason: str = "cancelled") -> int:
+        """Cancel the runs of the conversation whose lease key is ``lease_key``."""
+        for conversation in list(self._by_conversation):
+            if conversation.lease_key() == lease_key:
+                return self.cancel_conversation(conversation, reason)
+        return 0
 
     def statistics(self) -> dict[str, int]:
         return {"conversations": len(self._by_conversation), "runs": len(self._by_run)}

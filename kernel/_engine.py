@@ -34,11 +34,20 @@ from ._errors import PluginError, UsageError
 from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
 from ._redact import redact_text
-from ._store import ConversationStore, RunRecord, StorageError, ToolRecord
+from ._store import (
+    ConversationStore,
+    Lease,
+    LeaseLost,
+    ProofRecord,
+    RunRecord,
+    StorageError,
+    ToolRecord,
+)
 from ._tools import Tool, validate_arguments
 
 if TYPE_CHECKING:
     from ._kernel import AgentSpec, Kernel
+    from ._leases import HeldLease
     from .policy import ExecutionPolicy, Limit
 
 Status = Literal["completed", "incomplete", "failed", "cancelled"]
@@ -91,6 +100,7 @@ class RunResult:
     proof: Mapping[str, Any] | None = None  # sha256 and receipt count of the stored proof
     cost_usd: float | None = None  # from price metadata (``costs.pricing``), when known
     assertions: list[Mapping[str, Any]] = attrs.Factory(list)  # evidence of each assertion
+    attempt: int = 1  # the starts of this run id: a retry after a crash is the next attempt
 
     def metadata(self) -> dict[str, Any]:
         """The reply metadata: what transports, stores and terminal events carry."""
@@ -117,6 +127,7 @@ class RunResult:
             "duration_s": round(self.finished_at - self.started_at, 6),
             **({"proof": dict(self.proof)} if self.proof else {}),
             **({"assertions": list(self.assertions)} if self.assertions else {}),
+            **({"attempt": self.attempt} if self.attempt > 1 else {}),
         }
 
 
@@ -231,6 +242,12 @@ class Run:
         self.refused = False
         self.started = False  # recorded as started in the store (at the first turn)
         self.model_setup: _ModelSetup | None = None
+        self.held: HeldLease | None = None  # the conversation's lease: the fence of its writes
+        self.done = False  # how it ended is stored (or said to be unstorable) and published
+
+    def fence(self) -> Lease | None:
+        """The lease this run's writes are made under (its conversation's), once it holds it."""
+        return None if self.held is None else self.held.lease
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any], call_id: str) -> ToolOutcome:
         """Call a tool as the loop does: validated, permission-checked, recorded, replayed when
@@ -309,15 +326,34 @@ class Engine:
             raise
         run = Run(self, request, run_id, session_id, policy, agent)
         try:
+            kernel.cancel_watcher.ensure()
             with handle.scope:
                 async with kernel.conversations.turn(handle):
-                    await self._drive(run, handle)
-            if handle.scope.cancelled_caught:
+                    await self._guarded(run, handle)
+            if not run.done:  # cancelled while queued for the conversation's turn
                 self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
+                with trio.CancelScope(shield=True):
+                    await self._complete(run)
+        finally:
+            kernel.release_run(handle)
+        return run.result
+
+    async def _guarded(self, run: Run, handle: RunHandle) -> None:
+        """Drive the run under its conversation's lease, then store how it ended (still
+        under the lease: the next turn of the conversation reads the whole of this one)."""
+        try:
+            run.held = await self.kernel.leases.acquire(
+                handle.conversation.lease_key(),
+                holder=run.run_id,
+                queue=True,
+                on_lost=lambda: handle.scope.cancel(),
+            )
+            await self._drive(run, handle)
         except StorageError as exc:
             # A store that cannot read or write ends the run as failed, saying why; a failed
-            # read is never taken for "no history".
-            self._finish(run, "failed", "storage_error", error=str(exc))
+            # read is never taken for "no history". A lost lease says so.
+            lost = isinstance(exc, LeaseLost)
+            self._finish(run, "failed", "lease_lost" if lost else "storage_error", error=str(exc))
         except _IdentityRefused as exc:
             self._finish(
                 run,
@@ -328,29 +364,31 @@ class Engine:
             )
             run.refused = True  # nothing of this attempt is stored under another's run id
         except BaseException as exc:
-            if run.result.finished_at == 0.0:  # a parent's cancellation or an engine bug
-                cancelled = isinstance(exc, trio.Cancelled | KeyboardInterrupt)
-                self._finish(
-                    run,
-                    "cancelled" if cancelled else "failed",
-                    "cancelled by caller" if cancelled else None,
-                    error=None if cancelled else f"{type(exc).__name__}: {exc}",
-                )
-                with trio.CancelScope(shield=True):
-                    await self._complete(run)
+            if run.result.finished_at == 0.0:
+                if run.held is not None and run.held.lost:
+                    self._finish(run, "failed", "lease_lost", error=str(run.held.error()))
+                elif isinstance(exc, trio.Cancelled) and handle.scope.cancel_called:
+                    self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
+                else:  # a parent's cancellation or an engine bug
+                    cancelled = isinstance(exc, trio.Cancelled | KeyboardInterrupt)
+                    self._finish(
+                        run,
+                        "cancelled" if cancelled else "failed",
+                        "cancelled by caller" if cancelled else None,
+                        error=None if cancelled else f"{type(exc).__name__}: {exc}",
+                    )
             raise
         finally:
-            kernel.release_run(handle)
-        with trio.CancelScope(shield=True):  # a cancellation arriving now must not leave it running
-            await self._complete(run)
-        return run.result
+            # A cancellation arriving now must not leave the run stored as running.
+            with trio.CancelScope(shield=True):
+                await self._complete(run)
 
     # -- the loop --------------------------------------------------------------------------
 
     async def _drive(self, run: Run, handle: RunHandle) -> None:
         kernel, policy, request = self.kernel, run.policy, run.request
         agent = run.agent
-        store = kernel.conversation_store()
+        store = kernel.store()
         run.tools = {tool.name: tool for tool in kernel.tools_for(agent)}  # errors come first
         await self._check_identity(run, store)
         # The run is recorded as started at its first turn: a run a strategy refuses before
@@ -698,44 +736,51 @@ class Engine:
 
     async def _record(self, run: Run) -> None:
         """Store the messages and tool calls not stored yet, in one step."""
-        store = self.kernel.conversation_store()
+        store = self.kernel.store()
+        fence = run.fence()
         if not run.started:
-            await store.start_run(run.record)
+            run.record = await store.start_run(run.record, fence)
+            run.result.attempt = run.record.attempt
             run.started = True
         messages = run.messages[run.recorded :]
         if not messages and not run.pending_tools:
             return
-        await store.record_turn(run.record, messages, run.pending_tools)
+        await store.record_turn(run.record, messages, run.pending_tools, fence)
         run.recorded = len(run.messages)
         run.pending_tools = []
 
     async def _complete(self, run: Run) -> None:
-        kernel = self.kernel
-        proof = None
-        if run.refused or not run.started:  # refused before its first turn: nothing stored
-            await self._emit(
-                run, "run.completed", {**run.result.metadata(), "reply": run.result.reply}
-            )
-            return
+        run.done = True
         try:
-            await self._record(run)
-            store = kernel.conversation_store()
-            await store.finish_run(run.run_id, run.result.metadata())
-            proof = await kernel.proof_store().finalize_proof(
-                run.run_id, run.result.metadata(), run.result.assertions
-            )
-        except StorageError as exc:
-            # What could not be stored is said, never passed off as stored; the first
-            # storage failure of the run is the one reported.
-            if run.result.incomplete_reason != "storage_error":
-                run.result.status = "failed"
-                run.result.incomplete_reason = "storage_error"
-                run.result.error = str(exc)
+            proof = await self._store_outcome(run)
+        finally:
+            if run.held is not None:
+                await self.kernel.leases.release(run.held)
         metadata = run.result.metadata()
         if proof is not None:
             metadata["proof"] = {"sha256": proof.sha256, "receipts": proof.receipts}
         run.result.proof = metadata.get("proof")
         await self._emit(run, "run.completed", {**metadata, "reply": run.result.reply})
+
+    async def _store_outcome(self, run: Run) -> ProofRecord | None:
+        if run.refused or not run.started:  # refused before its first turn: nothing stored
+            return None
+        store, fence = self.kernel.store(), run.fence()
+        try:
+            await self._record(run)
+            await store.finish_run(run.run_id, run.result.metadata(), fence)
+            return await store.finalize_proof(
+                run.run_id, run.result.metadata(), run.result.assertions, fence
+            )
+        except StorageError as exc:
+            # What could not be stored is said, never passed off as stored; the first
+            # storage failure of the run is the one reported.
+            if run.result.incomplete_reason not in ("storage_error", "lease_lost"):
+                run.result.status = "failed"
+                lost = isinstance(exc, LeaseLost)
+                run.result.incomplete_reason = "lease_lost" if lost else "storage_error"
+                run.result.error = str(exc)
+            return None
 
     async def _emit(self, run: Run, type: str, data: Mapping[str, Any]) -> None:
         await self.kernel.events.emit(type, data, run_id=run.run_id)

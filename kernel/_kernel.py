@@ -19,16 +19,11 @@ from ._conversations import Capacity, ConversationKey, ConversationRegistry, Run
 from ._engine import Engine, RunRequest, RunResult
 from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
+from ._leases import CancelWatcher, Leases, LeaseSettings, lease_issues
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
 from ._providers import Provider, ProviderConfig, ProviderRegistry, ProviderType
 from ._stash import Stash
-from ._store import (
-    CheckpointStore,
-    ClaimOwner,
-    ConversationStore,
-    ProofStore,
-    canonical_json,
-)
+from ._store import LeaseOwner, Store, canonical_json
 from ._tools import Tool
 from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
 from .policy import ModelCapacity
@@ -108,12 +103,14 @@ class Kernel:
         self.stash = Stash()
         self._agents: dict[str, AgentSpec] = {}
         self.conversations = ConversationRegistry()
+        self.leases = Leases(self)
+        self.cancel_watcher = CancelWatcher(self)
         self.read_only = False  # a read command's kernel: stores create and change no file
         self._engine: Engine | None = None
         self._providers: ProviderRegistry | None = None  # asked for on first use
-        self._stores: dict[str, Any] = {}  # by storage hook name
-        # Identifies this kernel as the owner of claims (runs, schedules) in shared stores.
-        self.owner = ClaimOwner.current(uuid.uuid4().hex)
+        self._store: Store | None = None
+        # Identifies this kernel as the owner of leases (runs, steps, schedules) in shared stores.
+        self.owner = LeaseOwner.current(uuid.uuid4().hex)
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -198,7 +195,7 @@ class Kernel:
         return config
 
     def _check_config(self, config: Settings) -> None:
-        issues = [
+        issues = [*lease_issues(config)] + [
             i
             for found in self.hook.soulacy_validate_config(kernel=self, config=config)
             for i in found or ()
@@ -362,38 +359,48 @@ class Kernel:
         principal: str | None = None,
         user_id: str | None = None,
     ) -> int:
-        """Cancel the active and queued runs of one conversation; returns how many."""
+        """Cancel the active and queued runs of one conversation in this kernel; returns how
+        many."""
         key = ConversationKey(agent_id, session_id, principal, user_id)
         return self.conversations.cancel_conversation(key)
 
-    def conversation_store(self) -> ConversationStore:
-        """The store of history, runs and tool records (``soulacy_conversation_store``)."""
-        store: ConversationStore = self._store_from("soulacy_conversation_store")
-        return store
+    async def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Cancel the run with this id wherever it runs: here, or in another process sharing
+        the store (it stops within ``leases.cancel_poll``). False when no live run has it."""
+        if self.cancel_run(run_id, reason):
+            return True
+        store = self.store()
+        if not store.multi_process:
+            return False
+        record = await store.get_run(run_id)
+        if record is None or record.status != "running":
+            return False
+        await store.request_cancel(reason, run_id=run_id)
+        return True
 
-    def checkpoint_store(self) -> CheckpointStore:
-        """The store of workflow checkpoints and claims (``soulacy_checkpoint_store``)."""
-        store: CheckpointStore = self._store_from("soulacy_checkpoint_store")
-        return store
+    async def request_cancel_conversation(
+        self, key: ConversationKey, reason: str = "cancelled"
+    ) -> int:
+        """Cancel the active and queued runs of a conversation here and, through the store, in
+        every other process; returns how many were cancelled here."""
+        count = self.conversations.cancel_conversation(key, reason)
+        store = self.store()
+        if store.multi_process:
+            await store.request_cancel(reason, lease_key=key.lease_key())
+        return count
 
-    def proof_store(self) -> ProofStore:
-        """The store of proofs (``soulacy_proof_store``)."""
-        store: ProofStore = self._store_from("soulacy_proof_store")
-        return store
-
-    def _store_from(self, hook: str) -> Any:
-        """Ask a storage hook once (the builtin ``memory_store`` answers last); no answer is
-        a PluginError: a run must never believe it stored what nothing keeps."""
-        if hook not in self._stores:
-            found = getattr(self.hook, hook)(kernel=self)
+    def store(self) -> Store:
+        """The store of everything a run keeps (``soulacy_store``), asked once; no answer is a
+        PluginError: a run must never believe it stored what nothing keeps."""
+        if self._store is None:
+            found = self.hook.soulacy_store(kernel=self)
             if found is None:
                 raise PluginError(
-                    f"no loaded plugin answered {hook} (the {hook[8:].replace('_', ' ')};"
-                    " are the builtin 'sqlite_store' and 'memory_store' plugins disabled?"
-                    " load a store plugin)"
+                    "no loaded plugin answered soulacy_store (the store; are the builtin"
+                    " 'sqlite_store' and 'memory_store' plugins disabled? load a store plugin)"
                 )
-            self._stores[hook] = found
-        return self._stores[hook]
+            self._store = found
+        return self._store
 
     # -- providers and tools -------------------------------------------------------------------
 
@@ -478,7 +485,7 @@ class Kernel:
         registry, self._providers = self._providers, None
         if registry is not None:
             await registry.aclose()
-        self._stores = {}  # asked again if the kernel is used after this
+        self._store = None  # asked again if the kernel is used after this
         # Plugin by plugin, last registered first (as pluggy calls them), so that one plugin
         # failing to close, sync or async, does not keep the others open.
         callers = [call for _, call in self.pm.plugin_callers("soulacy_unconfigure")]
@@ -584,7 +591,8 @@ def _plugin_selection(
 
 
 def _collect_sections(pm: SoulacyPluginManager) -> list[OwnedSection]:
-    owned = [
+    kernel_sections = [ConfigSection("leases", LeaseSettings, doc="ownership across processes")]
+    owned = [OwnedSection(section, "kernel") for section in kernel_sections] + [
         OwnedSection(section, owner)
         for owner, sections in pm.named_contributions("soulacy_config_sections")
         for section in cast("Sequence[ConfigSection]", sections or ())

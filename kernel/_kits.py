@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import copy
 import inspect
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import httpx
-
 from ._contracts import ContextOverflow
 from ._messages import Message, ModelReply, ModelRequest, ToolCall, ToolSpec
-from ._store import Checkpoint, ClaimOwner
-from ._store_kit import StoreFactory, expect, expect_storage_error, expect_that, run_checks
+from ._store_kit import (
+    CHECKPOINT_CHECKS,
+    StoreFactory,
+    _checkpoint_failures_raise,
+    expect,
+    expect_that,
+    run_checks,
+)
 from .policy import ModelCapacity
 
 
@@ -35,154 +35,21 @@ def _named(name: str, check: Callable[[], Any]) -> Any:
         ) from exc
 
 
-def _dead_pid() -> int:
-    """A pid that certainly belonged to a process that has exited."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
 # -- checkpoint stores --------------------------------------------------------------------------
 
 
 async def check_checkpoint_store(
     factory: StoreFactory, *, failing: StoreFactory | None = None
 ) -> None:
-    """Checkpoints (order, upsert, legacy identity, discard), claims (exclusive, reentrant,
-    takeover only from a provably gone owner) and plugin state, each on a fresh store.
+    """The checkpoint part of :func:`check_store`: checkpoints (order, upsert, legacy identity,
+    discard) and plugin state, each on a fresh store. ``check_store`` runs these checks too,
+    with those of every other role of the store (leases, fencing, runs …).
 
     ``failing``, when given, makes a store whose storage fails on every call: each call must
     raise StorageError (a failed read of checkpoints is never an empty list)."""
-    await run_checks("checkpoint store", factory, (_checkpoints, _claims, _state))
+    await run_checks("checkpoint store", factory, CHECKPOINT_CHECKS)
     if failing is not None:
         await run_checks("checkpoint store", failing, (_checkpoint_failures_raise,))
-
-
-def _steps(saved: Sequence[Checkpoint]) -> list[tuple[str, str]]:
-    return [(c.step_id, c.status) for c in saved]
-
-
-async def _checkpoints(store: Any) -> None:
-    identity = {"user_id": "u", "session_id": "s"}
-    # Step ids out of alphabetical order: the order is the order of first saving.
-    await store.save_checkpoint(Checkpoint("r", "zeta", "in_progress", "ag", None, identity))
-    await store.save_checkpoint(
-        Checkpoint("r", "alpha", "completed", "ag", {"result": 2}, identity)
-    )
-    await store.save_checkpoint(Checkpoint("r", "zeta", "completed", "ag", {"result": 1}, identity))
-    await store.save_checkpoint(Checkpoint("legacy", "x", "completed", "ag", {"result": 0}, None))
-    saved = await store.load_checkpoints("r")
-    expect(
-        _steps(saved),
-        [("zeta", "completed"), ("alpha", "completed")],
-        "load_checkpoints: steps in the order first saved, a save replacing the step's state",
-    )
-    expect(
-        (saved[0].run_id, saved[0].agent_id, saved[0].evidence, saved[0].identity),
-        ("r", "ag", {"result": 1}, identity),
-        "a checkpoint's (run_id, agent_id, evidence, identity) as last saved",
-    )
-    expect(saved[1].evidence, {"result": 2}, "the evidence of another step")
-    (legacy,) = await store.load_checkpoints("legacy")
-    expect(legacy.identity, None, "the identity of a checkpoint saved without one")
-    expect(await store.load_checkpoints("none"), [], "load_checkpoints of an unknown run")
-    await store.save_checkpoint(Checkpoint("r2", "s", "failed", "ag", {"error": "boom"}, identity))
-    expect(
-        _steps(await store.load_checkpoints("r2")), [("s", "failed")], "another run's checkpoints"
-    )
-    expect(await store.discard_checkpoints("r", "zeta"), 1, "discard_checkpoints('r', 'zeta')")
-    expect(
-        [c.step_id for c in await store.load_checkpoints("r")],
-        ["alpha"],
-        "the steps left after discarding one",
-    )
-    expect(await store.discard_checkpoints("r", "zeta"), 0, "discarding a step again")
-    expect(await store.discard_checkpoints("r"), 1, "discard_checkpoints('r') of its one step")
-    expect(await store.load_checkpoints("r"), [], "a run's checkpoints after discarding all")
-    expect(
-        _steps(await store.load_checkpoints("r2")),
-        [("s", "failed")],
-        "another run's checkpoints after discarding one run's",
-    )
-
-
-async def _claims(store: Any) -> None:
-    me = ClaimOwner("kernel-1", os.getpid(), ClaimOwner.current("x").host)
-    other = ClaimOwner("kernel-2", os.getpid(), me.host)  # alive: this very process
-    first = await store.try_claim("k", me)
-    expect(
-        (first.acquired, first.holder, first.took_over_from),
-        (True, me, None),
-        "a free claim's (acquired, holder, took_over_from)",
-    )
-    again = await store.try_claim("k", me)
-    expect((again.acquired, again.holder), (True, me), "a claim is reentrant for its owner")
-    refused = await store.try_claim("k", other)
-    expect(
-        (refused.acquired, refused.holder),
-        (False, me),
-        "a live owner's claim is exclusive: another owner's (acquired, holder)",
-    )
-    expect(await store.claim_holder("k"), me, "claim_holder after a refused claim")
-    await store.release_claim("k", other)  # not the holder: no effect
-    expect(await store.claim_holder("k"), me, "claim_holder after a release by a non-holder")
-    await store.release_claim("k", me)
-    expect(await store.claim_holder("k"), None, "claim_holder after the holder released")
-    expect(await store.claim_holder("never"), None, "claim_holder of a key never claimed")
-    gone = ClaimOwner("kernel-gone", _dead_pid(), me.host)
-    expect((await store.try_claim("j", gone)).acquired, True, "a free claim for a soon-gone owner")
-    taken = await store.try_claim("j", me)
-    expect(
-        (taken.acquired, taken.holder, taken.took_over_from),
-        (True, me, gone),
-        "a claim of a provably gone owner is taken over, saying whose: (acquired, holder,"
-        " took_over_from)",
-    )
-    expect(await store.claim_holder("j"), me, "claim_holder after a takeover")
-    elsewhere = ClaimOwner("kernel-far", 1, "another-host.invalid")
-    await store.release_claim("j", me)
-    expect((await store.try_claim("i", elsewhere)).acquired, True, "a free claim from elsewhere")
-    expect(
-        (await store.try_claim("i", me)).acquired,
-        False,
-        "another host's owner cannot be proven gone: a claim of its key acquired",
-    )
-    await store.heartbeat("i", elsewhere)
-
-
-async def _state(store: Any) -> None:
-    expect(await store.load_state("missing"), None, "load_state of a key never saved")
-    value = {"last_tick": "2026-01-01T00:00:00+00:00", "n": 3}
-    await store.save_state("s", value)
-    value["n"] = 99  # the caller's object changing later is not the stored state
-    expect(
-        await store.load_state("s"),
-        {"last_tick": "2026-01-01T00:00:00+00:00", "n": 3},
-        "load_state returns what was saved",
-    )
-    await store.save_state("s", {"last_tick": "2026-01-02T00:00:00+00:00", "n": 4})
-    await store.save_state("t", {"other": True})
-    expect(
-        await store.load_state("s"),
-        {"last_tick": "2026-01-02T00:00:00+00:00", "n": 4},
-        "load_state after a second save (it replaces the first)",
-    )
-
-
-async def _checkpoint_failures_raise(store: Any) -> None:
-    owner = ClaimOwner.current("kit")
-    calls: list[tuple[str, Callable[[], Any]]] = [
-        ("load_checkpoints", lambda: store.load_checkpoints("r")),
-        ("save_checkpoint", lambda: store.save_checkpoint(Checkpoint("r", "a", "completed"))),
-        ("discard_checkpoints", lambda: store.discard_checkpoints("r")),
-        ("try_claim", lambda: store.try_claim("k", owner)),
-        ("claim_holder", lambda: store.claim_holder("k")),
-        ("release_claim", lambda: store.release_claim("k", owner)),
-        ("load_state", lambda: store.load_state("s")),
-        ("save_state", lambda: store.save_state("s", {"n": 1})),
-    ]
-    for what, call in calls:
-        await expect_storage_error(what, call)
 
 
 # -- progress detectors --------------------------------------------------------------------------
@@ -498,72 +365,3 @@ async def check_provider(
 
 
 # -- transports ---------------------------------------------------------------------------------
-
-
-async def check_transport(
-    base_url: str, agent_id: str, headers: Mapping[str, str] | None = None
-) -> None:
-    """The HTTP/SSE contract of ``/api/v1`` against a running server whose ``agent_id``
-    answers with text: JSON chat with metadata, SSE with ids and a final ``result``, resume
-    with Last-Event-ID, 404 for unknown runs."""
-    async with httpx.AsyncClient(
-        base_url=base_url.rstrip("/") + "/api/v1", headers=dict(headers or {}), timeout=120
-    ) as client:
-        health = await client.get("/health")
-        expect(health.status_code, 200, "transport check: the status of GET /health")
-        chat = await client.post("/chat", json={"agent_id": agent_id, "text": "hi"})
-        expect(chat.status_code, 200, f"transport check: the status of POST /chat ({chat.text})")
-        body = chat.json()
-        keys = ("reply", "run_id", "session_id", "status", "verification", "metadata")
-        expect_that(
-            all(key in body for key in keys),
-            "transport check: the keys of POST /chat's answer",
-            f"all of {keys}",
-            sorted(body),
-        )
-        stream = await client.post("/chat/stream", json={"agent_id": agent_id, "text": "hi"})
-        events = _sse(stream.text)
-        expect_that(bool(events), "transport check: POST /chat/stream", "SSE events", stream.text)
-        expect_that(
-            all(e.get("id") for e in events),
-            "transport check: the ids of POST /chat/stream's events",
-            "an id on every event",
-            [e.get("id") for e in events],
-        )
-        expect(
-            events[-1]["event"],
-            "result",
-            "transport check: the last event of POST /chat/stream",
-        )
-        result = json.loads(events[-1]["data"])
-        result_keys = ("reply", "run_id", "session_id", "status", "metadata")
-        expect_that(
-            all(key in result for key in result_keys),
-            "transport check: the keys of the result event",
-            f"all of {result_keys}",
-            sorted(result),
-        )
-        again = await client.get(
-            f"/runs/{result['run_id']}/events", headers={"Last-Event-ID": events[0]["id"]}
-        )
-        expect(
-            [e.get("id") for e in _sse(again.text)],
-            [e["id"] for e in events[1:]],
-            "transport check: the event ids after reconnecting with Last-Event-ID of the"
-            " first (each missed event once)",
-        )
-        missing = await client.get("/runs/no-such-run")
-        expect(missing.status_code, 404, "transport check: the status of GET /runs/no-such-run")
-
-
-def _sse(text: str) -> list[dict[str, str]]:
-    events = []
-    for block in text.strip().split("\n\n"):
-        event = {}
-        for line in block.splitlines():
-            if not line.startswith(":"):
-                key, _, value = line.partition(": ")
-                event[key] = value
-        if "event" in event:
-            events.append(event)
-    return events

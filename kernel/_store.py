@@ -1,9 +1,10 @@
 """What stores keep and the protocols they implement.
 
-One object may serve all three storage hooks (the SQLite plugin's does): conversation history
-with reply metadata and runs; tool records and proofs; workflow checkpoints. Failures are
-raised as :class:`StorageError`, never read as "no data". The in-memory store is a builtin
-plugin (``soulacy.plugins.memory_store``), the trylast default of the three hooks.
+One object plays every role (``soulacy_store``): conversation history with reply metadata and
+runs; tool records and proofs; workflow checkpoints and plugin state; leases with fencing
+tokens and cancellation requests; shared counters. Failures are raised as
+:class:`StorageError`, never read as "no data". The in-memory store is a builtin plugin
+(``soulacy.plugins.memory_store``), the trylast default.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol, cast
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol, cast
 
 import attrs
 
@@ -31,7 +33,13 @@ class StorageError(SoulacyError):
 
 @attrs.frozen
 class RunRecord:
-    """A run's identity and how it ended (``status`` is ``running`` until it does)."""
+    """A run's identity and how it ended.
+
+    ``status`` is ``running`` while its lease lives; a store reads a ``running`` run whose lease
+    expired, or whose owner is provably gone, as ``interrupted``, with the lease (owner, last
+    heartbeat) in ``lease``. ``attempt`` counts the starts of this run id (a retry is a new
+    attempt, 1 first); ``lease_key`` names the lease the run writes under.
+    """
 
     run_id: str
     agent_id: str
@@ -44,6 +52,9 @@ class RunRecord:
     metadata: Mapping[str, Any] | None = None
     started_at: float = attrs.field(factory=time.time)
     finished_at: float | None = None
+    attempt: int = 1
+    lease_key: str | None = None
+    lease: Mapping[str, Any] | None = None  # Lease.describe() of an interrupted run
 
 
 @attrs.frozen
@@ -65,6 +76,7 @@ class HistoryEntry:
     is_error: bool = False
     principal: str | None = None  # whose conversation it is: part of the conversation key
     user_id: str | None = None
+    attempt: int = 1  # the attempt of its run that wrote it; its metadata is that attempt's
 
     def message(self) -> Message:
         calls = tuple(ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in self.tool_calls)
@@ -173,71 +185,197 @@ class Checkpoint:
     updated_at: float = attrs.field(factory=time.time)
 
 
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:  # not Linux: the pid alone identifies the process
+        return ""
+
+
+def _process_start(pid: int) -> str:
+    """The start time of ``pid`` in clock ticks since boot (Linux), "" when unknown: with the
+    boot id it tells a live owner from a later process that reuses its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2 :].split()[19]
+
+
 @attrs.frozen
-class ClaimOwner:
-    """Who holds a claim: a process (``pid`` on ``host``) and a kernel within it (``id``)."""
+class LeaseOwner:
+    """Who holds a lease: a kernel (``id``, random) in a process (``pid`` on ``host``) of one
+    incarnation (``boot``: the host's boot id and the process's start time), so that neither
+    a reboot nor a reused pid is taken for the owner still living."""
 
     id: str
     pid: int
     host: str
+    boot: str = ""
 
     @classmethod
-    def current(cls, owner_id: str) -> ClaimOwner:
-        return cls(owner_id, os.getpid(), socket.gethostname())
+    def current(cls, owner_id: str) -> LeaseOwner:
+        pid = os.getpid()
+        return cls(owner_id, pid, socket.gethostname(), f"{_boot_id()}:{_process_start(pid)}")
 
     def provably_gone(self) -> bool:
-        """True only when this owner's process is known to have exited (same host, no pid)."""
+        """True only when this owner's process is known to have exited: same host, and no
+        process with its pid, or another boot, or another process under its pid."""
         if self.host != socket.gethostname():
             return False  # another machine's process cannot be proven gone from here
+        boot, _, started = self.boot.partition(":")
+        if boot and boot != _boot_id():
+            return True  # the host rebooted since
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             return True
         except PermissionError:
-            return False
-        return False
+            pass  # a live process of another user
+        return bool(started) and _process_start(self.pid) not in ("", started)
 
 
 @attrs.frozen
-class Claim:
-    """The outcome of a claim attempt: ``acquired``, the holder, and a takeover if one happened."""
+class Lease:
+    """Ownership of ``key`` (a run's conversation turn, a workflow step, a schedule's run).
+
+    ``token`` is the fencing token: it grows whenever the lease passes to another holder, and
+    every write made under the lease (``fence=``) is refused with :class:`LeaseLost` once the
+    token no longer holds. ``holder`` names what holds it within the owner (a run id).
+    ``expired`` is the store's judgement when it read the lease, by its own clock.
+    """
 
     key: str
+    owner: LeaseOwner
+    token: int
+    holder: str = ""
+    acquired_at: float = 0.0
+    renewed_at: float = 0.0  # the last heartbeat
+    expires_at: float = 0.0
+    expired: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        """The owner and the last heartbeat, as ``soulacy runs`` and the API show them."""
+        return {
+            "owner": attrs.asdict(self.owner),
+            "holder": self.holder,
+            "token": self.token,
+            "heartbeat_at": self.renewed_at,
+            "expires_at": self.expires_at,
+        }
+
+
+@attrs.frozen
+class LeaseGrant:
+    """The outcome of :meth:`LeaseStore.acquire_lease`.
+
+    ``lease`` is ours when ``acquired``, else the live holder's (None when the lease is free
+    but a waiter ahead of us is served first); ``took_over_from`` is the expired or dead lease
+    replaced; ``ahead`` is how many waiters come before us in the queue.
+    """
+
     acquired: bool
-    holder: ClaimOwner | None
-    took_over_from: ClaimOwner | None = None
+    lease: Lease | None
+    took_over_from: Lease | None = None
+    ahead: int = 0
+
+
+class LeaseLost(StorageError):
+    """A write under a lease that another holder has taken over: the writer must stop."""
+
+    def __init__(self, key: str, token: int, current: Lease | None = None) -> None:
+        state = "released"
+        if current is not None:
+            state = f"held by {current.holder or current.owner.id} (token {current.token})"
+        super().__init__(f"the lease of {key!r} (token {token}) was lost: it is now {state}")
+        self.key = key
+        self.token = token
+        self.current = current
+
+
+@attrs.frozen
+class CancelRequest:
+    """A cancellation asked of whichever process runs ``run_id``, or every run of the
+    conversation whose lease key is ``lease_key``."""
+
+    id: int
+    reason: str
+    run_id: str | None = None
+    lease_key: str | None = None
 
 
 class CheckpointStore(Protocol):
-    """Workflow checkpoints and claims (``soulacy_checkpoint_store``)."""
+    """Workflow checkpoints and plugins' small durable state."""
 
     async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
         """The checkpoints of a run, in the order their steps were first saved."""
 
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Insert or replace the checkpoint of (run, step), committed before returning."""
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
+        """Insert or replace the checkpoint of (run, step), committed before returning; under
+        ``fence``, only while that lease's token holds (else :class:`LeaseLost`)."""
 
     async def discard_checkpoints(self, run_id: str, step_id: str | None = None) -> int:
         """Delete a run's checkpoints (or one step's); returns how many."""
 
-    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
-        """Take ``key`` if it is free, already ours, or held by an owner provably gone."""
-
-    async def heartbeat(self, key: str, owner: ClaimOwner) -> None:
-        """Say that ``owner`` still holds ``key`` (a store shared between processes records
-        the time)."""
-
-    async def release_claim(self, key: str, owner: ClaimOwner) -> None:
-        """Release ``key`` if ``owner`` holds it."""
-
-    async def claim_holder(self, key: str) -> ClaimOwner | None:
-        """Who holds ``key`` now, if anyone."""
-
     async def load_state(self, key: str) -> Mapping[str, Any] | None:
         """A plugin's small durable state (a schedule's last tick, its failure streak)."""
 
-    async def save_state(self, key: str, value: Mapping[str, Any]) -> None:
-        """Replace the state of ``key`` with ``value`` (JSON), committed before returning."""
+    async def save_state(
+        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        """Replace the state of ``key`` with ``value`` (JSON), committed before returning;
+        under ``fence`` only while its token holds."""
+
+
+class LeaseStore(Protocol):
+    """Leases with fencing tokens, and cancellation requests between processes.
+
+    Time is the store's: expiry is judged by the clock of the store (one host's for SQLite,
+    the server's for a database server), never by the caller's.
+    """
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        """Take ``key`` for ``ttl`` seconds if it is free, already ours (same owner and holder:
+        renewed, same token), expired, or held by an owner provably gone (``took_over_from``
+        says whose). Every grant to another holder increases the token, released leases
+        included, so a token is never reused. With ``queue``, callers are served in arrival
+        order: each keeps its place while it asks again within ``ttl``, and a free lease goes
+        to the first live waiter only."""
+
+    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+        """Extend, in one write, the leases whose token still holds; the lost ones are left
+        out of the answer (their holder must stop)."""
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the lease back (and leave its queue) if its token still holds."""
+
+    async def get_lease(self, key: str) -> Lease | None:
+        """The lease of ``key`` with ``expired`` set by the store's clock; None when free."""
+
+    async def request_cancel(
+        self, reason: str, *, run_id: str | None = None, lease_key: str | None = None
+    ) -> CancelRequest:
+        """Ask the process running ``run_id`` (or every run holding or waiting for
+        ``lease_key``) to cancel it; requests are kept an hour."""
+
+    async def cancel_requests(self, after: int) -> list[CancelRequest]:
+        """Requests with an id greater than ``after``, oldest first (each process polls with
+        the last id it saw)."""
+
+
+class CounterStore(Protocol):
+    """Counters shared by every process on the store: daily cost budgets, token quotas."""
+
+    async def spend(self, key: str, amount: float, limit: float | None = None) -> float | None:
+        """Add ``amount`` to the counter ``key`` atomically, unless that would take it past
+        ``limit`` (then nothing is added and None returned); the new total otherwise. A
+        negative ``amount`` gives back (never refused). Keys carry their window
+        (``cost:2026-12-01``); counters older than two days may be dropped."""
+
+    async def counter(self, key: str) -> float:
+        """The counter's total (0 for an unknown key)."""
 
 
 class EveryPrincipal(enum.Enum):
@@ -251,7 +389,7 @@ EVERY_PRINCIPAL = EveryPrincipal.EVERY
 
 
 class ConversationStore(Protocol):
-    """History with reply metadata, runs and tool records (``soulacy_conversation_store``).
+    """History with reply metadata, runs and tool records.
 
     A conversation is keyed by (agent, session, principal, user): the same session id used by
     another principal or user is another conversation, and no read of one returns the other's
@@ -267,21 +405,32 @@ class ConversationStore(Protocol):
     ) -> list[Message]:
         """The messages of one conversation, oldest first, to continue it."""
 
-    async def start_run(self, run: RunRecord) -> None:
-        """Record a run as started (status ``running``). A retry of a run id starts a new
-        attempt: its previous proof is kept aside and the attempt will get its own."""
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        """Record a run as started (status ``running``, writing under ``fence``, whose key is
+        kept as the run's ``lease_key``) and return the record as stored, with its attempt
+        number. A retry of a run id is the next attempt: the previous attempt's proof is kept
+        aside, and its history entries that never got reply metadata (it crashed) get
+        ``{"status": "interrupted", "attempt": n}``, so that each attempt keeps its own."""
 
     async def record_turn(
-        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
     ) -> None:
-        """Durably add one turn's messages and executed tool calls, in one step."""
+        """Durably add one turn's messages and executed tool calls, in one step, as entries of
+        ``run.attempt``; under ``fence`` only while its token holds (else :class:`LeaseLost`,
+        and nothing of the turn is written)."""
 
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
         """The executed tool calls of a run by call id (replay survives a restart)."""
 
-    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
-        """Record how a run ended, and set the reply metadata of its history entries (only
-        those of this run)."""
+    async def finish_run(
+        self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        """Record how a run ended, and set the reply metadata of the history entries of its
+        current attempt (no other run's, no earlier attempt's); fenced as ``record_turn``."""
 
     async def history(
         self,
@@ -293,18 +442,23 @@ class ConversationStore(Protocol):
         (its conversations with every agent, or with ``agent_id``), or of every principal."""
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        """The run's record, or None for an unknown run id."""
+        """The run's record (``interrupted`` when it is ``running`` but its lease is not held
+        by it, expired, or its owner is provably gone), or None for an unknown run id."""
 
     async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
         """Runs newest first (by ``started_at``), at most ``limit``, of ``agent_id`` or of every
-        agent."""
+        agent, read as ``get_run`` reads them."""
 
 
 class ProofStore(Protocol):
-    """Proofs of finished runs (``soulacy_proof_store``)."""
+    """Proofs of finished runs."""
 
     async def finalize_proof(
-        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Mapping[str, Any]] = ()
+        self,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Mapping[str, Any]] = (),
+        fence: Lease | None = None,
     ) -> ProofRecord:
         """Build and store the run's proof from its tool records, once; a second call returns
         the stored proof. Concurrent finalizations wait for each other rather than fail."""
@@ -312,3 +466,15 @@ class ProofStore(Protocol):
     async def get_proof(self, run_id: str) -> ProofRecord | None:
         """The current attempt's proof, or None (unknown run, not finalized, or a retry
         started)."""
+
+
+class Store(ConversationStore, ProofStore, CheckpointStore, LeaseStore, CounterStore, Protocol):
+    """Everything a run stores, in one place (``soulacy_store``): the writes made under a
+    lease check its token in the same transaction, so one store plays every role
+    (docs/decisions/0029-leases-and-one-store.md).
+
+    ``multi_process`` says whether several processes may share the store (SQLite: one file;
+    PostgreSQL: one server); the conformance kit's multi-process checks run only then.
+    """
+
+    multi_process: ClassVar[bool]

@@ -1,5 +1,11 @@
 """``check_store(factory)``: the conformance kit every store implementation runs on itself.
 
+One store object plays every role (``soulacy_store``), so one kit checks them all: history,
+runs and their attempts, tool records, proofs, checkpoints, plugin state, leases with their
+fencing tokens and queues, cancellation requests and counters, each check on a fresh store.
+These checks run in one process; :func:`soulacy.kernel.testing.check_store_processes` adds
+the checks that need several processes on one store.
+
 Every failure is an AssertionError that names the check and says what was expected and what
 came back; an unexpected exception inside a check is reported the same way.
 """
@@ -8,17 +14,36 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
 
 from ._messages import Message, ToolCall
-from ._store import EVERY_PRINCIPAL, RECEIPT_FIELD_CHARS, RunRecord, StorageError, ToolRecord
+from ._store import (
+    EVERY_PRINCIPAL,
+    RECEIPT_FIELD_CHARS,
+    Checkpoint,
+    Lease,
+    LeaseLost,
+    LeaseOwner,
+    RunRecord,
+    StorageError,
+    ToolRecord,
+)
 
 StoreFactory = Callable[[], Any]  # returns a store, or an awaitable of one
 SHOWN_CHARS = 400  # a failure shows at most this much of a value
+SHORT_TTL = 0.1  # seconds: a lease that expires within a check
+EXPIRY_WAIT = 0.35  # seconds waited for a SHORT_TTL lease (or queue place) to lapse
+LONG_TTL = 60.0  # seconds: a lease that does not expire within a check
+CLOCK_SLACK = 5.0  # seconds of tolerance when comparing the store's times
 
 
 def show(value: Any, limit: int = SHOWN_CHARS) -> str:
@@ -58,6 +83,65 @@ async def expect_storage_error(what: str, call: Callable[[], Awaitable[Any]]) ->
     )
 
 
+async def expect_lease_lost(
+    what: str, call: Callable[[], Awaitable[Any]], stale: Lease, current: Lease | None
+) -> None:
+    """A write under ``stale`` raises LeaseLost naming its key and token and the lease now
+    current (``current``, None when released)."""
+    try:
+        got = await call()
+    except LeaseLost as exc:
+        expect(
+            (exc.key, exc.token),
+            (stale.key, stale.token),
+            f"{what} under a lost lease: the LeaseLost's (key, token)",
+        )
+        expect(
+            who(exc.current),
+            who(current),
+            f"{what} under a lost lease: the LeaseLost's current lease (key, owner, token, holder)",
+        )
+        return
+    except Exception as exc:
+        raise AssertionError(
+            f"{what} under a lost lease (token {stale.token}): expected LeaseLost,"
+            f" got {type(exc).__name__}: {show(str(exc))}"
+        ) from exc
+    raise AssertionError(
+        f"{what} under a lost lease (token {stale.token}): expected LeaseLost, got the answer"
+        f" {show(got)} (a writer whose lease was taken over must be stopped)"
+    )
+
+
+def who(lease: Lease | None) -> tuple[str, str, int, str] | None:
+    """What identifies a lease: (key, owner id, token, holder)."""
+    if lease is None:
+        return None
+    return (lease.key, lease.owner.id, lease.token, lease.holder)
+
+
+def dead_pid() -> int:
+    """A pid that certainly belonged to a process that has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def live_owner(owner_id: str) -> LeaseOwner:
+    """An owner in this very process: alive, never provably gone."""
+    return LeaseOwner.current(owner_id)
+
+
+def gone_owner(owner_id: str) -> LeaseOwner:
+    """An owner on this host whose process has exited: provably gone."""
+    return LeaseOwner(owner_id, dead_pid(), socket.gethostname())
+
+
+def far_owner(owner_id: str) -> LeaseOwner:
+    """An owner on another host: never provably gone from here."""
+    return LeaseOwner(owner_id, 1, "another-host.invalid")
+
+
 async def _make(factory: StoreFactory) -> Any:
     store = factory()
     return await store if inspect.isawaitable(store) else store
@@ -91,6 +175,14 @@ async def run_checks(
             await _close(store)
 
 
+async def _leased_run(store: Any, run: RunRecord, owner: LeaseOwner) -> tuple[RunRecord, Lease]:
+    """Start ``run`` under a lease of its own, held by it (it reads as running)."""
+    grant = await store.acquire_lease(f"run:{run.run_id}", owner, LONG_TTL, holder=run.run_id)
+    expect_that(grant.acquired, f"a free lease for {run.run_id}", "acquired", grant)
+    stored = await store.start_run(run, grant.lease)
+    return stored, grant.lease
+
+
 def _metadata(run: RunRecord, status: str, **extra: Any) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
@@ -109,7 +201,19 @@ def _contents(messages: Sequence[Message]) -> list[str]:
 
 async def _history_round_trip(store: Any) -> None:
     run = RunRecord("kit-r1", "agent", "s1", user_id="u")
-    await store.start_run(run)
+    stored = await store.start_run(run)
+    expect_that(
+        isinstance(stored, RunRecord),
+        "start_run's answer",
+        "the RunRecord as stored",
+        stored,
+    )
+    expect(
+        (stored.run_id, stored.agent_id, stored.status, stored.attempt, stored.lease_key),
+        ("kit-r1", "agent", "running", 1, None),
+        "start_run's answer of a new run id without a lease: (run_id, agent_id, status,"
+        " attempt, lease_key)",
+    )
     call = ToolCall("c1", "read", {"path": "a.txt"})
     messages = [
         Message("user", "hello"),
@@ -146,6 +250,7 @@ async def _history_round_trip(store: Any) -> None:
         "entries' metadata before finish_run (it arrives with finish_run)",
     )
     expect([e.message() for e in entries], messages, "history() entries hold the recorded messages")
+    expect([e.attempt for e in entries], [1] * 4, "the attempt of a first attempt's entries")
 
 
 async def _history_by_agent(store: Any) -> None:
@@ -220,8 +325,9 @@ async def _conversations_by_principal(store: Any) -> None:
 
 async def _metadata_by_run_id(store: Any) -> None:
     first, second = RunRecord("kit-m1", "agent", "s2"), RunRecord("kit-m2", "agent", "s2")
+    await store.start_run(first)
+    second, _ = await _leased_run(store, second, live_owner("kit-kernel"))
     for run in (first, second):
-        await store.start_run(run)
         await store.record_turn(
             run, [Message("user", run.run_id), Message("assistant", "reply")], []
         )
@@ -259,7 +365,11 @@ async def _metadata_by_run_id(store: Any) -> None:
     expect_that(
         still_running is not None, "get_run of a running run", "its RunRecord", still_running
     )
-    expect(still_running.status, "running", "the status of a run not finished")
+    expect(
+        still_running.status,
+        "running",
+        "the status of a run not finished, whose lease it holds",
+    )
     expect(await store.get_run("kit-none"), None, "get_run of an unknown run id")
 
 
@@ -398,7 +508,755 @@ async def _concurrent_finalization(store: Any) -> None:
         expect(stored and stored.sha256, shas[0], f"the stored proof of {run.run_id}")
 
 
+# -- the store's kind ----------------------------------------------------------------------------
+
+
+async def _declares_multi_process(store: Any) -> None:
+    """``multi_process`` says whether several processes may share the store."""
+    declared = getattr(type(store), "multi_process", None)
+    expect_that(
+        isinstance(declared, bool),
+        "the store class's multi_process attribute",
+        "True or False (whether several processes may share the store)",
+        declared,
+    )
+
+
+# -- checkpoints and plugin state -----------------------------------------------------------------
+
+
+def _steps(saved: Sequence[Checkpoint]) -> list[tuple[str, str]]:
+    return [(c.step_id, c.status) for c in saved]
+
+
+async def _checkpoints(store: Any) -> None:
+    identity = {"user_id": "u", "session_id": "s"}
+    # Step ids out of alphabetical order: the order is the order of first saving.
+    await store.save_checkpoint(Checkpoint("r", "zeta", "in_progress", "ag", None, identity))
+    await store.save_checkpoint(
+        Checkpoint("r", "alpha", "completed", "ag", {"result": 2}, identity)
+    )
+    await store.save_checkpoint(Checkpoint("r", "zeta", "completed", "ag", {"result": 1}, identity))
+    await store.save_checkpoint(Checkpoint("legacy", "x", "completed", "ag", {"result": 0}, None))
+    saved = await store.load_checkpoints("r")
+    expect(
+        _steps(saved),
+        [("zeta", "completed"), ("alpha", "completed")],
+        "load_checkpoints: steps in the order first saved, a save replacing the step's state",
+    )
+    expect(
+        (saved[0].run_id, saved[0].agent_id, saved[0].evidence, saved[0].identity),
+        ("r", "ag", {"result": 1}, identity),
+        "a checkpoint's (run_id, agent_id, evidence, identity) as last saved",
+    )
+    expect(saved[1].evidence, {"result": 2}, "the evidence of another step")
+    (legacy,) = await store.load_checkpoints("legacy")
+    expect(legacy.identity, None, "the identity of a checkpoint saved without one")
+    expect(await store.load_checkpoints("none"), [], "load_checkpoints of an unknown run")
+    await store.save_checkpoint(Checkpoint("r2", "s", "failed", "ag", {"error": "boom"}, identity))
+    expect(
+        _steps(await store.load_checkpoints("r2")), [("s", "failed")], "another run's checkpoints"
+    )
+    expect(await store.discard_checkpoints("r", "zeta"), 1, "discard_checkpoints('r', 'zeta')")
+    expect(
+        [c.step_id for c in await store.load_checkpoints("r")],
+        ["alpha"],
+        "the steps left after discarding one",
+    )
+    expect(await store.discard_checkpoints("r", "zeta"), 0, "discarding a step again")
+    expect(await store.discard_checkpoints("r"), 1, "discard_checkpoints('r') of its one step")
+    expect(await store.load_checkpoints("r"), [], "a run's checkpoints after discarding all")
+    expect(
+        _steps(await store.load_checkpoints("r2")),
+        [("s", "failed")],
+        "another run's checkpoints after discarding one run's",
+    )
+
+
+async def _state(store: Any) -> None:
+    expect(await store.load_state("missing"), None, "load_state of a key never saved")
+    value = {"last_tick": "2026-01-01T00:00:00+00:00", "n": 3}
+    await store.save_state("s", value)
+    value["n"] = 99  # the caller's object changing later is not the stored state
+    expect(
+        await store.load_state("s"),
+        {"last_tick": "2026-01-01T00:00:00+00:00", "n": 3},
+        "load_state returns what was saved",
+    )
+    await store.save_state("s", {"last_tick": "2026-01-02T00:00:00+00:00", "n": 4})
+    await store.save_state("t", {"other": True})
+    expect(
+        await store.load_state("s"),
+        {"last_tick": "2026-01-02T00:00:00+00:00", "n": 4},
+        "load_state after a second save (it replaces the first)",
+    )
+
+
+CHECKPOINT_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (_checkpoints, _state)
+
+
+async def _checkpoint_failures_raise(store: Any) -> None:
+    calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        ("load_checkpoints", lambda: store.load_checkpoints("r")),
+        ("save_checkpoint", lambda: store.save_checkpoint(Checkpoint("r", "a", "completed"))),
+        ("discard_checkpoints", lambda: store.discard_checkpoints("r")),
+        ("load_state", lambda: store.load_state("s")),
+        ("save_state", lambda: store.save_state("s", {"n": 1})),
+    ]
+    for what, call in calls:
+        await expect_storage_error(what, call)
+
+
+# -- leases ---------------------------------------------------------------------------------------
+
+
+async def _leases(store: Any) -> None:
+    """Acquire, read, renew (by asking again and with renew_leases) and release a lease."""
+    me = live_owner("kit-kernel")
+    expect(await store.get_lease("k"), None, "get_lease of a key never leased")
+    first = await store.acquire_lease("k", me, LONG_TTL, holder="run-1")
+    expect(
+        (first.acquired, who(first.lease), first.took_over_from, first.ahead),
+        (True, ("k", "kit-kernel", first.lease and first.lease.token, "run-1"), None, 0),
+        "acquire_lease of a free key: (acquired, (key, owner, token, holder), took_over_from,"
+        " ahead)",
+    )
+    lease = first.lease
+    expect(lease.owner, me, "the owner of a granted lease (id, pid, host, boot)")
+    expect(lease.expired, False, "a lease just granted: expired")
+    expect_that(
+        isinstance(lease.token, int) and lease.token > 0,
+        "a granted lease's token",
+        "a positive integer",
+        lease.token,
+    )
+    expect_that(
+        abs(lease.expires_at - lease.renewed_at - LONG_TTL) < CLOCK_SLACK
+        and abs(lease.renewed_at - lease.acquired_at) < CLOCK_SLACK,
+        "a lease granted for 60 seconds: expires_at - renewed_at (and renewed_at - acquired_at)",
+        "60 (and 0), by the store's clock",
+        (lease.expires_at - lease.renewed_at, lease.renewed_at - lease.acquired_at),
+    )
+    read = await store.get_lease("k")
+    expect(
+        (who(read), read and read.expired),
+        (who(lease), False),
+        "get_lease of a held lease: ((key, owner, token, holder), expired)",
+    )
+    again = await store.acquire_lease("k", me, LONG_TTL, holder="run-1")
+    expect(
+        (again.acquired, who(again.lease), again.took_over_from),
+        (True, who(lease), None),
+        "the same owner and holder asking again (a renewal, the same token): (acquired,"
+        " (key, owner, token, holder), took_over_from)",
+    )
+    expect_that(
+        again.lease.renewed_at >= lease.renewed_at and again.lease.expires_at >= lease.expires_at,
+        "a renewal's (renewed_at, expires_at)",
+        f"no earlier than the grant's {(lease.renewed_at, lease.expires_at)}",
+        (again.lease.renewed_at, again.lease.expires_at),
+    )
+    renewed = await store.renew_leases([again.lease], 2 * LONG_TTL)
+    expect([who(r) for r in renewed], [who(lease)], "renew_leases of a held lease: the renewed")
+    expect_that(
+        abs(renewed[0].expires_at - renewed[0].renewed_at - 2 * LONG_TTL) < CLOCK_SLACK,
+        "renew_leases(ttl=120): expires_at - renewed_at",
+        "120, by the store's clock",
+        renewed[0].expires_at - renewed[0].renewed_at,
+    )
+    await store.release_lease(renewed[0])
+    expect(await store.get_lease("k"), None, "get_lease after the holder released")
+    regranted = await store.acquire_lease("k", me, LONG_TTL, holder="run-1")
+    expect_that(
+        regranted.acquired and regranted.lease.token > lease.token,
+        "the token of a lease granted again after a release, to the same owner",
+        f"acquired, a token greater than {lease.token} (a token is never reused)",
+        regranted,
+    )
+    gone = gone_owner("kit-gone")
+    lost = (await store.acquire_lease("j", gone, LONG_TTL)).lease
+    taken = await store.acquire_lease("j", me, LONG_TTL)
+    expect(
+        (taken.acquired, who(taken.took_over_from)),
+        (True, who(lost)),
+        "acquire_lease of a lease whose owner's process exited: (acquired, took_over_from)",
+    )
+    held = taken.lease
+    both = await store.renew_leases([lost, held, regranted.lease], LONG_TTL)
+    expect(
+        {who(r) for r in both},
+        {who(held), who(regranted.lease)},
+        "renew_leases of a lost lease and two held ones: the lost one left out",
+    )
+
+
+async def _lease_tokens(store: Any) -> None:
+    """Every grant to another owner or holder increases the token, releases included."""
+    a, b = live_owner("kit-a"), live_owner("kit-b")
+    seen: list[int] = []
+    for owner, holder in [(a, "x"), (b, "x"), (a, "y"), (a, "x"), (a, "x"), (b, "y")]:
+        grant = await store.acquire_lease("t", owner, LONG_TTL, holder=holder)
+        expect(grant.acquired, True, f"acquire_lease of a free key by ({owner.id}, {holder})")
+        renewal = await store.acquire_lease("t", owner, LONG_TTL, holder=holder)
+        expect(
+            renewal.lease and renewal.lease.token,
+            grant.lease.token,
+            "the token of a renewal (the same owner and holder asking again)",
+        )
+        seen.append(grant.lease.token)
+        await store.release_lease(grant.lease)
+    expect_that(
+        all(x < y for x, y in itertools.pairwise(seen)),
+        "the tokens of six grants of one key, each released before the next",
+        "strictly increasing (a token is never reused)",
+        seen,
+    )
+    gone = gone_owner("kit-gone")
+    dead = await store.acquire_lease("t", gone, LONG_TTL, holder="x")
+    taken = await store.acquire_lease("t", a, LONG_TTL, holder="x")
+    expect_that(
+        dead.lease.token > seen[-1] and taken.lease.token > dead.lease.token,
+        "the tokens of a grant and of its takeover",
+        f"greater than {seen[-1]}, then greater again",
+        (dead.lease.token, taken.lease.token),
+    )
+
+
+async def _lease_exclusive(store: Any) -> None:
+    """A live owner's lease is refused to every other owner and holder."""
+    a, b = live_owner("kit-a"), live_owner("kit-b")  # both alive: this very process
+    held = (await store.acquire_lease("x", a, LONG_TTL, holder="run-1")).lease
+    for owner, holder, queue in [(b, "run-1", False), (b, "run-2", True), (a, "run-2", False)]:
+        refused = await store.acquire_lease("x", owner, LONG_TTL, holder=holder, queue=queue)
+        expect(
+            (refused.acquired, who(refused.lease), refused.took_over_from),
+            (False, who(held), None),
+            f"acquire_lease by ({owner.id}, {holder}, queue={queue}) of a key a live owner"
+            " holds: (acquired, the holder's (key, owner, token, holder), took_over_from)",
+        )
+    forged = Lease("x", b, held.token, "run-1")  # the right token, another owner
+    expect(await store.renew_leases([forged], LONG_TTL), [], "renew_leases by another owner")
+    await store.release_lease(forged)
+    await store.release_lease(Lease("x", a, held.token + 1, "run-1"))  # not its token
+    expect(
+        who(await store.get_lease("x")),
+        who(held),
+        "get_lease after releases by another owner and with another token (no effect)",
+    )
+    far = far_owner("kit-far")
+    elsewhere = (await store.acquire_lease("y", far, LONG_TTL)).lease
+    refused = await store.acquire_lease("y", a, LONG_TTL)
+    expect(
+        (refused.acquired, who(refused.lease)),
+        (False, who(elsewhere)),
+        "acquire_lease of a key held by another host's owner (never provably gone from here):"
+        " (acquired, the holder)",
+    )
+
+
+async def _lease_expiry(store: Any) -> None:
+    """An expired lease is taken over, saying whose, with a greater token; until then the
+    writes under it still pass."""
+    a, b = live_owner("kit-a"), live_owner("kit-b")
+    first = (await store.acquire_lease("e", a, SHORT_TTL, holder="h")).lease
+    await trio.sleep(EXPIRY_WAIT)
+    read = await store.get_lease("e")
+    expect(
+        (who(read), read and read.expired),
+        (who(first), True),
+        f"get_lease {EXPIRY_WAIT}s after a grant for {SHORT_TTL}s: ((key, owner, token, holder),"
+        " expired)",
+    )
+    await store.save_state("kit-e", {"n": 1}, first)  # expired, its token unchanged: passes
+    expect(
+        await store.load_state("kit-e"),
+        {"n": 1},
+        "save_state under an expired lease nobody took over (its token still holds)",
+    )
+    taken = await store.acquire_lease("e", b, LONG_TTL, holder="h2")
+    expect(
+        (taken.acquired, who(taken.took_over_from)),
+        (True, who(first)),
+        "acquire_lease of an expired lease by another owner: (acquired, took_over_from)",
+    )
+    expect_that(
+        taken.lease.token > first.token,
+        "the token of a takeover",
+        f"greater than the expired lease's {first.token}",
+        taken.lease.token,
+    )
+    expect(await store.renew_leases([first], LONG_TTL), [], "renew_leases of a lease taken over")
+    await store.release_lease(first)
+    expect(
+        who(await store.get_lease("e")),
+        who(taken.lease),
+        "get_lease after the old holder released its lost lease (no effect)",
+    )
+    back = await store.acquire_lease("e", a, LONG_TTL, holder="h")
+    expect(
+        (back.acquired, who(back.lease)),
+        (False, who(taken.lease)),
+        "the old holder asking again: (acquired, the new holder's lease)",
+    )
+    await expect_lease_lost(
+        "save_state", lambda: store.save_state("kit-e", {"n": 2}, first), first, taken.lease
+    )
+    expect(await store.load_state("kit-e"), {"n": 1}, "the state after a refused fenced save")
+
+
+async def _lease_gone_owner(store: Any) -> None:
+    """A lease whose owner is provably gone is taken over at once, saying whose."""
+    me = live_owner("kit-kernel")
+    gone = gone_owner("kit-gone")
+    dead = (await store.acquire_lease("g", gone, LONG_TTL, holder="h")).lease
+    taken = await store.acquire_lease("g", me, LONG_TTL, holder="h")
+    expect(
+        (
+            taken.acquired,
+            who(taken.took_over_from),
+            taken.took_over_from and taken.took_over_from.owner,
+        ),
+        (True, who(dead), gone),
+        "acquire_lease of a lease whose owner's process exited: (acquired, took_over_from,"
+        " its owner)",
+    )
+    expect_that(
+        taken.lease.token > dead.token,
+        "the token of a takeover",
+        f"greater than {dead.token}",
+        taken.lease.token,
+    )
+    # This very pid, but of another boot of the host: a process that is no more.
+    rebooted = LeaseOwner("kit-rebooted", os.getpid(), socket.gethostname(), "another-boot:1")
+    old = (await store.acquire_lease("r", rebooted, LONG_TTL)).lease
+    taken = await store.acquire_lease("r", me, LONG_TTL)
+    expect(
+        (taken.acquired, who(taken.took_over_from)),
+        (True, who(old)),
+        "acquire_lease of a lease whose owner lived before the host's last boot: (acquired,"
+        " took_over_from)",
+    )
+
+
+async def _lease_queue(store: Any) -> None:
+    """With ``queue``, callers are served in arrival order; non-queue callers ignore it."""
+    a, b, c, d = (live_owner(f"kit-{n}") for n in "abcd")
+
+    async def ask(owner: LeaseOwner, ttl: float = LONG_TTL) -> Any:
+        return await store.acquire_lease("q", owner, ttl, holder=owner.id, queue=True)
+
+    def state(grant: Any) -> tuple[bool, str | None, int]:
+        return grant.acquired, grant.lease and grant.lease.owner.id, grant.ahead
+
+    held = await ask(a)
+    expect(state(held), (True, "kit-a", 0), "the first caller: (acquired, holder, ahead)")
+    expect(state(await ask(b)), (False, "kit-a", 0), "the first waiter: (acquired, holder, ahead)")
+    expect(state(await ask(c)), (False, "kit-a", 1), "a second waiter: (acquired, holder, ahead)")
+    expect(
+        state(await ask(b)),
+        (False, "kit-a", 0),
+        "the first waiter asking again keeps its place: (acquired, holder, ahead)",
+    )
+    expect(state(await ask(c)), (False, "kit-a", 1), "the second waiter asking again")
+    await store.release_lease(held.lease)
+    expect(
+        state(await ask(c)),
+        (False, None, 1),
+        "the second waiter asking first once the lease is free (the first waiter is served"
+        " first): (acquired, holder, ahead)",
+    )
+    second = await ask(b)
+    expect(state(second), (True, "kit-b", 0), "the first waiter once the lease is free")
+    expect(
+        state(await ask(c)),
+        (False, "kit-b", 0),
+        "the second waiter once the first got the lease (and left the queue)",
+    )
+    plain = await store.acquire_lease("q", d, LONG_TTL, holder="kit-d")
+    expect((plain.acquired, plain.ahead), (False, 0), "a caller without queue, the lease held")
+    await store.release_lease(second.lease)
+    plain = await store.acquire_lease("q", d, LONG_TTL, holder="kit-d")
+    expect(
+        (plain.acquired, plain.ahead),
+        (True, 0),
+        "a caller without queue takes a free lease (it ignores the queue): (acquired, ahead)",
+    )
+    await store.release_lease(plain.lease)
+    expect(state(await ask(c)), (True, "kit-c", 0), "the waiter left, once the lease is free")
+    # A waiter that stops asking loses its place once its ttl has passed.
+    e, f, g = live_owner("kit-e"), live_owner("kit-f"), live_owner("kit-g")
+    holder = (await store.acquire_lease("q2", e, LONG_TTL, holder="e", queue=True)).lease
+    lapsing = await store.acquire_lease("q2", f, SHORT_TTL, holder="f", queue=True)
+    waiting = await store.acquire_lease("q2", g, LONG_TTL, holder="g", queue=True)
+    expect((lapsing.ahead, waiting.ahead), (0, 1), "two waiters' ahead")
+    await trio.sleep(EXPIRY_WAIT)
+    waiting = await store.acquire_lease("q2", g, LONG_TTL, holder="g", queue=True)
+    expect(
+        (waiting.acquired, waiting.ahead),
+        (False, 0),
+        f"a waiter asking again after the waiter ahead stopped asking for over its ttl"
+        f" ({SHORT_TTL}s): (acquired, ahead: live waiters only)",
+    )
+    await store.release_lease(holder)
+    waiting = await store.acquire_lease("q2", g, LONG_TTL, holder="g", queue=True)
+    expect(
+        (waiting.acquired, waiting.ahead),
+        (True, 0),
+        "the live waiter once the lease is free, the lapsed one ahead of it ignored",
+    )
+
+
+# -- fencing --------------------------------------------------------------------------------------
+
+
+async def _fencing(store: Any) -> None:
+    """Each write made under a lease is refused, writing nothing, once the lease passed to
+    another holder, released or forged; under the current lease it passes."""
+    me = live_owner("kit-new")
+
+    async def takeover(key: str, holder: str) -> tuple[Lease, Lease]:
+        stale = (
+            await store.acquire_lease(key, gone_owner("kit-stale"), LONG_TTL, holder=holder)
+        ).lease
+        grant = await store.acquire_lease(key, me, LONG_TTL, holder=holder)
+        expect(
+            (grant.acquired, who(grant.took_over_from)),
+            (True, who(stale)),
+            "the takeover of a provably gone owner's lease: (acquired, took_over_from)",
+        )
+        return stale, grant.lease
+
+    # start_run
+    run = RunRecord("kit-fs", "agent", "s-fence")
+    stale, current = await takeover("f-start", "kit-fs")
+    await expect_lease_lost("start_run", lambda: store.start_run(run, stale), stale, current)
+    expect(await store.get_run("kit-fs"), None, "get_run of a run whose fenced start was refused")
+    started = await store.start_run(run, current)
+    expect(
+        (started.status, started.lease_key, started.attempt),
+        ("running", "f-start", 1),
+        "start_run under the current lease: (status, lease_key, attempt) of its answer",
+    )
+    # record_turn, finish_run, finalize_proof: a run started by the stale owner
+    run = RunRecord("kit-fr", "agent", "s-fence2")
+    stale = (
+        await store.acquire_lease("f-run", gone_owner("kit-stale"), LONG_TTL, holder="kit-fr")
+    ).lease
+    started = await store.start_run(run, stale)
+    await store.record_turn(started, [Message("user", "first")], [], stale)
+    current = (await store.acquire_lease("f-run", me, LONG_TTL, holder="kit-fr")).lease
+    expect_that(
+        current is not None and current.token > stale.token,
+        "the takeover of the stale owner's run lease",
+        "a lease with a greater token",
+        current,
+    )
+    turn = [Message("assistant", "stale"), Message("tool", "r", tool_call_id="c", name="t")]
+    record = ToolRecord("kit-fr", "c", "t", {}, "r", False)
+    await expect_lease_lost(
+        "record_turn", lambda: store.record_turn(started, turn, [record], stale), stale, current
+    )
+    expect(
+        _contents(await store.load_history("agent", "s-fence2")),
+        ["first"],
+        "the history after a refused fenced record_turn (nothing of the turn written)",
+    )
+    expect(
+        await store.load_tool_records("kit-fr"),
+        {},
+        "the tool records after a refused fenced record_turn (nothing of the turn written)",
+    )
+    metadata = _metadata(started, "completed")
+    await expect_lease_lost(
+        "finish_run", lambda: store.finish_run("kit-fr", metadata, stale), stale, current
+    )
+    after = await store.get_run("kit-fr")
+    expect(
+        (after and after.status, after and after.finished_at),
+        ("running", None),
+        "get_run after a refused fenced finish_run: (status, finished_at)",
+    )
+    expect(
+        [e.metadata for e in await store.history("s-fence2")],
+        [None],
+        "the entries' metadata after a refused fenced finish_run",
+    )
+    await expect_lease_lost(
+        "finalize_proof",
+        lambda: store.finalize_proof("kit-fr", metadata, (), stale),
+        stale,
+        current,
+    )
+    expect(await store.get_proof("kit-fr"), None, "get_proof after a refused fenced finalization")
+    await store.record_turn(started, turn, [record], current)
+    await store.finish_run("kit-fr", metadata, current)
+    proof = await store.finalize_proof("kit-fr", metadata, (), current)
+    expect(
+        (
+            _contents(await store.load_history("agent", "s-fence2")),
+            (await store.get_run("kit-fr")).status,
+            proof.receipts,
+        ),
+        (["first", "stale", "r"], "completed", 1),
+        "under the current lease: (the history, the run's status, the proof's receipts)",
+    )
+    # save_checkpoint
+    stale, current = await takeover("f-step", "")
+    step = Checkpoint("kit-fc", "step", "in_progress", "agent", None, {})
+    await expect_lease_lost(
+        "save_checkpoint", lambda: store.save_checkpoint(step, stale), stale, current
+    )
+    expect(
+        await store.load_checkpoints("kit-fc"), [], "the checkpoints after a refused fenced save"
+    )
+    await store.save_checkpoint(step, current)
+    expect(
+        _steps(await store.load_checkpoints("kit-fc")),
+        [("step", "in_progress")],
+        "the checkpoints after a save under the current lease",
+    )
+    # save_state: taken over, released, forged
+    stale, current = await takeover("f-state", "")
+    await expect_lease_lost(
+        "save_state", lambda: store.save_state("kit-fst", {"n": 1}, stale), stale, current
+    )
+    expect(await store.load_state("kit-fst"), None, "the state after a refused fenced save")
+    forged = Lease("f-state", live_owner("kit-forger"), current.token, current.holder)
+    await expect_lease_lost(
+        "save_state under a lease of the right token and another owner",
+        lambda: store.save_state("kit-fst", {"n": 2}, forged),
+        forged,
+        current,
+    )
+    expect(await store.load_state("kit-fst"), None, "the state after a forged fenced save")
+    await store.save_state("kit-fst", {"n": 3}, current)
+    expect(await store.load_state("kit-fst"), {"n": 3}, "the state saved under its lease")
+    await store.release_lease(current)
+    await expect_lease_lost(
+        "save_state under a released lease",
+        lambda: store.save_state("kit-fst", {"n": 4}, current),
+        current,
+        None,
+    )
+    expect(await store.load_state("kit-fst"), {"n": 3}, "the state after a save once released")
+
+
+# -- attempts and interrupted runs ----------------------------------------------------------------
+
+
+async def _attempts(store: Any) -> None:
+    """A retry of a run id is its next attempt; each attempt's entries keep their own reply
+    metadata, those of an attempt that never ended marked interrupted."""
+    me = live_owner("kit-kernel")
+    lease = (await store.acquire_lease("att", me, LONG_TTL, holder="kit-at")).lease
+    run = RunRecord("kit-at", "agent", "s-att")
+    first = await store.start_run(run, lease)
+    expect(
+        (first.attempt, first.status, first.lease_key),
+        (1, "running", "att"),
+        "start_run's answer of a new run id under a lease: (attempt, status, lease_key)",
+    )
+    await store.record_turn(
+        first, [Message("user", "one"), Message("assistant", "crash")], [], lease
+    )
+    other = RunRecord("kit-at-other", "agent", "s-att")
+    await store.start_run(other)
+    await store.record_turn(other, [Message("user", "other")], [])
+    second = await store.start_run(run, lease)  # the first attempt crashed: a retry
+    expect(
+        (second.attempt, second.status, second.lease_key),
+        (2, "running", "att"),
+        "start_run's answer of a retry: (attempt, status, lease_key)",
+    )
+    stored = await store.get_run("kit-at")
+    expect(stored and stored.attempt, 2, "get_run's attempt after a retry started")
+
+    async def entries() -> list[tuple[str, int, Any]]:
+        found = await store.history("s-att")
+        return [(e.content, e.attempt, e.metadata and dict(e.metadata)) for e in found]
+
+    interrupted = {"status": "interrupted", "attempt": 1}
+    expect(
+        await entries(),
+        [("one", 1, interrupted), ("crash", 1, interrupted), ("other", 1, None)],
+        "history() after a retry started: the entries' (content, attempt, metadata); the"
+        " crashed attempt's marked interrupted, another run's untouched",
+    )
+    await store.record_turn(
+        second, [Message("user", "two"), Message("assistant", "done")], [], lease
+    )
+    metadata = _metadata(second, "completed")
+    await store.finish_run("kit-at", metadata, lease)
+    expect(
+        await entries(),
+        [
+            ("one", 1, interrupted),
+            ("crash", 1, interrupted),
+            ("other", 1, None),
+            ("two", 2, metadata),
+            ("done", 2, metadata),
+        ],
+        "history() after the retry finished: its metadata on its own attempt's entries only",
+    )
+    third = await store.start_run(run, lease)
+    expect(third.attempt, 3, "start_run's attempt of a second retry")
+    await store.record_turn(third, [Message("user", "three")], [], lease)
+    expect(
+        await entries(),
+        [
+            ("one", 1, interrupted),
+            ("crash", 1, interrupted),
+            ("other", 1, None),
+            ("two", 2, metadata),
+            ("done", 2, metadata),
+            ("three", 3, None),
+        ],
+        "history() after a retry of a finished attempt: the finished attempt keeps its"
+        " metadata, the crashed one stays interrupted of attempt 1",
+    )
+    stored = await store.get_run("kit-at")
+    expect(
+        (stored and stored.attempt, stored and stored.status),
+        (3, "running"),
+        "get_run after the third start: (attempt, status)",
+    )
+
+
+async def _interrupted_runs(store: Any) -> None:
+    """A running run reads as interrupted once its lease is not its own: none, expired,
+    released, of another holder, or of an owner provably gone."""
+    me = live_owner("kit-kernel")
+    runs = {
+        name: RunRecord(f"kit-{name}", "agent", f"s-{name}", started_at=1000.0 + n)
+        for n, name in enumerate(
+            ["held", "unleased", "expired", "gone", "released", "other", "done"]
+        )
+    }
+
+    async def lease(name: str, owner: LeaseOwner, ttl: float, holder: str | None = None) -> Lease:
+        run_id = runs[name].run_id
+        grant = await store.acquire_lease(f"i-{name}", owner, ttl, holder=holder or run_id)
+        expect(grant.acquired, True, f"a free lease for the run {run_id}")
+        granted: Lease = grant.lease
+        await store.start_run(runs[name], granted)
+        return granted
+
+    expired = await lease("expired", me, SHORT_TTL)
+    await lease("held", me, LONG_TTL)
+    await store.start_run(runs["unleased"])
+    gone = gone_owner("kit-gone")
+    await lease("gone", gone, LONG_TTL)
+    await store.release_lease(await lease("released", me, LONG_TTL))
+    await lease("other", me, LONG_TTL, holder="another-run")
+    done = await lease("done", me, LONG_TTL)
+    await store.finish_run("kit-done", _metadata(runs["done"], "completed"), done)
+    await store.release_lease(done)
+    await trio.sleep(EXPIRY_WAIT)
+    described = {}
+    for name in runs:
+        current = await store.get_lease(f"i-{name}")
+        described[name] = current.describe() if current is not None else None
+    expected = {
+        "held": ("running", None),
+        "unleased": ("interrupted", None),
+        "expired": ("interrupted", described["expired"]),
+        "gone": ("interrupted", described["gone"]),
+        "released": ("interrupted", None),
+        "other": ("interrupted", described["other"]),
+        "done": ("completed", None),
+    }
+    expect_that(
+        described["expired"] is not None and described["expired"]["token"] == expired.token,
+        "get_lease of an expired lease",
+        "the lease, still there (describe() of it)",
+        described["expired"],
+    )
+    for name, (status, lease_shown) in expected.items():
+        got = await store.get_run(f"kit-{name}")
+        what = f"get_run of the run {name!r}: (status, lease)"
+        if status == "interrupted":
+            what += " (a running run whose lease is not its own reads interrupted, with the lease)"
+        expect(
+            (got and got.status, got and got.lease if status != "running" else None),
+            (status, lease_shown),
+            what,
+        )
+    listed = {r.run_id: r.status for r in await store.list_runs(agent_id="agent")}
+    expect(
+        listed,
+        {f"kit-{name}": status for name, (status, _) in expected.items()},
+        "list_runs' statuses (read as get_run reads them)",
+    )
+
+
+# -- counters and cancellation requests ---------------------------------------------------------
+
+
+async def _counters(store: Any) -> None:
+    """``spend`` adds atomically unless the limit would be passed; a give-back always applies."""
+    expect(await store.counter("cost"), 0, "counter() of an unknown key")
+    expect(await store.spend("cost", 2), 2, "spend('cost', 2) of a new counter: the total")
+    expect(await store.spend("cost", 3, limit=5), 5, "spend up to the limit exactly: the total")
+    expect(await store.spend("cost", 0.5, limit=5), None, "spend past the limit: refused (None)")
+    expect(await store.counter("cost"), 5, "the counter after a refused spend (nothing added)")
+    expect(
+        await store.spend("cost", -1, limit=1),
+        4,
+        "a negative spend (a give-back) over the limit: applied, the total",
+    )
+    expect(await store.spend("cost", 1.5), 5.5, "spend without a limit: the total")
+    expect(await store.counter("other"), 0, "another key's counter")
+    results: list[float | None] = []
+
+    async def spend_one() -> None:
+        results.append(await store.spend("quota", 1, limit=25))
+
+    async with trio.open_nursery() as nursery:  # 40 spends at once against a limit of 25
+        for _ in range(40):
+            nursery.start_soon(spend_one)
+    granted = sorted(r for r in results if r is not None)
+    expect(
+        (granted, results.count(None)),
+        ([float(n) for n in range(1, 26)], 15),
+        "40 concurrent spends of 1 against a limit of 25: (the totals granted, the refusals)",
+    )
+    expect(await store.counter("quota"), 25, "the counter after 40 concurrent spends (limit 25)")
+
+
+async def _cancel_requests(store: Any) -> None:
+    def shown(requests: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return [(r.id, r.reason, r.run_id, r.lease_key) for r in requests]
+
+    expect(await store.cancel_requests(0), [], "cancel_requests(0) of a new store")
+    first = await store.request_cancel("stop it", run_id="kit-run")
+    expect_that(
+        isinstance(first.id, int) and first.id > 0,
+        "the id of a cancellation request",
+        "a positive integer",
+        first,
+    )
+    expect(
+        (first.reason, first.run_id, first.lease_key),
+        ("stop it", "kit-run", None),
+        "a run's cancellation request: (reason, run_id, lease_key)",
+    )
+    second = await store.request_cancel("shutdown", lease_key="conversation:a")
+    expect_that(second.id > first.id, "the id of a later request", f"> {first.id}", second.id)
+    expect(
+        shown(await store.cancel_requests(0)),
+        shown([first, second]),
+        "cancel_requests(0): every request, oldest first",
+    )
+    expect(
+        shown(await store.cancel_requests(first.id)),
+        shown([second]),
+        "cancel_requests(after the first's id): the requests after it only",
+    )
+    expect(await store.cancel_requests(second.id), [], "cancel_requests(after the last's id)")
+
+
 STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
+    _declares_multi_process,
     _history_round_trip,
     _history_by_agent,
     _conversations_by_principal,
@@ -407,12 +1265,26 @@ STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _tool_records_replay,
     _proofs,
     _concurrent_finalization,
+    *CHECKPOINT_CHECKS,
+    _leases,
+    _lease_tokens,
+    _lease_exclusive,
+    _lease_expiry,
+    _lease_gone_owner,
+    _lease_queue,
+    _fencing,
+    _attempts,
+    _interrupted_runs,
+    _counters,
+    _cancel_requests,
 )
 
 
 async def _failures_raise(store: Any) -> None:
     """Every call of a store whose storage fails raises StorageError."""
     run = RunRecord("kit-f1", "agent", "s-f")
+    owner = live_owner("kit")
+    lease = Lease("k", owner, 1, "kit-f1")
     calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
         ("load_history", lambda: store.load_history("agent", "s-f")),
         ("history", lambda: store.history("s-f")),
@@ -424,19 +1296,32 @@ async def _failures_raise(store: Any) -> None:
         ("record_turn", lambda: store.record_turn(run, [Message("user", "x")], [])),
         ("finish_run", lambda: store.finish_run("kit-f1", _metadata(run, "completed"))),
         ("finalize_proof", lambda: store.finalize_proof("kit-f1", _metadata(run, "completed"))),
+        ("acquire_lease", lambda: store.acquire_lease("k", owner, LONG_TTL)),
+        ("acquire_lease(queue=True)", lambda: store.acquire_lease("k", owner, 1, queue=True)),
+        ("renew_leases", lambda: store.renew_leases([lease], LONG_TTL)),
+        ("release_lease", lambda: store.release_lease(lease)),
+        ("get_lease", lambda: store.get_lease("k")),
+        ("request_cancel", lambda: store.request_cancel("stop", run_id="kit-f1")),
+        ("cancel_requests", lambda: store.cancel_requests(0)),
+        ("spend", lambda: store.spend("cost", 1.0, limit=10.0)),
+        ("counter", lambda: store.counter("cost")),
     ]
     for what, call in calls:
         await expect_storage_error(what, call)
+    await _checkpoint_failures_raise(store)
 
 
 async def check_store(factory: StoreFactory, *, failing: StoreFactory | None = None) -> None:
     """Run every store check, each on a fresh store from ``factory`` (sync or async).
 
-    A store that serves ``soulacy_conversation_store`` and ``soulacy_proof_store`` must pass;
-    a failure raises AssertionError naming the check, what was expected and what came back.
-    ``failing``, when given, makes a store whose storage fails on every call (for a file
-    store, a file that is not a database): each of its calls must raise StorageError, never
-    answer as if there were no data.
+    A store that serves ``soulacy_store`` must pass: history, runs and attempts, tool records,
+    proofs, checkpoints and plugin state, leases (exclusive, renewed, released, tokens never
+    reused, takeover after expiry or of an owner provably gone, queues), fenced writes,
+    interrupted runs, counters and cancellation requests, in one process (the checks that need
+    several are :func:`check_store_processes`'s). A failure raises AssertionError naming the
+    check, what was expected and what came back. ``failing``, when given, makes a store whose
+    storage fails on every call (for a file store, a file that is not a database): each of its
+    calls must raise StorageError, never answer as if there were no data.
     """
     await run_checks("store", factory, STORE_CHECKS)
     if failing is not None:

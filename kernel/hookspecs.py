@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from ._events import Event
     from ._kernel import AgentSpec, Kernel, Service
     from ._providers import ProviderRegistry, ProviderType
-    from ._store import CheckpointStore, ConversationStore, ProofStore
+    from ._store import Store
     from ._tools import Tool
-    from .policy import ExecutionPolicy
+    from .policy import ExecutionPolicy, PolicyLimit
 
 hookspec = pluggy.HookspecMarker("soulacy")
 hookimpl = pluggy.HookimplMarker("soulacy")
@@ -121,6 +121,18 @@ def soulacy_resolve_policy(
     result wins. A plugin that tightens the builtin policy implements this hook as a wrapper
     (``@hookimpl(wrapper=True)``), receives the resolved policy from ``yield`` and returns a new
     one.
+    """
+
+
+@hookspec
+def soulacy_policy_limits() -> Sequence[PolicyLimit]:
+    """Declare limits of this plugin's own for the execution policy, as ``PolicyLimit``s: the
+    workspace key each is read from, its default, what means unlimited, its range and its rule.
+
+    Every plugin's list is collected (``soulacy.kernel.policy.declared_limits``); a name two
+    plugins declare, or the name of a core limit, is an error naming them. The policy resolves
+    each beside its core limits, reports it in ``run.limits`` and ``policy show``, and holds it
+    by name: ``policy.limit(name)``. With the declaring plugin blocked the limit does not exist.
     """
 
 
@@ -297,35 +309,19 @@ def soulacy_tool_loop(kernel: Kernel, run: Run) -> ToolLoop | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Checkpoint, conversation and proof storage
+# Storage
 # --------------------------------------------------------------------------------------------
 
 
 @hookspec(firstresult=True)
-def soulacy_checkpoint_store(kernel: Kernel) -> CheckpointStore | None:
-    """Return the store of run identities, workflow checkpoints and claims. First result wins.
+def soulacy_store(kernel: Kernel) -> Store | None:
+    """Return the store of everything a run keeps: history with reply metadata, runs, tool
+    records and proofs, workflow checkpoints, leases and shared counters. First result wins.
 
     Asked once per kernel. The builtin ``sqlite_store`` answers, ``memory_store`` last; with no
-    answer, using the store is a PluginError naming this hook.
-    """
-
-
-@hookspec(firstresult=True)
-def soulacy_conversation_store(kernel: Kernel) -> ConversationStore | None:
-    """Return the store of conversation history with reply metadata. First result wins.
-
-    Asked once per kernel. The builtin ``sqlite_store`` answers, ``memory_store`` last; with no
-    answer, using the store is a PluginError naming this hook.
-    """
-
-
-@hookspec(firstresult=True)
-def soulacy_proof_store(kernel: Kernel) -> ProofStore | None:
-    """Return the store of run proofs and tool receipts. First result wins.
-
-    Asked once per kernel. ``finalize_proof`` builds a proof from the run's tool records, so
-    this store must read what the conversation store recorded: in practice one object answers
-    all three storage hooks (decision 0011).
+    answer, using the store is a PluginError naming this hook. One store plays every role:
+    writes under a lease check its fencing token in the same transaction (decision 0029;
+    it replaces the three store hooks of decision 0011).
     """
 
 

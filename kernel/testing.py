@@ -16,9 +16,12 @@ declares, in its top-level ``conftest.py``::
   plugins too), from the validation of its configuration on.
 
 Conformance kits that third-party implementations run against themselves:
-:func:`check_store` (history, runs, tool records, proofs), :func:`check_checkpoint_store`,
+:func:`check_store` (every role of a store, in one process: history, runs and attempts, tool
+records, proofs, checkpoints, state, leases and fencing, counters, cancellation requests),
+:func:`check_checkpoint_store` (its checkpoint part), :func:`check_store_processes` (the
+checks of a store shared by several processes, with real child processes),
 :func:`check_progress_detector`, :func:`check_compactor`, :func:`check_provider` and
-:func:`check_transport`.
+:func:`check_transport` (any transport, through a :class:`TransportAdapter` its author writes).
 
 And :func:`throwaway_plugin`, to register a plugin made of a few functions.
 """
@@ -40,20 +43,35 @@ from ._kits import (
     check_compactor,
     check_progress_detector,
     check_provider,
+)
+from ._process_kit import ProcessKitResult, check_store_processes
+from ._store_kit import STORE_CHECKS, check_store
+from ._transport_kit import (
+    TRANSPORT_CHECKS,
+    RefusalKind,
+    TransportAdapter,
+    TransportEvent,
+    TransportRefused,
     check_transport,
 )
-from ._store_kit import STORE_CHECKS, check_store
 
 __all__ = [
     "STORE_CHECKS",
+    "TRANSPORT_CHECKS",
     "HookCall",
     "HookRecorder",
+    "ProcessKitResult",
+    "RefusalKind",
+    "TransportAdapter",
+    "TransportEvent",
+    "TransportRefused",
     "Workspace",
     "check_checkpoint_store",
     "check_compactor",
     "check_progress_detector",
     "check_provider",
     "check_store",
+    "check_store_processes",
     "check_transport",
     "throwaway_plugin",
 ]

@@ -108,7 +108,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     # load the agent's SOUL.yaml (cached by the kernel) and create the database.
     kernel.agent("bench")
     if durable(args):
-        await kernel.conversation_store().open()  # type: ignore[attr-defined]
+        await kernel.store().open()  # type: ignore[attr-defined]
     rss_before, started = _common.begin(counters, args)
     answers = await runs(kernel, args.runs, "s")
     seconds = _common.end(counters, args, answers, started)

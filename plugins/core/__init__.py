@@ -25,6 +25,7 @@ from ._commands import (
     _config_set,
     _config_show,
     _config_validate,
+    _configure_cancel,
     _configure_get,
     _configure_history,
     _configure_new,
@@ -36,6 +37,7 @@ from ._commands import (
     _json_flag,
     _plugin_new,
     _plugins,
+    _run_cancel,
     _run_show,
     _runs,
     new_agent,
@@ -120,6 +122,12 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
         ),
         CliCommand(
             "runs show", "one run: metadata and proof", _run_show, _configure_show, read_only=True
+        ),
+        CliCommand(
+            "runs cancel",
+            "cancel a run, in whichever process sharing the store runs it",
+            _run_cancel,
+            _configure_cancel,
         ),
         CliCommand(
             "agents new",

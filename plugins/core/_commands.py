@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -286,7 +287,7 @@ async def _listing(
     is empty and which store said so."""
     kernel = ctx.kernel()
     try:
-        store = kernel.conversation_store()
+        store = kernel.store()
         records = await read(store)
     finally:
         await kernel.aclose()
@@ -294,7 +295,7 @@ async def _listing(
         ctx.print_json([attrs.asdict(r) for r in records])
         return 0
     if not records:
-        ctx.print(f"{empty} (store: {store_label(kernel, 'soulacy_conversation_store', store)})")
+        ctx.print(f"{empty} (store: {store_label(kernel, 'soulacy_store', store)})")
     for record in records:
         ctx.print(line(record))
     return 0
@@ -307,7 +308,11 @@ def _entry_line(entry: HistoryEntry) -> str:
         notice = f"  [{meta.get('status')}"
         if meta.get("incomplete_reason"):
             notice += f": {meta['incomplete_reason']}"
-        notice += f", {meta.get('verification')}]"
+        if meta.get("verification"):
+            notice += f", {meta['verification']}"
+        if entry.attempt > 1 or meta.get("status") == "interrupted":
+            notice += f", attempt {entry.attempt}"
+        notice += "]"
     text = entry.content.replace("\n", " ")
     if entry.tool_calls:
         text = (text + " " if text else "") + ", ".join(
@@ -329,22 +334,36 @@ async def _runs(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _run_line(run: RunRecord) -> str:
     reason = f" ({run.incomplete_reason})" if run.incomplete_reason else ""
+    attempt = f"  attempt {run.attempt}" if run.attempt > 1 else ""
     return (
         f"{run.run_id}  {run.agent_id}  session {run.session_id}  {run.status}{reason}"
-        f"  {run.verification or '-'}"
+        f"  {run.verification or '-'}{attempt}{_lease_note(run)}"
     )
+
+
+def _lease_note(run: RunRecord) -> str:
+    """Who held an interrupted run and when it was last heard of (its lease expired, or its
+    process is gone): what tells it from a live one."""
+    if run.status != "interrupted":
+        return ""
+    if not run.lease:
+        return "  (no owner recorded)"
+    owner = run.lease.get("owner") or {}
+    heard = run.lease.get("heartbeat_at")
+    ago = f", last heartbeat {max(0.0, time.time() - heard):.0f}s ago" if heard else ""
+    return f"  (owner pid {owner.get('pid')} on {owner.get('host')}{ago})"
 
 
 async def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     kernel = ctx.kernel()
     try:
-        store = kernel.conversation_store()
+        store = kernel.store()
         run = await store.get_run(args.run_id)
-        proof = await kernel.proof_store().get_proof(args.run_id) if run else None
+        proof = await kernel.store().get_proof(args.run_id) if run else None
     finally:
         await kernel.aclose()
     if run is None:
-        label = store_label(kernel, "soulacy_conversation_store", store)
+        label = store_label(kernel, "soulacy_store", store)
         raise UsageError(f"no run {args.run_id!r} in the store ({label})")
     data: dict[str, Any] = {
         "run": attrs.asdict(run),
@@ -358,6 +377,27 @@ async def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print(f"  {key}: {value}")
     if proof is not None:
         ctx.print(f"  proof sha256: {proof.sha256} ({proof.receipts} receipts)")
+    return 0
+
+
+def _configure_cancel(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="run id")
+    parser.add_argument("--reason", default="cancelled", help="why (default: cancelled)")
+
+
+async def _run_cancel(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        store = kernel.store()
+        if not store.multi_process:
+            label = store_label(kernel, "soulacy_store", store)
+            raise UsageError(f"the store ({label}) is not shared: no other process runs from it")
+        asked = await kernel.request_cancel(args.run_id, args.reason)
+    finally:
+        await kernel.aclose()
+    if not asked:
+        raise UsageError(f"no running run {args.run_id!r} in the store")
+    ctx.print(f"asked the owner of run {args.run_id} to cancel it ({args.reason})")
     return 0
 
 

@@ -8,7 +8,7 @@ Price metadata and dollar budgets live in ``costs:`` (config.yaml), token quotas
         - {provider: openai, model: "gpt-4o*", input_per_mtok: 2.5, output_per_mtok: 10}
         - {model: "*", input_per_mtok: 1, output_per_mtok: 3}     # a fallback
       max_run_cost_usd: 5        # a run stops as incomplete (max_cost_usd) past this
-      max_daily_cost_usd: 50     # all runs of this process, per rolling 24 hours
+      max_daily_cost_usd: 50     # all runs of every process sharing the store, per UTC day
     rate_limit:
       tokens_per_minute: 200000  # 0: none
       tokens_per_hour: 0
@@ -16,23 +16,61 @@ Price metadata and dollar budgets live in ``costs:`` (config.yaml), token quotas
 
 These stay in force when turns and tokens are unlimited: the engine asks before every model
 call (``soulacy_check_budget``).
+
+**Shared budgets.** The daily dollar budget and the token quotas are counters of the store
+(``Store.spend``), so every process sharing the store (one SQLite file) spends from the same
+budget. Their windows are **fixed**, by the UTC wall clock, not rolling: a window's counter
+starts from zero at its boundary. The key of a counter carries its window (:func:`counter_key`):
+``cost:<UTC date>`` for the daily budget, ``tokens:minute:<epoch minute>``,
+``tokens:hour:<epoch hour>`` and ``tokens:day:<UTC date>`` for the quotas. Only the counters
+of the limits that are set are written.
+
+**Admission, atomic across processes.** Each model call reserves an estimate of itself on
+every counter with a limit, in one conditional add per counter, right before it is made (the
+``llm.call`` event, which the engine awaits: ``soulacy_check_budget`` is synchronous and
+cannot reach the store). The call is admitted while the counter, that is what every process
+spent plus the reservations of the calls in flight, is below the limit: as before, the last
+admitted call may take the total past the limit. A refused call is not made: the run stops as
+incomplete with the reason it always had (``daily_cost_budget``, ``token_quota_per_minute``,
+``token_quota_per_hour``, ``token_quota_per_day``). After the call (``llm.result``) the
+reservation is settled to the call's actual usage; a call that ended without usage (a provider
+error, a timeout, a cancellation) gives its reservation back. Two processes therefore cannot
+both start a call on the last dollar: the first one's reservation counts for the second. (A
+run stopped by a shared budget is stopped at its model call, after its turn boundary: its
+``turns`` counts that turn, its ``llm_calls`` do not count the refused call.)
+
+The estimate of a call is the larger of the run's previous call (for a run's first call, this
+process's last call of the same agent) and the run's messages at four characters a token,
+priced by ``soulacy_price``. A run's model calls are made one after the other.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
 import attrs
 import trio
 
-from soulacy.kernel import ConfigSection, Kernel, hookimpl
+from soulacy.kernel import ConfigSection, Event, Kernel, hookimpl
+from soulacy.kernel.engine import RunStop
+from soulacy.kernel.messages import Usage
+from soulacy.kernel.store import StorageError
 
-__all__ = ["Meter", "RateLimitConfig", "price_of"]
+__all__ = ["Meter", "RateLimitConfig", "counter_key", "price_of"]
+
+log = logging.getLogger("soulacy.costs")
 
 WINDOWS = {"tokens_per_minute": 60.0, "tokens_per_hour": 3600.0, "tokens_per_day": 86400.0}
+CHARS_PER_TOKEN = 4.0  # the estimate of a call's input from its messages
+TOKENS, DOLLARS = 0, 1  # the units of a counter, indexes of an (tokens, dollars) amount
+
+_now = time.time  # the wall clock of the windows (shared by every process); tests replace it
 
 
 @attrs.frozen
@@ -63,8 +101,26 @@ def _exactness(pattern: str) -> tuple[bool, int]:
     return (not wild, len(pattern.replace("*", "")))
 
 
+def counter_key(limit: str, now: float) -> str:
+    """The store counter of ``limit`` (``max_daily_cost_usd`` or a ``rate_limit`` key) in the
+    fixed window that contains the UTC wall-clock time ``now``."""
+    day = time.strftime("%Y-%m-%d", time.gmtime(now))
+    if limit == "max_daily_cost_usd":
+        return f"cost:{day}"
+    if limit == "tokens_per_minute":
+        return f"tokens:minute:{int(now // 60)}"
+    if limit == "tokens_per_hour":
+        return f"tokens:hour:{int(now // 3600)}"
+    if limit == "tokens_per_day":
+        return f"tokens:day:{day}"
+    raise ValueError(f"no counter for {limit!r}")
+
+
 class Meter:
-    """Tokens and dollars of one process in per-minute buckets (a day of them at most)."""
+    """Tokens and dollars of one process in per-minute buckets (a day of them at most).
+
+    A local view of this process's own usage; the budgets are enforced with the store's
+    shared counters instead."""
 
     def __init__(self) -> None:
         self._buckets: dict[int, list[float]] = {}  # minute -> [tokens, dollars]
@@ -87,11 +143,60 @@ class Meter:
         return tokens, dollars
 
 
-_meters: weakref.WeakKeyDictionary[Kernel, Meter] = weakref.WeakKeyDictionary()
+Amount = tuple[float, float]  # (tokens, dollars)
 
 
-def _meter(kernel: Kernel) -> Meter:
-    return _meters.setdefault(kernel, Meter())
+@attrs.define(eq=False)  # calls are told apart by identity
+class _Call:
+    """A model call admitted: what it reserved on which counter, and its usage once known."""
+
+    reserved: list[tuple[str, int, float]] = attrs.Factory(list)  # (key, unit, amount)
+    actual: Amount | None = None
+
+
+@attrs.define
+class _RunBudget:
+    estimate: Amount = (0.0, 0.0)  # of the run's next call, made at its turn boundary
+    last: Amount | None = None  # the run's last call
+    calls: list[_Call] = attrs.Factory(list)  # admitted, not settled yet
+
+
+class _Ledger:
+    """One kernel's reservations on the shared counters, by run id."""
+
+    def __init__(self) -> None:
+        self.meter = Meter()
+        self.runs: dict[str, _RunBudget] = {}
+        self.last_by_agent: dict[str, Amount] = {}
+
+
+_ledgers: weakref.WeakKeyDictionary[Kernel, _Ledger] = weakref.WeakKeyDictionary()
+
+
+def _ledger(kernel: Kernel) -> _Ledger:
+    return _ledgers.setdefault(kernel, _Ledger())
+
+
+def _limits(kernel: Kernel, now: float) -> list[tuple[str, str, int, float]]:
+    """(counter key, reason, unit, limit) of each shared limit that is set, in the order
+    their reasons are given."""
+    costs = kernel.config.section("costs")  # owned by the policy plugin
+    found = []
+    if costs.max_daily_cost_usd:
+        key = counter_key("max_daily_cost_usd", now)
+        found.append((key, "daily_cost_budget", DOLLARS, float(costs.max_daily_cost_usd)))
+    quotas: RateLimitConfig = kernel.config.section("rate_limit")
+    for name in WINDOWS:
+        quota = getattr(quotas, name)
+        if quota:
+            reason = f"token_quota_{name.removeprefix('tokens_')}"  # token_quota_per_minute
+            found.append((counter_key(name, now), reason, TOKENS, float(quota)))
+    return found
+
+
+def _slack(limit: float) -> float:
+    """How far below ``limit`` a counter still admits a call: "below the limit", in floats."""
+    return 1e-9 * max(1.0, abs(limit))
 
 
 @hookimpl
@@ -106,8 +211,18 @@ def soulacy_price(kernel: Kernel, provider: str, model: str | None, usage: Any) 
 
 @hookimpl
 def soulacy_usage(kernel: Kernel, run: Any, provider: str, model: str | None, usage: Any) -> None:
-    dollars = soulacy_price(kernel, provider, model, usage) or 0.0
-    _meter(kernel).add(trio.current_time(), usage.input_tokens + usage.output_tokens, dollars)
+    price = kernel.hook.soulacy_price(kernel=kernel, provider=provider, model=model, usage=usage)
+    dollars = float(price or 0.0)
+    tokens = usage.input_tokens + usage.output_tokens
+    ledger = _ledger(kernel)
+    ledger.meter.add(trio.current_time(), tokens, dollars)
+    actual = (float(tokens), dollars)
+    ledger.last_by_agent[run.agent_id] = actual
+    budget = ledger.runs.get(run.run_id)
+    if budget is not None:
+        budget.last = actual
+        if budget.calls and budget.calls[-1].actual is None:
+            budget.calls[-1].actual = actual  # settled at llm.result, which follows at once
 
 
 @hookimpl
@@ -116,13 +231,99 @@ def soulacy_check_budget(kernel: Kernel, run: Any) -> str | None:
     spent = run.result.cost_usd or 0.0
     if costs.max_run_cost_usd and spent >= costs.max_run_cost_usd:
         return "max_cost_usd"
-    meter, now = _meter(kernel), trio.current_time()
-    daily = costs.max_daily_cost_usd
-    if daily and meter.total(now, 86400.0)[1] >= daily:
-        return "daily_cost_budget"
-    quotas: RateLimitConfig = kernel.config.section("rate_limit")
-    for key, seconds in WINDOWS.items():
-        quota = getattr(quotas, key)
-        if quota and meter.total(now, seconds)[0] >= quota:
-            return f"token_quota_{key.removeprefix('tokens_')}"  # e.g. token_quota_per_minute
+    # The shared budgets are asked at the call itself (llm.call), where the store is reached;
+    # here, at the turn boundary, the call is estimated.
+    if _limits(kernel, _now()):
+        ledger = _ledger(kernel)
+        budget = ledger.runs.setdefault(run.run_id, _RunBudget())
+        budget.estimate = _estimate(kernel, run, ledger, budget)
     return None
+
+
+def _estimate(kernel: Kernel, run: Any, ledger: _Ledger, budget: _RunBudget) -> Amount:
+    known = budget.last or ledger.last_by_agent.get(run.agent_id) or (0.0, 0.0)
+    chars = sum(
+        len(m.content) + sum(len(json.dumps(c.arguments, default=str)) for c in m.tool_calls)
+        for m in run.messages
+    )
+    tokens = chars / CHARS_PER_TOKEN
+    if tokens <= known[TOKENS]:
+        return known
+    dollars = 0.0
+    try:
+        setup = run.model_setup
+        provider, model = (
+            (setup.provider_name, setup.model) if setup else kernel.model_of(run.agent)
+        )
+        price = kernel.hook.soulacy_price(
+            kernel=kernel, provider=provider, model=model, usage=Usage(int(tokens), 0)
+        )
+        dollars = float(price or 0.0)
+    except Exception as exc:  # an estimate only: the call itself says what is wrong
+        log.debug("estimating the cost of a call of run %r failed: %s", run.run_id, exc)
+    return (tokens, max(known[DOLLARS], dollars))
+
+
+@hookimpl(trylast=True)  # last: every other observer of the event has seen it when it refuses
+def soulacy_event(kernel: Kernel, event: Event) -> Awaitable[None] | None:
+    if event.run_id is None:
+        return None
+    if event.type == "llm.call":
+        return _reserve(kernel, event.run_id)
+    if event.type == "llm.result":
+        return _settle(kernel, event.run_id, ended=False)
+    if event.type == "run.completed":
+        return _settle(kernel, event.run_id, ended=True)
+    return None
+
+
+async def _reserve(kernel: Kernel, run_id: str) -> None:
+    """Admit the model call about to be made, or stop the run (RunStop) before it."""
+    ledger = _ledger(kernel)
+    if run_id in ledger.runs:
+        await _settle(kernel, run_id, ended=False, unfinished=True)  # a call that ended unused
+    limits = _limits(kernel, _now())
+    if not limits:
+        return
+    budget = ledger.runs.setdefault(run_id, _RunBudget())  # estimated at its turn, if any
+    store = kernel.store()
+    call = _Call()
+    refused: str | None = None
+    with trio.CancelScope(shield=True):  # a reservation made is always known, to be settled
+        budget.calls.append(call)
+        for key, reason, unit, limit in limits:
+            amount = budget.estimate[unit]
+            # Admitted while the counter is below the limit: the add may take it past.
+            if await store.spend(key, amount, limit + amount - _slack(limit)) is None:
+                refused = reason
+                break
+            call.reserved.append((key, unit, amount))
+        if refused is not None:
+            await _settle(kernel, run_id, ended=False, unfinished=True)  # give back the others
+    if refused is not None:
+        raise RunStop("incomplete", refused)
+
+
+async def _settle(kernel: Kernel, run_id: str, *, ended: bool, unfinished: bool = False) -> None:
+    """Settle the run's admitted calls to their usage: those whose usage is known, and with
+    ``unfinished`` or ``ended`` also those that ended without usage (their reservation is
+    given back). ``ended``: the run is over, its bookkeeping goes."""
+    ledger = _ledger(kernel)
+    budget = ledger.runs.pop(run_id, None) if ended else ledger.runs.get(run_id)
+    if budget is None:
+        return
+    settle = [c for c in budget.calls if c.actual is not None or ended or unfinished]
+    if not settle:
+        return
+    budget.calls = [c for c in budget.calls if c not in settle]
+    store = kernel.store()
+    with trio.CancelScope(shield=True):
+        for call in settle:
+            for key, unit, reserved in call.reserved:
+                delta = (call.actual[unit] if call.actual is not None else 0.0) - reserved
+                if not delta:
+                    continue
+                try:
+                    await store.spend(key, delta)  # never refused: no limit
+                except StorageError as exc:  # the counter keeps the estimate instead
+                    log.warning("settling the budget counter %r failed: %s", key, exc)

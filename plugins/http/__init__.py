@@ -3,6 +3,10 @@
 Listens on 127.0.0.1:8484 by default (``server:`` in config.yaml). Every SSE event carries an
 ``id:``; a client that reconnects to ``/api/v1/runs/{run_id}/events`` with ``Last-Event-ID``
 gets what it missed and the terminal ``result`` event. See docs/http.md.
+
+The chat deadline is the limit ``http_timeout`` of the execution policy, which this plugin
+declares (``soulacy_policy_limits``): read from ``runtime.timeouts.http``, it always outlasts
+the run it carries.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from soulacy.kernel import (
     StashKey,
     hookimpl,
 )
+from soulacy.kernel.policy import PolicyLimit
 
 from ._app import Api
-from ._config import ServerConfig
+from ._config import HTTP_TIMEOUT, ServerConfig
 from ._principals import key_issues
 from ._runlog import RunLogs
 from ._service import HttpService
@@ -45,6 +50,11 @@ def run_logs(kernel: Kernel) -> RunLogs:
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [ConfigSection("server", ServerConfig, doc="the HTTP API")]
+
+
+@hookimpl
+def soulacy_policy_limits() -> Sequence[PolicyLimit]:
+    return [HTTP_TIMEOUT]
 
 
 @hookimpl

@@ -36,7 +36,7 @@ from ._asgi import (
     send_json,
     sse,
 )
-from ._config import ServerConfig
+from ._config import ServerConfig, chat_deadline
 from ._guard import Guard
 from ._limits import check_depth, check_json_type, check_unicode, last_event_id
 from ._principals import Principals
@@ -290,7 +290,7 @@ class Api:
         # The kernel's reservation holds the id from here on (taken with no await before it).
         handle = self._reserve(run_id, body, session_id, principal)
         try:  # the reservation is given back if this request is refused after all
-            stored = await self.kernel.conversation_store().get_run(run_id)
+            stored = await self.kernel.store().get_run(run_id)
             if stored is not None and not self._visible(stored.principal, request):
                 raise HttpError(404, f"no run {run_id!r}")  # another principal's
             log = self.logs.open(run_id, principal)
@@ -299,8 +299,7 @@ class Api:
             raise
         assert self.runs is not None
         self.runs.start_soon(self._execute, body, run_id, session_id, principal, log, handle)
-        deadline = policy.http_timeout.value
-        return log, math.inf if deadline is None else float(deadline)
+        return log, chat_deadline(policy)
 
     def _reserve(
         self, run_id: str, body: ChatBody, session_id: str, principal: str | None
@@ -393,7 +392,7 @@ class Api:
         log = self.logs.get(run_id)
         owner = log.principal if log is not None else None
         if log is None:
-            stored = await self.kernel.conversation_store().get_run(run_id)
+            stored = await self.kernel.store().get_run(run_id)
             owner = stored.principal if stored is not None else None
             if stored is None:
                 raise HttpError(404, f"no run {run_id!r}")
@@ -422,7 +421,7 @@ class Api:
                 return
             await self._stream(request, log, last_id, math.inf)
             return
-        stored = await self.kernel.conversation_store().get_run(run_id)
+        stored = await self.kernel.store().get_run(run_id)
         if stored is None or not self._visible(stored.principal, request):
             raise HttpError(404, f"no run {run_id!r}")
         if last_id >= REPLAYED_RESULT_ID:
@@ -493,14 +492,20 @@ class Api:
     async def cancel(self, request: Request) -> None:
         body: CancelBody = parse(await self._json(request), CancelBody)
         log = self.logs.get(body.run_id)
-        if log is None or not self._visible(log.principal, request):
+        if log is None:  # perhaps another process sharing the store runs it
+            record = await self.kernel.store().get_run(body.run_id)
+            if record is None or not self._visible(record.principal, request):
+                raise HttpError(404, f"no run {body.run_id!r}")
+            cancelled = await self.kernel.request_cancel(body.run_id)
+        elif not self._visible(log.principal, request):
             raise HttpError(404, f"no run {body.run_id!r}")
-        cancelled = False if log.finished else self.kernel.cancel_run(body.run_id)
+        else:
+            cancelled = False if log.finished else self.kernel.cancel_run(body.run_id)
         await send_json(request.send, 200, {"run_id": body.run_id, "cancelled": cancelled})
 
     async def history(self, request: Request) -> None:
         session_id = request.params["session_id"]
-        store = self.kernel.conversation_store()
+        store = self.kernel.store()
         entries = await store.history(session_id)
         owners: dict[str | None, str | None] = {}
         for run_id in {e.run_id for e in entries}:
@@ -517,12 +522,12 @@ class Api:
 
     async def run(self, request: Request) -> None:
         run_id = request.params["run_id"]
-        record = await self.kernel.conversation_store().get_run(run_id)
+        record = await self.kernel.store().get_run(run_id)
         log = self.logs.get(run_id)
         principal = record.principal if record else (log.principal if log else None)
         if (record is None and log is None) or not self._visible(principal, request):
             raise HttpError(404, f"no run {run_id!r}")
-        proof = await self.kernel.proof_store().get_proof(run_id)
+        proof = await self.kernel.store().get_proof(run_id)
         body: dict[str, Any] = {"run_id": run_id, "running": log is not None and not log.finished}
         if record is not None:
             body.update(
@@ -532,6 +537,8 @@ class Api:
                 session_id=record.session_id,
                 agent_id=record.agent_id,
                 metadata=record.metadata,
+                attempt=record.attempt,
+                lease=record.lease if record.status == "interrupted" else None,
             )
         body["proof"] = {"sha256": proof.sha256, **proof.data()} if proof else None
         await send_json(request.send, 200, body)

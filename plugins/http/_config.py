@@ -1,8 +1,16 @@
-"""The ``server:`` section of config.yaml."""
+"""The ``server:`` section of config.yaml, and the HTTP deadline the plugin declares as a limit
+of the execution policy (``http_timeout``, read from ``runtime.timeouts.http``)."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+from typing import Any
+
 import attrs
+
+from soulacy.kernel import ConfigIssue, Location, Settings, format_duration
+from soulacy.kernel.policy import DEFAULT, ExecutionPolicy, Limit, PolicyLimit
 
 
 @attrs.frozen
@@ -31,3 +39,77 @@ class ServerConfig:
     events_per_run: int = 10_000
     finished_runs_kept: int = 1000
     stream_token_ttl: int = 3600  # seconds an events token is good for
+
+
+# -- the HTTP deadline, a limit of the execution policy ----------------------------------------
+#
+# Where the file format puts it, in the policy plugin's ``runtime.timeouts``; what it means (the
+# limit ``http_timeout``, its rule and its check) is this plugin's, declared through
+# ``soulacy_policy_limits``. With ``-p no:http`` the limit does not exist.
+
+DEFAULT_HTTP_TIMEOUT = 48 * 3600 + 60.0
+ACCOMMODATED = "accommodates run"
+TIMEOUT_KEY = "runtime.timeouts.http"
+
+
+def accommodate(http: Limit[Any], policy: ExecutionPolicy) -> Limit[Any]:
+    """The HTTP deadline must outlast the run it carries: raised to the run timeout plus one
+    minute (to unlimited for an unlimited run), with the reason said."""
+    run = policy.run_timeout
+    if http.value is None:
+        return http
+    if run.value is None:
+        return Limit(
+            None, ACCOMMODATED, http.location, "raised to unlimited to carry an unlimited run"
+        )
+    if run.value >= http.value:
+        return Limit(
+            run.value + 60.0,
+            ACCOMMODATED,
+            http.location,
+            "raised to the run timeout plus one minute to carry the run",
+        )
+    return http
+
+
+def timeout_issues(config: Settings) -> list[ConfigIssue]:
+    """In config.yaml, the HTTP timeout must outlast the run timeout (equal would cut the reply
+    off as the run ends); ``"0"`` (no deadline) accommodates any run."""
+    try:
+        run, http = config.get("runtime.timeouts.run"), config.get(TIMEOUT_KEY)
+    except (KeyError, AttributeError):  # the policy plugin, which parses the keys, is blocked
+        return []
+    if http.seconds == 0 or (run.seconds != 0 and run.seconds < http.seconds):
+        return []
+    if run.seconds == 0:
+        want, shown = '"0"', "no deadline"
+    else:
+        later = format_duration(Fraction(run.nanoseconds, 10**9) + 60)
+        want, shown = f'longer than {run} (e.g. "{later}")', str(run)
+    message = (
+        f"the HTTP timeout cannot accommodate the run timeout ({shown}):"
+        f" a reply would be cut off while the run goes on; set it to {want}"
+        ' ("0" means unlimited)'
+    )
+    where = config.source_of(TIMEOUT_KEY) or Location(str(config.file))
+    return [ConfigIssue(where, TIMEOUT_KEY, message, str(http), True)]
+
+
+HTTP_TIMEOUT = PolicyLimit(
+    "http_timeout",
+    TIMEOUT_KEY,
+    DEFAULT_HTTP_TIMEOUT,
+    "how long a chat waits for its run's answer; it always outlasts the run",
+    duration=True,
+    adjust=accommodate,
+    check=timeout_issues,
+)
+
+
+def chat_deadline(policy: ExecutionPolicy) -> float:
+    """Seconds a chat waits for its answer (``math.inf``: no deadline). A policy that does not
+    hold the limit (a replacement that does not know it) gets the default, carrying the run."""
+    limit = policy.extra.get(HTTP_TIMEOUT.name)
+    if limit is None:
+        limit = accommodate(Limit(DEFAULT_HTTP_TIMEOUT, DEFAULT), policy)
+    return math.inf if limit.value is None else float(limit.value)

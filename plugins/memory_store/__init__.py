@@ -1,10 +1,12 @@
-"""The builtin in-memory store: the ``trylast`` default of the three storage hooks.
+"""The builtin in-memory store: the ``trylast`` default of ``soulacy_store``.
 
-History, runs, tool records, proofs, checkpoints and claims, in memory, gone with the process:
-for tests, demos and runs with the SQLite store disabled (``-p no:sqlite_store``). Any other
-store plugin answers before it. One store per kernel serves all three hooks, as one SQLite file
-does. Block it too (``-p no:memory_store``) and a kernel without a store plugin fails with a
-PluginError naming the hook instead of keeping nothing.
+History, runs, tool records, proofs, checkpoints, plugin state, leases, cancellation requests
+and counters, in memory, gone with the process: for tests, demos and runs with the SQLite store
+disabled (``-p no:sqlite_store``). Any other store plugin answers before it. It serves one
+process only (``MemoryStore.multi_process`` is False): its leases exclude the runs of one
+kernel from each other, never another process. Block it too (``-p no:memory_store``) and a
+kernel without a store plugin fails with a PluginError naming the hook instead of keeping
+nothing.
 
 ``MemoryStore`` is public: store kits and third-party tests build on it.
 """
@@ -21,7 +23,7 @@ _store_key = StashKey[MemoryStore]("memory_store")  # one store per kernel, gone
 
 
 def store_of(kernel: Kernel) -> MemoryStore:
-    """The kernel's memory store: one per kernel, serving every storage hook."""
+    """The kernel's memory store: one per kernel, playing every store role."""
     store = kernel.stash.get(_store_key, None)
     if store is None:
         store = kernel.stash[_store_key] = MemoryStore()
@@ -29,15 +31,5 @@ def store_of(kernel: Kernel) -> MemoryStore:
 
 
 @hookimpl(trylast=True)
-def soulacy_conversation_store(kernel: Kernel) -> MemoryStore:
-    return store_of(kernel)
-
-
-@hookimpl(trylast=True)
-def soulacy_proof_store(kernel: Kernel) -> MemoryStore:
-    return store_of(kernel)
-
-
-@hookimpl(trylast=True)
-def soulacy_checkpoint_store(kernel: Kernel) -> MemoryStore:
+def soulacy_store(kernel: Kernel) -> MemoryStore:
     return store_of(kernel)

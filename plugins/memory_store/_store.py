@@ -1,23 +1,31 @@
-"""The in-memory store: every storage protocol, kept in dictionaries of one process."""
+"""The in-memory store: the whole store contract, kept in dictionaries of one process.
+
+Every method does its work without awaiting anything, so each call is atomic with respect to
+every other task of the process: a fenced write checks its lease and writes in one step, as a
+durable store does in one transaction. Time is ``time.time()``.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
+    CancelRequest,
     Checkpoint,
-    Claim,
-    ClaimOwner,
     ConversationKey,
     EveryPrincipal,
     HistoryEntry,
+    Lease,
+    LeaseGrant,
+    LeaseLost,
+    LeaseOwner,
     ProofRecord,
     RunRecord,
     ToolRecord,
@@ -25,9 +33,27 @@ from soulacy.kernel.store import (
     make_proof,
 )
 
+CANCEL_REQUESTS_KEPT = 3600.0  # seconds a cancellation request is kept
+
+
+@attrs.define
+class _Waiter:
+    """A caller waiting for a lease in its queue: it keeps its place while it asks again
+    within ``ttl`` of its last asking."""
+
+    owner_id: str
+    holder: str
+    asked_at: float
+    ttl: float
+
+    def live(self, now: float) -> bool:
+        return now < self.asked_at + self.ttl
+
 
 class MemoryStore:
     """Everything in memory: for tests, demos and ``--no-store`` runs; gone with the process."""
+
+    multi_process: ClassVar[bool] = False  # another process cannot see these dictionaries
 
     def __init__(self) -> None:
         self._entries: list[HistoryEntry] = []
@@ -35,11 +61,149 @@ class MemoryStore:
         self._runs: dict[str, RunRecord] = {}
         self._tools: dict[str, dict[str, ToolRecord]] = {}
         self._proofs: dict[str, ProofRecord] = {}
-        self._run_metadata: dict[str, dict[str, Any]] = {}
+        # reply metadata by (run id, attempt): each attempt's entries get their own
+        self._reply_metadata: dict[tuple[str, int], dict[str, Any]] = {}
         self._checkpoints: dict[str, dict[str, Checkpoint]] = {}
         self.superseded_proofs: list[ProofRecord] = []
-        self._claims: dict[str, ClaimOwner] = {}
         self._state: dict[str, str] = {}
+        self._leases: dict[str, Lease] = {}  # stored with expired=False; judged on reading
+        self._tokens: dict[str, int] = {}  # the last token granted per key, released or not
+        self._queues: dict[str, list[_Waiter]] = {}
+        self._cancels: list[tuple[float, CancelRequest]] = []
+        self._last_cancel_id = 0
+        self._counters: dict[str, float] = {}
+
+    # -- leases --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _now() -> float:
+        return time.time()
+
+    def _read_lease(self, key: str, now: float) -> Lease | None:
+        lease = self._leases.get(key)
+        if lease is None:
+            return None
+        return attrs.evolve(lease, expired=now >= lease.expires_at)
+
+    @staticmethod
+    def _gone(owner: LeaseOwner) -> bool:
+        """Whether the owner of a lease is provably gone: its lease is taken over at once."""
+        return owner.provably_gone()
+
+    def _check_fence(self, fence: Lease | None) -> None:
+        """Raise LeaseLost unless ``fence`` still holds: same token and same owner."""
+        if fence is None:
+            return
+        current = self._leases.get(fence.key)
+        if current is None or current.token != fence.token or current.owner.id != fence.owner.id:
+            raise LeaseLost(fence.key, fence.token, self._read_lease(fence.key, self._now()))
+
+    def _waiters(self, key: str, now: float) -> list[_Waiter]:
+        """The live waiters of ``key``, in arrival order (the lapsed ones leave)."""
+        queue = [w for w in self._queues.get(key, ()) if w.live(now)]
+        if queue:
+            self._queues[key] = queue
+        else:
+            self._queues.pop(key, None)
+        return queue
+
+    def _leave_queue(self, key: str, owner_id: str, holder: str) -> None:
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue[:] = [w for w in queue if (w.owner_id, w.holder) != (owner_id, holder)]
+            if not queue:
+                del self._queues[key]
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        now = self._now()
+        current = self._read_lease(key, now)
+        ahead = 0
+        if queue:
+            waiters = self._waiters(key, now)
+            place = next(
+                (n for n, w in enumerate(waiters) if (w.owner_id, w.holder) == (owner.id, holder)),
+                None,
+            )
+            if place is None:
+                waiters.append(_Waiter(owner.id, holder, now, ttl))
+                self._queues[key] = waiters
+                place = len(waiters) - 1
+            else:
+                waiters[place].asked_at, waiters[place].ttl = now, ttl
+            ahead = place
+        if current is not None and (current.owner.id, current.holder) == (owner.id, holder):
+            renewed = attrs.evolve(current, owner=owner, renewed_at=now, expires_at=now + ttl)
+            self._leases[key] = attrs.evolve(renewed, expired=False)
+            self._leave_queue(key, owner.id, holder)
+            return LeaseGrant(True, attrs.evolve(renewed, expired=False))
+        taken_over = current is not None and (current.expired or self._gone(current.owner))
+        if current is not None and not taken_over:
+            return LeaseGrant(False, current, None, ahead)
+        if ahead:
+            return LeaseGrant(False, None, None, ahead)  # free: the first live waiter's turn
+        token = self._tokens.get(key, 0) + 1
+        self._tokens[key] = token
+        lease = Lease(key, owner, token, holder, now, now, now + ttl)
+        self._leases[key] = lease
+        if queue:
+            self._leave_queue(key, owner.id, holder)
+        return LeaseGrant(True, lease, current)
+
+    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+        now = self._now()
+        renewed: list[Lease] = []
+        for lease in leases:
+            current = self._leases.get(lease.key)
+            if current is None or (current.token, current.owner.id) != (
+                lease.token,
+                lease.owner.id,
+            ):
+                continue  # lost: left out of the answer
+            current = attrs.evolve(current, renewed_at=now, expires_at=now + ttl)
+            self._leases[lease.key] = current
+            renewed.append(current)
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        current = self._leases.get(lease.key)
+        if current is not None and (current.token, current.owner.id) == (
+            lease.token,
+            lease.owner.id,
+        ):
+            del self._leases[lease.key]
+            self._leave_queue(lease.key, lease.owner.id, lease.holder)
+
+    async def get_lease(self, key: str) -> Lease | None:
+        return self._read_lease(key, self._now())
+
+    async def request_cancel(
+        self, reason: str, *, run_id: str | None = None, lease_key: str | None = None
+    ) -> CancelRequest:
+        now = self._now()
+        self._cancels = [(at, r) for at, r in self._cancels if now - at < CANCEL_REQUESTS_KEPT]
+        self._last_cancel_id += 1
+        request = CancelRequest(self._last_cancel_id, reason, run_id, lease_key)
+        self._cancels.append((now, request))
+        return request
+
+    async def cancel_requests(self, after: int) -> list[CancelRequest]:
+        return [r for _, r in self._cancels if r.id > after]  # appended in id order
+
+    # -- counters ------------------------------------------------------------------------------
+
+    async def spend(self, key: str, amount: float, limit: float | None = None) -> float | None:
+        total = self._counters.get(key, 0.0) + amount
+        if limit is not None and amount >= 0 and total > limit:
+            return None
+        self._counters[key] = total
+        return total
+
+    async def counter(self, key: str) -> float:
+        return self._counters.get(key, 0.0)
+
+    # -- conversations -------------------------------------------------------------------------
 
     async def load_history(
         self,
@@ -51,15 +215,38 @@ class MemoryStore:
         key = ConversationKey(agent_id, session_id, principal, user_id)
         return [e.message() for e in self._by_conversation.get(key, ())]
 
-    async def start_run(self, run: RunRecord) -> None:
-        self._runs[run.run_id] = run
-        superseded = self._proofs.pop(run.run_id, None)  # a retry: a new attempt, a new proof
-        if superseded is not None:
-            self.superseded_proofs.append(superseded)
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        self._check_fence(fence)
+        previous = self._runs.get(run.run_id)
+        attempt = 1
+        if previous is not None:  # a retry: a new attempt, with a proof of its own
+            attempt = previous.attempt + 1
+            superseded = self._proofs.pop(run.run_id, None)
+            if superseded is not None:
+                self.superseded_proofs.append(superseded)
+            for n in range(1, attempt):  # an attempt that never ended was interrupted
+                self._reply_metadata.setdefault(
+                    (run.run_id, n), {"status": "interrupted", "attempt": n}
+                )
+        stored = attrs.evolve(
+            run,
+            status="running",
+            finished_at=None,
+            attempt=attempt,
+            lease_key=fence.key if fence is not None else None,
+            lease=None,
+        )
+        self._runs[run.run_id] = stored
+        return stored
 
     async def record_turn(
-        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
     ) -> None:
+        self._check_fence(fence)
         key = ConversationKey(run.agent_id, run.session_id, run.principal, run.user_id)
         conversation = self._by_conversation.setdefault(key, [])
         for m in messages:
@@ -82,6 +269,7 @@ class MemoryStore:
                 m.is_error,
                 run.principal,
                 run.user_id,
+                run.attempt,
             )
             self._entries.append(entry)
             conversation.append(entry)
@@ -91,9 +279,14 @@ class MemoryStore:
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
         return dict(self._tools.get(run_id, {}))
 
-    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
+    async def finish_run(
+        self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        self._check_fence(fence)
         run = self._runs.get(run_id)
+        attempt = 1
         if run is not None:
+            attempt = run.attempt
             self._runs[run_id] = attrs.evolve(
                 run,
                 status=metadata.get("status", run.status),
@@ -102,7 +295,7 @@ class MemoryStore:
                 metadata=dict(metadata),
                 finished_at=time.time(),
             )
-        self._run_metadata[run_id] = dict(metadata)
+        self._reply_metadata[(run_id, attempt)] = dict(metadata)
 
     async def history(
         self,
@@ -111,7 +304,7 @@ class MemoryStore:
         principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
     ) -> list[HistoryEntry]:
         entries = (
-            attrs.evolve(e, metadata=self._run_metadata.get(e.run_id or ""))
+            attrs.evolve(e, metadata=self._reply_metadata.get((e.run_id or "", e.attempt)))
             for key, entries in self._by_conversation.items()
             for e in entries
             if key.session_id == session_id
@@ -120,16 +313,42 @@ class MemoryStore:
         )
         return sorted(entries, key=lambda e: e.id)
 
+    def _as_read(self, run: RunRecord, now: float) -> RunRecord:
+        """A ``running`` run whose lease it no longer holds reads as ``interrupted``."""
+        if run.status != "running":
+            return run
+        lease = self._read_lease(run.lease_key, now) if run.lease_key is not None else None
+        if (
+            lease is not None
+            and lease.holder == run.run_id
+            and not lease.expired
+            and not self._gone(lease.owner)
+        ):
+            return run
+        return attrs.evolve(
+            run, status="interrupted", lease=lease.describe() if lease is not None else None
+        )
+
     async def get_run(self, run_id: str) -> RunRecord | None:
-        return self._runs.get(run_id)
+        run = self._runs.get(run_id)
+        return self._as_read(run, self._now()) if run is not None else None
 
     async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
         runs = [r for r in self._runs.values() if agent_id is None or r.agent_id == agent_id]
-        return sorted(runs, key=lambda r: r.started_at, reverse=True)[:limit]
+        now = self._now()
+        newest = sorted(runs, key=lambda r: r.started_at, reverse=True)[:limit]
+        return [self._as_read(r, now) for r in newest]
+
+    # -- proofs --------------------------------------------------------------------------------
 
     async def finalize_proof(
-        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Mapping[str, Any]] = ()
+        self,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Mapping[str, Any]] = (),
+        fence: Lease | None = None,
     ) -> ProofRecord:
+        self._check_fence(fence)
         if run_id not in self._proofs:
             records = list(self._tools.get(run_id, {}).values())  # in call order
             self._proofs[run_id] = make_proof(run_id, metadata, records, assertions)
@@ -138,10 +357,13 @@ class MemoryStore:
     async def get_proof(self, run_id: str) -> ProofRecord | None:
         return self._proofs.get(run_id)
 
+    # -- checkpoints and state -----------------------------------------------------------------
+
     async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
         return list(self._checkpoints.get(run_id, {}).values())
 
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
+        self._check_fence(fence)
         self._checkpoints.setdefault(checkpoint.run_id, {})[checkpoint.step_id] = checkpoint
 
     async def discard_checkpoints(self, run_id: str, step_id: str | None = None) -> int:
@@ -150,27 +372,12 @@ class MemoryStore:
             return len(self._checkpoints.pop(run_id, {}))
         return 1 if steps.pop(step_id, None) is not None else 0
 
-    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
-        holder = self._claims.get(key)
-        if holder is None or holder == owner or holder.provably_gone():
-            self._claims[key] = owner
-            gone = holder if holder is not None and holder != owner else None
-            return Claim(key, True, owner, gone)
-        return Claim(key, False, holder)
-
-    async def heartbeat(self, key: str, owner: ClaimOwner) -> None:
-        return None  # one process: nothing to prove to others
-
-    async def release_claim(self, key: str, owner: ClaimOwner) -> None:
-        if self._claims.get(key) == owner:
-            del self._claims[key]
-
-    async def claim_holder(self, key: str) -> ClaimOwner | None:
-        return self._claims.get(key)
-
     async def load_state(self, key: str) -> Mapping[str, Any] | None:
         value = self._state.get(key)
         return json.loads(value) if value is not None else None
 
-    async def save_state(self, key: str, value: Mapping[str, Any]) -> None:
+    async def save_state(
+        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        self._check_fence(fence)
         self._state[key] = canonical_json(value)  # stored as JSON, as a durable store would

@@ -1,8 +1,10 @@
 """The builtin execution-policy plugin: generous defaults, explicit unlimited, ceilings.
 
-It owns ``runtime``, ``costs`` and ``llm.studio`` in config.yaml and the policy keys of SOUL.yaml
+It owns ``runtime`` and ``costs`` in config.yaml and the policy keys of SOUL.yaml
 (``max_turns``, ``budget``, ``run_timeout``, ``reasoning``, ``no_progress_limit``), and answers
-``soulacy_resolve_policy``. A stricter deployment policy wraps that hook in a plugin of its own.
+``soulacy_resolve_policy``. The limits other plugins declare (``soulacy_policy_limits``: studio's
+build allowances, the HTTP deadline) it resolves, checks and reports like its own. A stricter
+deployment policy wraps that hook in a plugin of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from soulacy.kernel import (
     hookimpl,
     structure,
 )
-from soulacy.kernel.policy import DURATION_FIELDS, ExecutionPolicy, Limit, ModelCapacity
+from soulacy.kernel.policy import (
+    ExecutionPolicy,
+    Limit,
+    ModelCapacity,
+    PolicyLimit,
+    declared_limits,
+)
 
 from . import hookspecs
 from ._model import (
@@ -39,11 +47,16 @@ from ._model import (
     Reasoning,
     RequestOverrides,
     RuntimeConfig,
-    StudioConfig,
     Timeouts,
 )
-from ._resolve import resolve, workspace_limit
-from ._validate import AGENT_RANGES, WORKSPACE_RANGES, check_ranges, check_timeout_order
+from ._resolve import declared_limit, resolve
+from ._validate import (
+    AGENT_RANGES,
+    WORKSPACE_RANGES,
+    check_ranges,
+    check_timeout_order,
+    declared_ranges,
+)
 
 __all__ = [
     "AgentBudget",
@@ -56,8 +69,8 @@ __all__ = [
     "Reasoning",
     "RequestOverrides",
     "RuntimeConfig",
-    "StudioConfig",
     "Timeouts",
+    "declared_limit",
     "resolve",
 ]
 
@@ -68,12 +81,10 @@ def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 
 
 @hookimpl
-def soulacy_workspace_limit(config: Settings, path: str, unlimited_at: Any) -> Limit[Any] | None:
-    """The policy's own reader of workspace limits, for plugins that need one (studio)."""
-    try:
-        return workspace_limit(config, path, unlimited_at=unlimited_at)
-    except KeyError:  # not a key of this plugin's sections: another owner may answer
-        return None
+def soulacy_workspace_limit(config: Settings, declared: PolicyLimit) -> Limit[Any] | None:
+    """The policy's own reading of a declared limit's workspace value, for plugins that need
+    one outside a run (studio, for a build of an agent whose file does not load)."""
+    return declared_limit(config, declared)
 
 
 @hookimpl
@@ -81,7 +92,6 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [
         ConfigSection("runtime", RuntimeConfig, doc="turns, budgets and timeouts"),
         ConfigSection("costs", CostsConfig, doc="per-response output allowances"),
-        ConfigSection("llm.studio", StudioConfig, doc="allowances of one Studio build"),
         ConfigSection("max_turns", int | None, scope="agent"),
         ConfigSection("budget", AgentBudget | None, scope="agent"),
         ConfigSection("run_timeout", Duration | None, scope="agent"),
@@ -91,8 +101,15 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 
 
 @hookimpl
-def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
-    return [*check_ranges(config, WORKSPACE_RANGES), *check_timeout_order(config)]
+def soulacy_validate_config(kernel: Kernel, config: Settings) -> Sequence[ConfigIssue]:
+    """The policy's ranges and timeout order, then the declared limits' ranges and rules."""
+    declared = list(declared_limits(kernel).values())
+    return [
+        *check_ranges(config, WORKSPACE_RANGES),
+        *check_ranges(config, declared_ranges(declared)),
+        *check_timeout_order(config),
+        *(issue for limit in declared if limit.check for issue in limit.check(config)),
+    ]
 
 
 @hookimpl
@@ -139,7 +156,10 @@ def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> Exe
     capacity = kernel.hook.soulacy_model_capacity(
         kernel=kernel, provider=llm.provider, model=llm.model
     )
-    return resolve(agent_id, kernel.config, agent.settings, _overrides(overrides), capacity)
+    declared = declared_limits(kernel).values()
+    return resolve(
+        agent_id, kernel.config, agent.settings, _overrides(overrides), capacity, declared
+    )
 
 
 @hookimpl
@@ -165,7 +185,7 @@ def _policy_show(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print_json(policy.to_dict())
         return 0
     ctx.print(f"execution policy of agent {policy.agent_id!r}")
-    rows = [(name, _shown(name, limit), limit) for name, limit in policy.limits().items()]
+    rows = [(name, _shown(policy, name, limit), limit) for name, limit in policy.limits().items()]
     width = max(len(name) for name, _, _ in rows)
     value_width = max(len(shown) for _, shown, _ in rows)
     for name, shown, limit in rows:
@@ -177,9 +197,9 @@ def _policy_show(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _shown(name: str, limit: Limit[Any]) -> str:
+def _shown(policy: ExecutionPolicy, name: str, limit: Limit[Any]) -> str:
     if limit.value is None:
         return "unlimited"
-    if name in DURATION_FIELDS:
+    if policy.is_duration(name):
         return format_duration(limit.value)
     return str(limit.value)

@@ -1,4 +1,4 @@
-"""The configuration keys the execution policy owns, and the resolved policy itself."""
+"""The configuration keys the execution policy owns (``runtime``, ``costs``, the agent keys)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,12 @@ class Budget:
 
 @attrs.frozen
 class Timeouts:
-    """Per-operation deadlines; ``"0"`` means no deadline (0 counts as infinity in the order)."""
+    """Per-operation deadlines; ``"0"`` means no deadline (0 counts as infinity in the order).
+
+    ``http`` is where the file format puts the HTTP plugin's deadline: the key is parsed here,
+    in the ``runtime`` section, but the limit ``http_timeout``, its rule (it carries the run)
+    and its check are the HTTP plugin's, declared through ``soulacy_policy_limits``.
+    """
 
     tool: Duration = Duration(120)
     llm: Duration = Duration(300)
@@ -67,18 +72,6 @@ class CostsConfig:
     max_run_cost_usd: float = 0.0
     max_daily_cost_usd: float = 0.0
 
-
-@attrs.frozen
-class StudioConfig:
-    """``llm.studio:`` in config.yaml: allowances of one Studio build."""
-
-    max_build_tokens: int = 0
-    max_build_cost_usd: float = 0.0
-    max_build_attempts: int = 32
-    max_build_elapsed: Duration = Duration(48 * 3600)
-
-
-DEFAULT_MAX_BUILD_ATTEMPTS = 32
 
 # -- SOUL.yaml and requests -------------------------------------------------------------------
 

@@ -1,10 +1,15 @@
 """Resolution of the execution policy: request -> SOUL.yaml -> config.yaml -> default, then
-ceilings and model capacity. Pure functions of the loaded settings, so they are easy to test.
+ceilings and model capacity; then the limits plugins declared (``PolicyLimit``), read the same
+way and adjusted by their plugin's rule. Pure functions of the loaded settings and the
+declarations, so they are easy to test.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TypeVar
+
+import attrs
 
 from soulacy.kernel import Settings
 from soulacy.kernel.policy import (
@@ -18,12 +23,12 @@ from soulacy.kernel.policy import (
     ExecutionPolicy,
     Limit,
     ModelCapacity,
+    PolicyLimit,
 )
 
-from ._model import DEFAULT_MAX_BUILD_ATTEMPTS, AgentBudget, RequestOverrides
+from ._model import AgentBudget, RequestOverrides
 
 N = TypeVar("N", int, float)
-ACCOMMODATED = "accommodates run"
 INHERITED = "inherited"
 
 
@@ -37,6 +42,21 @@ def workspace_limit(config: Settings, path: str, *, unlimited_at: Any = 0) -> Li
     else:
         source = ENVIRONMENT if loc.file.startswith("environment") else CONFIG
     return Limit(None if raw == unlimited_at else raw, source, str(loc) if loc else None)
+
+
+def declared_limit(config: Settings, declared: PolicyLimit) -> Limit[Any]:
+    """The workspace value of a limit a plugin declared, with its source, read like the core
+    limits: ``unlimited_at`` is unlimited, ``selects_default`` is the declared default (and the
+    limit says so). The declared default when no loaded plugin owns the key."""
+    try:
+        limit = workspace_limit(config, declared.path, unlimited_at=declared.unlimited_at)
+    except (KeyError, AttributeError):  # nobody owns the key: its owner is not loaded
+        reason = f"no loaded plugin owns {declared.path}: the declared default"
+        return Limit(declared.default, DEFAULT, None, reason)
+    selects = declared.selects_default
+    if selects is not None and limit.value is not None and limit.value == selects:
+        return attrs.evolve(limit, value=declared.default, reason=f"{selects} selects the default")
+    return limit
 
 
 def _requested(value: Any, source: str, location: str | None) -> Limit[Any] | None:
@@ -119,32 +139,17 @@ def _budget_dimension(
     )
 
 
-def _accommodate(http: Limit[float], run: Limit[float]) -> Limit[float]:
-    """The HTTP deadline must outlast the run it carries."""
-    if http.value is None:
-        return http
-    if run.value is None:
-        return Limit(
-            None, ACCOMMODATED, http.location, "raised to unlimited to carry an unlimited run"
-        )
-    if run.value >= http.value:
-        return Limit(
-            run.value + 60.0,
-            ACCOMMODATED,
-            http.location,
-            "raised to the run timeout plus one minute to carry the run",
-        )
-    return http
-
-
 def resolve(
     agent_id: str,
     config: Settings,
     agent_settings: Settings | None = None,
     request: RequestOverrides | None = None,
     capacity: ModelCapacity | None = None,
+    declared: Iterable[PolicyLimit] = (),
 ) -> ExecutionPolicy:
-    """Resolve the execution policy of one run of ``agent_id``."""
+    """Resolve the execution policy of one run of ``agent_id``: its core limits, then the
+    ``declared`` limits of plugins (``soulacy.kernel.policy.declared_limits``), each adjusted
+    by its plugin's rule against the core limits."""
     request = request or RequestOverrides()
     capacity = capacity or ModelCapacity()
     agent = _Agent(agent_settings)
@@ -207,13 +212,8 @@ def resolve(
     )
     if progress.value is None:
         progress = Limit(None, progress.source, progress.location, "0 disables stall detection")
-    attempts = workspace_limit(config, "llm.studio.max_build_attempts", unlimited_at=-1)
-    if attempts.value == 0:
-        attempts = Limit(
-            DEFAULT_MAX_BUILD_ATTEMPTS, attempts.source, attempts.location, "0 selects the default"
-        )
 
-    return ExecutionPolicy(
+    core = ExecutionPolicy(
         agent_id=agent_id,
         max_turns=_cap(turns_asked, turn_ceiling, "runtime.max_turns_ceiling"),
         max_tokens=_budget_dimension("max_tokens", config, agent, request),
@@ -222,15 +222,19 @@ def resolve(
         reasoning_max_steps=_cap(steps_asked, turn_ceiling, "runtime.max_turns_ceiling"),
         no_progress_limit=progress,
         run_timeout=run,
-        http_timeout=_accommodate(workspace_limit(config, "runtime.timeouts.http"), run),
         llm_timeout=workspace_limit(config, "runtime.timeouts.llm"),
         step_timeout=step,
         tool_timeout=workspace_limit(config, "runtime.timeouts.tool"),
         reasoning_step_timeout=_first(agent.limit("reasoning.step_timeout"), step),
         reasoning_total_timeout=_first(agent.limit("reasoning.total_timeout"), run),
-        max_build_tokens=workspace_limit(config, "llm.studio.max_build_tokens"),
-        max_build_cost_usd=workspace_limit(config, "llm.studio.max_build_cost_usd"),
-        max_build_attempts=attempts,
-        max_build_elapsed=workspace_limit(config, "llm.studio.max_build_elapsed"),
         context_window=context,
     )
+    limits = tuple(declared)
+    if not limits:
+        return core
+    extra: dict[str, Limit[Any]] = {}
+    for limit in limits:
+        value = declared_limit(config, limit)
+        extra[limit.name] = limit.adjust(value, core) if limit.adjust is not None else value
+    durations = frozenset(limit.name for limit in limits if limit.duration)
+    return attrs.evolve(core, extra=extra, extra_durations=durations)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from fractions import Fraction
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from soulacy.kernel import ConfigIssue, Duration, Location, Settings, format_duration
+from soulacy.kernel import ConfigIssue, Location, Settings
+from soulacy.kernel.policy import PolicyLimit
 
 UNLIMITED = float("inf")
-TIMEOUT_ORDER = ("tool", "llm", "step", "run", "http")
+# runtime.timeouts.http is the HTTP plugin's to check (it must outlast the run): see its plugin.
+TIMEOUT_ORDER = ("tool", "llm", "step", "run")
 
 # (dotted key, smallest allowed value, what the allowed values mean)
 WORKSPACE_RANGES = (
@@ -25,9 +26,6 @@ WORKSPACE_RANGES = (
     ("costs.max_output_tokens_ceiling", 0, "0 means no ceiling"),
     ("costs.max_run_cost_usd", 0, "0 means no dollar budget per run"),
     ("costs.max_daily_cost_usd", 0, "0 means no daily dollar budget"),
-    ("llm.studio.max_build_tokens", 0, "0 means unlimited"),
-    ("llm.studio.max_build_cost_usd", 0, "0 means unlimited"),
-    ("llm.studio.max_build_attempts", -1, "-1 means unlimited, 0 selects the default"),
 )
 AGENT_RANGES = (
     ("max_turns", -1, "0 or omitted inherits, -1 requests unlimited"),
@@ -52,49 +50,35 @@ def _value(settings: Settings, path: str) -> Any:
 
 
 def check_ranges(
-    settings: Settings, ranges: tuple[tuple[str, int, str], ...]
+    settings: Settings, ranges: Iterable[tuple[str, Any, str]]
 ) -> Iterator[ConfigIssue]:
     for path, smallest, meaning in ranges:
         value = _value(settings, path)
         if value is not None and value < smallest:
-            yield _issue(settings, path, f"expected {smallest} or more ({meaning})", value)
+            said = f" ({meaning})" if meaning else ""
+            yield _issue(settings, path, f"expected {smallest} or more{said}", value)
+
+
+def declared_ranges(declared: Iterable[PolicyLimit]) -> tuple[tuple[str, Any, str], ...]:
+    """The ranges of the limits plugins declared, checked like the policy's own."""
+    return tuple((d.path, d.minimum, d.meaning) for d in declared if d.minimum is not None)
 
 
 def check_timeout_order(settings: Settings) -> Iterator[ConfigIssue]:
-    """tool <= llm <= step <= run <= http, where "0" (no deadline) counts as infinity."""
+    """tool <= llm <= step <= run, where "0" (no deadline) counts as infinity."""
 
     def seconds(name: str) -> float:
         value = settings.get(f"runtime.timeouts.{name}").seconds
         return UNLIMITED if value == 0 else float(value)
 
-    def fits(shorter: str, longer: str) -> bool:
-        inner, outer = seconds(shorter), seconds(longer)
-        if longer == "http":  # the HTTP deadline must outlast the run: equal cuts the reply off
-            return outer == UNLIMITED or inner < outer
-        return inner <= outer
-
     for shorter, longer in itertools.pairwise(TIMEOUT_ORDER):
-        if fits(shorter, longer):
+        if seconds(shorter) <= seconds(longer):
             continue
         path = f"runtime.timeouts.{longer}"
         inner = settings.get(f"runtime.timeouts.{shorter}")
-        value = str(settings.get(path))
-        if longer == "http":
-            want = '"0"' if inner.seconds == 0 else f'longer than {inner} (e.g. "{_plus(inner)}")'
-            run = "no deadline" if inner.seconds == 0 else str(inner)
-            message = (
-                f"the HTTP timeout cannot accommodate the run timeout ({run}):"
-                f" a reply would be cut off while the run goes on; set it to {want}"
-                ' ("0" means unlimited)'
-            )
-        else:
-            shown = "no deadline" if inner.seconds == 0 else str(inner)
-            message = (
-                f"must be at least runtime.timeouts.{shorter} ({shown}): timeouts grow"
-                " tool <= llm <= step <= run <= http, with 0 meaning no deadline"
-            )
-        yield _issue(settings, path, message, value)
-
-
-def _plus(duration: Duration) -> str:
-    return format_duration(Fraction(duration.nanoseconds, 10**9) + 60)
+        shown = "no deadline" if inner.seconds == 0 else str(inner)
+        message = (
+            f"must be at least runtime.timeouts.{shorter} ({shown}): timeouts grow"
+            " tool <= llm <= step <= run, with 0 meaning no deadline"
+        )
+        yield _issue(settings, path, message, str(settings.get(path)))

@@ -36,6 +36,7 @@ from soulacy.kernel import (
     Settings,
     hookimpl,
 )
+from soulacy.kernel.store import Lease
 
 from . import hookspecs
 from ._model import Schedule, ScheduleEntry, SchedulerConfig
@@ -147,11 +148,11 @@ async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
     zone = ZoneInfo(config.timezone)
     rows: list[dict[str, Any]] = []
     try:
-        store = kernel.checkpoint_store()
+        store = kernel.store()
         for entry in schedules(kernel):
             state = dict(await store.load_state(state_key(entry)) or {})
             notes = dict(await store.load_state(notes_key(entry)) or {})
-            holder = await store.claim_holder(state_key(entry))
+            lease = await store.get_lease(state_key(entry))
             rows.append(
                 {
                     "id": entry.id,
@@ -162,7 +163,7 @@ async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
                     "failure_streak": state.get("failure_streak", 0),
                     "disabled": bool(state.get("disabled")),
                     "skipped": notes.get("skipped_count", 0),
-                    "owner": None if holder is None else {"pid": holder.pid, "host": holder.host},
+                    "owner": _owner(lease),
                 }
             )
     finally:
@@ -175,9 +176,27 @@ async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
     for row in rows:
         last = row["last_result"] or {}
         when = "disabled" if row["disabled"] else f"next {row['next_run']}"
-        owner = f", running in pid {row['owner']['pid']}" if row["owner"] else ""
+        owner = ""
+        if row["owner"]:
+            owner = f", running in pid {row['owner']['pid']}"
+            if row["owner"]["expired"]:
+                owner += " (its lease expired: the next tick takes it over)"
         ctx.print(
             f"{row['id']} ({row['cron']}): {when}; last: {last.get('result', '-')}"
             f" ({last.get('status', '-')}); failure streak {row['failure_streak']}{owner}"
         )
     return 0
+
+
+def _owner(lease: Lease | None) -> dict[str, Any] | None:
+    """Who holds a schedule's lease (its run is executing there), and whether it expired."""
+    if lease is None:
+        return None
+    return {
+        "pid": lease.owner.pid,
+        "host": lease.owner.host,
+        "holder": lease.holder,
+        "heartbeat_at": lease.renewed_at,
+        "expires_at": lease.expires_at,
+        "expired": lease.expired,
+    }

@@ -28,6 +28,8 @@ class SchedulerConfig:
     backoff: list[Duration] = attrs.Factory(
         lambda: [Duration(30), Duration(60), Duration(300), Duration(900), Duration(3600)]
     )
+    # Superseded by ``leases.heartbeat`` (the schedule's lease is renewed by the kernel);
+    # still accepted so that a config.yaml that sets it stays valid.
     heartbeat: Duration = Duration(30)
 
 

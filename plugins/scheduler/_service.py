@@ -1,8 +1,13 @@
 """The scheduler service: cron ticks, run ownership until execution exits, backoff.
 
-Ownership of a schedule's run is a claim in the store, held from the start of a run until the
-run's task has really ended — also after a timeout or a cancellation — so no tick can overlap a
-run still going, however long it takes; such a tick is recorded as skipped, with the reason.
+Ownership of a schedule's run is a lease in the store (``schedule:ID``, held by the tick's run
+id and renewed by the kernel every ``leases.heartbeat``), held from the start of a run until
+the run's task has really ended — also after a timeout or a cancellation — so no tick can
+overlap a run still going, however long it takes; such a tick is recorded as skipped, with the
+reason. The schedule's state is written fenced by the lease. A lease whose owner is gone (its
+process exited, or it stopped renewing for ``leases.ttl``, on any host) is taken over at the
+next tick, and noted; the stale owner's run is cancelled as soon as a renewal finds the lease
+lost, and its state writes are refused.
 Partial results (incomplete, failed, cancelled, timed out, or an output that could not be
 delivered) are failures: never recorded or announced as completed.
 """
@@ -23,7 +28,7 @@ import trio
 from cronsim import CronSim
 
 from soulacy.kernel import Kernel, redact_text
-from soulacy.kernel.store import CheckpointStore
+from soulacy.kernel.store import Lease, LeaseLost, Store
 
 from ._model import ScheduleEntry, SchedulerConfig
 
@@ -58,6 +63,11 @@ def notes_key(entry: ScheduleEntry) -> str:
     return f"schedule:{entry.id}:notes"
 
 
+def run_id_of(entry: ScheduleEntry, tick: datetime) -> str:
+    """The run id of a tick's run: the holder of the schedule's lease while it runs."""
+    return f"schedule:{entry.id}:{tick.isoformat()}"
+
+
 class SchedulerService:
     name = "scheduler"
 
@@ -84,7 +94,7 @@ class ScheduleLoop:
         self.config = service.config
         self.entry = entry
         self.clock = clock
-        self.store: CheckpointStore = self.kernel.checkpoint_store()
+        self.store: Store = self.kernel.store()
         self.key = state_key(entry)
         self.running = False  # this process's run of the schedule is still executing
 
@@ -129,37 +139,52 @@ class ScheduleLoop:
         if retry_at is not None and tick.timestamp() < retry_at:
             await self._skip(tick, "backing off after a failure")
             return
-        claim = await self.store.try_claim(self.key, self.kernel.owner)
-        if not claim.acquired:
-            holder = attrs.asdict(claim.holder) if claim.holder else None
+        lost = trio.CancelScope()  # the run's: cancelled if a renewal finds the lease lost
+        held = await self.kernel.leases.acquire(
+            self.key, holder=run_id_of(self.entry, tick), wait=False, on_lost=lost.cancel
+        )
+        if held is None:
+            current = await self.store.get_lease(self.key)
+            holder = attrs.asdict(current.owner) if current is not None else None
             await self._skip(tick, "another process owns the schedule's run", owner=holder)
             return
-        state = dict(await self.store.load_state(self.key) or {})  # now under the claim
-        last = state.get("last_tick")
-        if last is not None and datetime.fromisoformat(last) >= tick:  # instants, not strings
-            await self.store.release_claim(self.key, self.kernel.owner)
-            return  # another process already ran this tick
-        if claim.took_over_from is not None:
-            await self._note("takeover", tick, previous_owner=attrs.asdict(claim.took_over_from))
-        state["last_tick"] = tick.isoformat()
-        state["owner"] = attrs.asdict(self.kernel.owner)
-        await self.store.save_state(self.key, state)
+        try:
+            state = dict(await self.store.load_state(self.key) or {})  # now under the lease
+            last = state.get("last_tick")
+            if last is not None and datetime.fromisoformat(last) >= tick:  # instants, not strings
+                await self.kernel.leases.release(held)
+                return  # another process already ran this tick
+            previous = held.took_over_from
+            if previous is not None:
+                await self._note(
+                    "takeover",
+                    tick,
+                    previous_owner=attrs.asdict(previous.owner),
+                    previous_lease=previous.describe(),
+                )
+            state["last_tick"] = tick.isoformat()
+            state["owner"] = attrs.asdict(self.kernel.owner)
+            await self.store.save_state(self.key, state, fence=held.lease)
+        except BaseException:
+            await self.kernel.leases.release(held)
+            raise
         self.running = True
-        runs.start_soon(self._execute, tick)
+        runs.start_soon(self._execute, tick, held, lost)
 
-    async def _execute(self, tick: datetime) -> None:
+    async def _execute(self, tick: datetime, held: Any, lost: trio.CancelScope) -> None:
+        """Run the tick's run while holding the schedule's lease (``held``, the kernel's held
+        lease); ``lost`` is cancelled by the kernel if a renewal finds the lease taken over."""
         entry, schedule = self.entry, self.entry.schedule
         outcome: dict[str, Any] = {"tick": tick.isoformat()}
         try:
-            async with trio.open_nursery() as beat:
-                beat.start_soon(self._heartbeat)
+            with lost:
                 deadline = schedule.timeout.seconds if schedule.timeout else 0
                 with trio.move_on_after(deadline or float("inf")) as scope:
                     result = await self.kernel.run(
                         entry.agent_id,
                         schedule.text,
                         session_id=f"schedule:{entry.id}",
-                        run_id=f"schedule:{entry.id}:{tick.isoformat()}",
+                        run_id=run_id_of(entry, tick),
                     )
                     outcome.update(
                         run_id=result.run_id,
@@ -169,8 +194,9 @@ class ScheduleLoop:
                     )
                     if result.status == "completed" and result.verification != "failed":
                         outcome["delivered"] = self._deliver(result.reply)
-                beat.cancel_scope.cancel()
-            if scope.cancelled_caught:
+            if lost.cancelled_caught:  # taken over (we stalled past the lease): not ours now
+                outcome.update(status="cancelled", incomplete_reason="lease_lost")
+            elif scope.cancelled_caught:
                 outcome.update(status="incomplete", incomplete_reason="schedule_timeout")
         except trio.Cancelled:  # shutdown: the run did not finish, so it did not succeed
             outcome.update(status="cancelled", incomplete_reason="scheduler_stopped")
@@ -188,9 +214,11 @@ class ScheduleLoop:
         finally:
             # The run's task has really ended here: only now does ownership end.
             with trio.CancelScope(shield=True):
-                await self._record(outcome)
-                await self.store.release_claim(self.key, self.kernel.owner)
-                self.running = False
+                try:
+                    await self._record(outcome, held.lease)
+                finally:
+                    await self.kernel.leases.release(held)
+                    self.running = False
 
     def _deliver(self, reply: str) -> bool | str:
         output = self.entry.schedule.output
@@ -210,13 +238,17 @@ class ScheduleLoop:
             return f"delivery to {output!r} failed: {exc}"
         return True
 
-    async def _record(self, outcome: dict[str, Any]) -> None:
+    async def _record(self, outcome: dict[str, Any], fence: Lease) -> None:
+        """Record how the run ended in the schedule's state, fenced by its lease: an owner
+        that lost the lease (it stalled past ``leases.ttl`` and another process took the
+        schedule over) records nothing; the run's end is still emitted and observed."""
         state = dict(await self.store.load_state(self.key) or {})
         success = outcome.get("status") == "completed" and outcome.get("delivered") is True
         if not success and isinstance(outcome.get("delivered"), str):
             outcome["error"] = outcome["delivered"]
         outcome["result"] = "succeeded" if success else "failed"
         state["last_result"] = outcome
+        disabled: int | None = None
         if success:
             state["failure_streak"] = 0
             state.pop("retry_at", None)
@@ -227,9 +259,21 @@ class ScheduleLoop:
             state["retry_at"] = self.clock.now().timestamp() + backoff.seconds
             if self.config.max_failures and streak >= self.config.max_failures:
                 state["disabled"] = True
-                await self._emit("schedule.disabled", {"failure_streak": streak})
+                disabled = streak
         state.pop("owner", None)
-        await self.store.save_state(self.key, state)
+        try:
+            await self.store.save_state(self.key, state, fence=fence)
+        except LeaseLost as exc:  # another process owns the schedule now: the state is its
+            outcome.setdefault("error", str(exc))
+            logger.warning(
+                "schedule %r: the end of the run of the tick %s was not recorded: %s",
+                self.entry.id,
+                outcome.get("tick"),
+                exc,
+            )
+        else:
+            if disabled is not None:
+                await self._emit("schedule.disabled", {"failure_streak": disabled})
         await self._emit("schedule.finished", outcome)
         await _call_observers(self.kernel, self.entry, outcome)
 
@@ -247,11 +291,6 @@ class ScheduleLoop:
         notes["recent"] = recent
         notes[f"{kind}_count"] = int(notes.get(f"{kind}_count", 0)) + 1
         await self.store.save_state(key, notes)
-
-    async def _heartbeat(self) -> None:
-        while True:
-            await trio.sleep(self.config.heartbeat.seconds)
-            await self.store.heartbeat(self.key, self.kernel.owner)
 
     async def _emit(self, type: str, data: Mapping[str, Any]) -> None:
         await self.kernel.events.emit(type, {"schedule": self.entry.id, **data})

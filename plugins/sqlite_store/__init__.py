@@ -1,4 +1,9 @@
-"""The builtin SQLite store: history with reply metadata, runs, tool records and proofs.
+"""The builtin SQLite store: every role of ``soulacy_store`` in one file.
+
+History with reply metadata, runs and their attempts, tool records and proofs, workflow
+checkpoints and plugin state, leases with fencing tokens (checked in the transaction of each
+write made under them), cancellation requests and shared counters. Processes of one host share
+the file (``SQLiteStore.multi_process``); expiry is judged by that host's clock.
 
 One file per workspace (``store.path``, default ``soulacy.db`` in the workspace)::
 
@@ -91,15 +96,5 @@ async def soulacy_unconfigure(kernel: Kernel) -> None:
 
 
 @hookimpl
-def soulacy_conversation_store(kernel: Kernel) -> SQLiteStore:
-    return store_of(kernel)
-
-
-@hookimpl
-def soulacy_proof_store(kernel: Kernel) -> SQLiteStore:
-    return store_of(kernel)
-
-
-@hookimpl
-def soulacy_checkpoint_store(kernel: Kernel) -> SQLiteStore:
+def soulacy_store(kernel: Kernel) -> SQLiteStore:
     return store_of(kernel)

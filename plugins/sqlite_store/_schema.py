@@ -3,7 +3,8 @@
 Version 1 is the original system's shape (``conversation_history`` without reply metadata,
 ``workflow_checkpoints``); a database it wrote has user_version 0 and upgrades in place. Every
 migration only adds (``CREATE TABLE IF NOT EXISTS``, ``ALTER TABLE … ADD COLUMN`` for columns
-that are missing), so running it twice changes nothing and no row is rewritten.
+that are missing), so running it twice changes nothing and no row is rewritten; version 6 alone
+also removes what it replaces (the ``claims`` table, by leases; an index made redundant).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -106,7 +107,47 @@ def _v5(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+def _v6(conn: sqlite3.Connection) -> None:
+    # Leases replace claims. A row is kept once its key was ever granted: a release empties
+    # the owner columns (owner_id NULL) and keeps the token, so a token is never granted twice.
+    conn.execute("""CREATE TABLE IF NOT EXISTS leases (
+        key TEXT PRIMARY KEY, token INTEGER NOT NULL, owner_id TEXT, pid INTEGER, host TEXT,
+        boot TEXT, holder TEXT NOT NULL DEFAULT '', acquired_at REAL, renewed_at REAL,
+        expires_at REAL)""")
+    if "claims" in _tables(conn):
+        # A claim had no expiry: it becomes a lease that expired at its last heartbeat (the
+        # next asker takes it over, and learns whose it was).
+        conn.execute(
+            "INSERT OR IGNORE INTO leases (key, token, owner_id, pid, host, boot, holder,"
+            " acquired_at, renewed_at, expires_at) SELECT key, 1, owner, pid, host, '', '',"
+            " acquired_at, heartbeat_at, heartbeat_at FROM claims"
+        )
+        conn.execute("DROP TABLE claims")
+    # The queue of a lease: arrival order is the ticket; a waiter keeps its place while it
+    # asks again before expires_at.
+    conn.execute("""CREATE TABLE IF NOT EXISTS lease_waiters (
+        ticket INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, owner_id TEXT NOT NULL,
+        holder TEXT NOT NULL, expires_at REAL NOT NULL, UNIQUE (key, owner_id, holder))""")
+    conn.execute("CREATE INDEX IF NOT EXISTS lease_waiters_in_order ON lease_waiters (key, ticket)")
+    conn.execute("""CREATE TABLE IF NOT EXISTS cancel_requests (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, reason TEXT NOT NULL, run_id TEXT,
+        lease_key TEXT, created_at REAL NOT NULL)""")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS cancel_requests_by_age ON cancel_requests (created_at)"
+    )
+    conn.execute("""CREATE TABLE IF NOT EXISTS counters (
+        key TEXT PRIMARY KEY, total REAL NOT NULL, updated_at REAL NOT NULL)""")
+    conn.execute("CREATE INDEX IF NOT EXISTS counters_by_age ON counters (updated_at)")
+    # Attempts: the rows written before are each run's first attempt.
+    _add_columns(conn, "runs", {"attempt": "INTEGER NOT NULL DEFAULT 1", "lease_key": "TEXT"})
+    _add_columns(conn, "conversation_history", {"attempt": "INTEGER NOT NULL DEFAULT 1"})
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS history_by_attempt ON conversation_history (run_id, attempt)"
+    )
+    conn.execute("DROP INDEX IF EXISTS history_by_run")  # a prefix of history_by_attempt
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

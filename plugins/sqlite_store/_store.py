@@ -4,7 +4,9 @@ One connection per store, used by one worker thread at a time (a ``CapacityLimit
 calls of one process queue instead of colliding. Writers open ``BEGIN IMMEDIATE``: the writer
 lock is reserved before anything is read, so a proof finalized by another process is never
 promoted from a stale snapshot, and a busy database makes writers wait (``busy_timeout``)
-instead of failing.
+instead of failing. A write made under a lease (``fence=``) reads the lease's token inside that
+same transaction, so no takeover can come between the check and the write; every lease
+expiry is judged by ``time.time()`` inside the transaction (the clock of the host).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
 import trio
@@ -27,11 +29,14 @@ import trio
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
+    CancelRequest,
     Checkpoint,
-    Claim,
-    ClaimOwner,
     EveryPrincipal,
     HistoryEntry,
+    Lease,
+    LeaseGrant,
+    LeaseLost,
+    LeaseOwner,
     ProofRecord,
     RunRecord,
     StorageError,
@@ -40,6 +45,9 @@ from soulacy.kernel.store import (
 )
 
 from ._schema import SCHEMA_VERSION, migrate
+
+if TYPE_CHECKING:
+    from soulacy.kernel.store import Store
 
 T = TypeVar("T")
 CHECKPOINT_EVERY = 256  # inline commits between two checkpoints (run in a worker thread)
@@ -139,7 +147,10 @@ def _epoch(value: Any) -> float:
 
 
 class SQLiteStore:
-    """Conversation history, runs, tool records and proofs in one SQLite file."""
+    """Every role of the store in one SQLite file: history, runs, tool records, proofs,
+    checkpoints, plugin state, leases (with their queues), cancel requests and counters."""
+
+    multi_process: ClassVar[bool] = True  # processes on one host share the file
 
     def __init__(
         self,
@@ -411,7 +422,7 @@ class SQLiteStore:
         def read(conn: sqlite3.Connection) -> list[HistoryEntry]:
             rows = conn.execute(
                 "SELECT id, agent_id, session_id, run_id, role, content, tokens, created_at,"
-                " metadata, tool_call_id, tool_calls, name, is_error, principal, user_id"
+                " metadata, tool_call_id, tool_calls, name, is_error, principal, user_id, attempt"
                 " FROM conversation_history"
                 f" WHERE {where} ORDER BY id",
                 args,
@@ -433,14 +444,21 @@ class SQLiteStore:
                     bool(r[12]),
                     r[13],
                     r[14],
+                    int(r[15]),
                 )
                 for r in rows
             ]
 
         return await self._call(what, read)
 
-    async def start_run(self, run: RunRecord) -> None:
-        def write(conn: sqlite3.Connection) -> None:
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        lease_key = fence.key if fence is not None else run.lease_key
+
+        def write(conn: sqlite3.Connection) -> RunRecord:
+            _check_fence(conn, fence)
+            row = conn.execute("SELECT attempt FROM runs WHERE run_id = ?", (run.run_id,))
+            previous = row.fetchone()
+            attempt = int(previous[0]) + 1 if previous else 1
             # A retry with the same run id is a new attempt: the last attempt's proof is kept
             # aside (never lost) and the new attempt gets its own.
             conn.execute(
@@ -450,10 +468,24 @@ class SQLiteStore:
                 (time.time(), run.run_id),
             )
             conn.execute("DELETE FROM proofs WHERE run_id = ?", (run.run_id,))
+            # The entries of an earlier attempt that never got reply metadata: it crashed.
+            crashed = conn.execute(
+                "SELECT DISTINCT attempt FROM conversation_history WHERE run_id = ?"
+                " AND attempt < ? AND metadata IS NULL",
+                (run.run_id, attempt),
+            ).fetchall()
+            for (number,) in crashed:
+                conn.execute(
+                    "UPDATE conversation_history SET metadata = ? WHERE run_id = ?"
+                    " AND attempt = ? AND metadata IS NULL",
+                    (_dumps({"status": "interrupted", "attempt": number}), run.run_id, number),
+                )
             conn.execute(
                 "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
-                " started_at) VALUES (?, ?, ?, ?, ?, 'running', ?) ON CONFLICT (run_id) DO"
-                " UPDATE SET status = 'running', finished_at = NULL",
+                " started_at, attempt, lease_key) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)"
+                " ON CONFLICT (run_id) DO UPDATE SET status = 'running', verification = NULL,"
+                " incomplete_reason = NULL, metadata = NULL, finished_at = NULL,"
+                " attempt = excluded.attempt, lease_key = excluded.lease_key",
                 (
                     run.run_id,
                     run.agent_id,
@@ -461,13 +493,23 @@ class SQLiteStore:
                     run.user_id,
                     run.principal,
                     run.started_at,
+                    attempt,
+                    lease_key,
                 ),
             )
+            stored = conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run.run_id,)
+            ).fetchone()
+            return _run(stored)
 
-        await self._commit("start run", write)
+        return await self._commit("start run", write)
 
     async def record_turn(
-        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
     ) -> None:
         now = time.time()
         rows = [
@@ -491,6 +533,7 @@ class SQLiteStore:
                 int(m.is_error),
                 run.principal,
                 run.user_id,
+                run.attempt,
             )
             for m in messages
         ]
@@ -508,11 +551,12 @@ class SQLiteStore:
         ]
 
         def write(conn: sqlite3.Connection) -> None:
+            _check_fence(conn, fence)
             if rows:
                 conn.executemany(
                     "INSERT INTO conversation_history (agent_id, session_id, run_id, role,"
                     " content, created_at, tool_call_id, tool_calls, name, is_error, principal,"
-                    " user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " user_id, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
             if records:
@@ -538,10 +582,13 @@ class SQLiteStore:
 
         return await self._call("load tool records", read)
 
-    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
-        body = json.dumps(dict(metadata), sort_keys=True, default=str)
+    async def finish_run(
+        self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        body = _dumps(metadata)
 
         def write(conn: sqlite3.Connection) -> None:
+            _check_fence(conn, fence)
             conn.execute(
                 "UPDATE runs SET status = ?, verification = ?, incomplete_reason = ?,"
                 " metadata = ?, finished_at = ? WHERE run_id = ?",
@@ -554,44 +601,56 @@ class SQLiteStore:
                     run_id,
                 ),
             )
-            # Only this run's entries: another run's notice is never touched.
+            # Only this run's entries of its current attempt: another run's notice, and an
+            # earlier attempt's ending, are never touched.
             conn.execute(
-                "UPDATE conversation_history SET metadata = ? WHERE run_id = ?", (body, run_id)
+                "UPDATE conversation_history SET metadata = ? WHERE run_id = ? AND attempt ="
+                " COALESCE((SELECT attempt FROM runs WHERE run_id = ?), 1)",
+                (body, run_id, run_id),
             )
 
         await self._commit("finish run", write)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        runs = await self._runs("WHERE run_id = ?", (run_id,))
+        runs = await self._runs("WHERE r.run_id = ?", (run_id,))
         return runs[0] if runs else None
 
     async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
         if agent_id is None:
-            return await self._runs("ORDER BY started_at DESC LIMIT ?", (limit,))
+            return await self._runs("ORDER BY r.started_at DESC LIMIT ?", (limit,))
         return await self._runs(
-            "WHERE agent_id = ? ORDER BY started_at DESC LIMIT ?", (agent_id, limit)
+            "WHERE r.agent_id = ? ORDER BY r.started_at DESC LIMIT ?", (agent_id, limit)
         )
 
     async def _runs(self, clause: str, args: tuple[Any, ...]) -> list[RunRecord]:
         def read(conn: sqlite3.Connection) -> list[RunRecord]:
+            now = time.time()
             rows = conn.execute(
-                "SELECT run_id, agent_id, session_id, user_id, principal, status, verification,"
-                f" incomplete_reason, metadata, started_at, finished_at FROM runs {clause}",
+                f"SELECT {_columns('r', _RUN_COLUMNS)}, {_columns('l', _LEASE_COLUMNS)}"
+                f" FROM runs AS r LEFT JOIN leases AS l ON l.key = r.lease_key {clause}",
                 args,
             ).fetchall()
-            return [
-                RunRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _loads(r[8]), r[9], r[10])
-                for r in rows
-            ]
+            width = _RUN_COLUMNS.count(",") + 1
+            runs = []
+            for row in rows:
+                run = _run(row[:width])
+                lease = _lease(run.lease_key or "", row[width:], now)
+                runs.append(_as_read(run, lease))
+            return runs
 
         return await self._call("read runs", read)
 
     # -- proof store -------------------------------------------------------------------------------
 
     async def finalize_proof(
-        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Mapping[str, Any]] = ()
+        self,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Mapping[str, Any]] = (),
+        fence: Lease | None = None,
     ) -> ProofRecord:
         def write(conn: sqlite3.Connection) -> ProofRecord:
+            _check_fence(conn, fence)
             existing = _proof(conn, run_id)
             if existing is not None:
                 return existing
@@ -642,7 +701,7 @@ class SQLiteStore:
 
         return await self._call("load checkpoints", read)
 
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
         c = checkpoint
         row = (
             c.agent_id,
@@ -655,6 +714,7 @@ class SQLiteStore:
         )
 
         def write(conn: sqlite3.Connection) -> None:
+            _check_fence(conn, fence)
             # An upsert keeps the row (and its rowid, the step order) of a step saved before.
             conn.execute(
                 "INSERT INTO workflow_checkpoints (agent_id, run_id, step_id, status, evidence,"
@@ -682,62 +742,6 @@ class SQLiteStore:
 
         return await self._commit("discard checkpoints", write)
 
-    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
-        def write(conn: sqlite3.Connection) -> Claim:
-            row = conn.execute(
-                "SELECT owner, pid, host FROM claims WHERE key = ?", (key,)
-            ).fetchone()
-            holder = ClaimOwner(row[0], row[1], row[2]) if row else None
-            if holder is not None and holder != owner and not holder.provably_gone():
-                return Claim(key, False, holder)
-            gone = holder if holder is not None and holder != owner else None
-            now = time.time()
-            conn.execute(
-                "INSERT INTO claims (key, owner, pid, host, acquired_at, heartbeat_at,"
-                " took_over_from) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
-                " owner = excluded.owner, pid = excluded.pid, host = excluded.host,"
-                " acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at,"
-                " took_over_from = excluded.took_over_from",
-                (
-                    key,
-                    owner.id,
-                    owner.pid,
-                    owner.host,
-                    now,
-                    now,
-                    json.dumps(attrs.asdict(gone)) if gone else None,
-                ),
-            )
-            return Claim(key, True, owner, gone)
-
-        return await self._commit("claim", write)
-
-    async def heartbeat(self, key: str, owner: ClaimOwner) -> None:
-        await self._commit(
-            "heartbeat",
-            lambda conn: conn.execute(
-                "UPDATE claims SET heartbeat_at = ? WHERE key = ? AND owner = ?",
-                (time.time(), key, owner.id),
-            ),
-        )
-
-    async def release_claim(self, key: str, owner: ClaimOwner) -> None:
-        await self._commit(
-            "release claim",
-            lambda conn: conn.execute(
-                "DELETE FROM claims WHERE key = ? AND owner = ?", (key, owner.id)
-            ),
-        )
-
-    async def claim_holder(self, key: str) -> ClaimOwner | None:
-        def read(conn: sqlite3.Connection) -> ClaimOwner | None:
-            row = conn.execute(
-                "SELECT owner, pid, host FROM claims WHERE key = ?", (key,)
-            ).fetchone()
-            return ClaimOwner(row[0], row[1], row[2]) if row else None
-
-        return await self._call("read claim", read)
-
     async def load_state(self, key: str) -> Mapping[str, Any] | None:
         def read(conn: sqlite3.Connection) -> Mapping[str, Any] | None:
             row = conn.execute("SELECT value FROM plugin_state WHERE key = ?", (key,)).fetchone()
@@ -745,16 +749,277 @@ class SQLiteStore:
 
         return await self._call("read state", read)
 
-    async def save_state(self, key: str, value: Mapping[str, Any]) -> None:
-        body = json.dumps(dict(value), sort_keys=True, default=str)
-        await self._commit(
-            "save state",
-            lambda conn: conn.execute(
+    async def save_state(
+        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        body = _dumps(value)
+
+        def write(conn: sqlite3.Connection) -> None:
+            _check_fence(conn, fence)
+            conn.execute(
                 "INSERT INTO plugin_state (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT"
                 " (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
                 (key, body, time.time()),
-            ),
-        )
+            )
+
+        await self._commit("save state", write)
+
+    # -- lease store -------------------------------------------------------------------------------
+    # Time is the store's: every expiry is judged by time.time() inside the transaction.
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        def write(conn: sqlite3.Connection) -> LeaseGrant:
+            now = time.time()
+            current = _read_lease(conn, key, now)
+            if current is not None and (current.owner.id, current.holder) == (owner.id, holder):
+                # Ours already (expired or not, nobody took it): renewed, the same token.
+                conn.execute(
+                    "UPDATE leases SET renewed_at = ?, expires_at = ? WHERE key = ?",
+                    (now, now + ttl, key),
+                )
+                _leave_queue(conn, key, owner.id, holder)
+                renewed = attrs.evolve(current, renewed_at=now, expires_at=now + ttl, expired=False)
+                return LeaseGrant(True, renewed)
+            live = current is not None and not current.expired and not current.owner.provably_gone()
+            ahead = 0
+            if queue:
+                ahead = _wait_in_queue(conn, key, owner.id, holder, now, ttl)
+            if live:
+                return LeaseGrant(False, current, ahead=ahead)
+            if ahead:
+                return LeaseGrant(False, None, ahead=ahead)  # free, but served in arrival order
+            row = conn.execute("SELECT token FROM leases WHERE key = ?", (key,)).fetchone()
+            token = int(row[0]) + 1 if row else 1  # released leases included: never reused
+            conn.execute(
+                "INSERT INTO leases (key, token, owner_id, pid, host, boot, holder, acquired_at,"
+                " renewed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key)"
+                " DO UPDATE SET token = excluded.token, owner_id = excluded.owner_id,"
+                " pid = excluded.pid, host = excluded.host, boot = excluded.boot,"
+                " holder = excluded.holder, acquired_at = excluded.acquired_at,"
+                " renewed_at = excluded.renewed_at, expires_at = excluded.expires_at",
+                (
+                    key,
+                    token,
+                    owner.id,
+                    owner.pid,
+                    owner.host,
+                    owner.boot,
+                    holder,
+                    now,
+                    now,
+                    now + ttl,
+                ),
+            )
+            _leave_queue(conn, key, owner.id, holder)
+            lease = Lease(key, owner, token, holder, now, now, now + ttl)
+            return LeaseGrant(True, lease, took_over_from=current)
+
+        return await self._commit("acquire lease", write)
+
+    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+        if not leases:
+            return []
+
+        def write(conn: sqlite3.Connection) -> list[Lease]:
+            now = time.time()
+            kept: list[Lease] = []
+            for lease in leases:
+                cursor = conn.execute(
+                    "UPDATE leases SET renewed_at = ?, expires_at = ?"
+                    " WHERE key = ? AND token = ? AND owner_id = ?",
+                    (now, now + ttl, lease.key, lease.token, lease.owner.id),
+                )
+                if cursor.rowcount:
+                    kept.append(
+                        attrs.evolve(lease, renewed_at=now, expires_at=now + ttl, expired=False)
+                    )
+            return kept
+
+        return await self._commit("renew leases", write)
+
+    async def release_lease(self, lease: Lease) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            # The row stays, with its token, so that the next grant's token is greater.
+            conn.execute(
+                "UPDATE leases SET owner_id = NULL, pid = NULL, host = NULL, boot = NULL,"
+                " holder = '', acquired_at = NULL, renewed_at = NULL, expires_at = NULL"
+                " WHERE key = ? AND token = ? AND owner_id = ?",
+                (lease.key, lease.token, lease.owner.id),
+            )
+            _leave_queue(conn, lease.key, lease.owner.id, lease.holder)
+
+        await self._commit("release lease", write)
+
+    async def get_lease(self, key: str) -> Lease | None:
+        return await self._call("read lease", lambda conn: _read_lease(conn, key, time.time()))
+
+    async def request_cancel(
+        self, reason: str, *, run_id: str | None = None, lease_key: str | None = None
+    ) -> CancelRequest:
+        def write(conn: sqlite3.Connection) -> CancelRequest:
+            now = time.time()
+            conn.execute("DELETE FROM cancel_requests WHERE created_at < ?", (now - CANCEL_KEPT,))
+            cursor = conn.execute(
+                "INSERT INTO cancel_requests (reason, run_id, lease_key, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                (reason, run_id, lease_key, now),
+            )
+            return CancelRequest(int(cursor.lastrowid or 0), reason, run_id, lease_key)
+
+        return await self._commit("request cancel", write)
+
+    async def cancel_requests(self, after: int) -> list[CancelRequest]:
+        def read(conn: sqlite3.Connection) -> list[CancelRequest]:
+            rows = conn.execute(
+                "SELECT id, reason, run_id, lease_key FROM cancel_requests"
+                " WHERE id > ? AND created_at >= ? ORDER BY id",
+                (after, time.time() - CANCEL_KEPT),
+            ).fetchall()
+            return [CancelRequest(r[0], r[1], r[2], r[3]) for r in rows]
+
+        return await self._call("read cancel requests", read)
+
+    # -- counter store -----------------------------------------------------------------------------
+
+    async def spend(self, key: str, amount: float, limit: float | None = None) -> float | None:
+        def write(conn: sqlite3.Connection) -> float | None:
+            now = time.time()
+            conn.execute("DELETE FROM counters WHERE updated_at < ?", (now - COUNTERS_KEPT,))
+            row = conn.execute("SELECT total FROM counters WHERE key = ?", (key,)).fetchone()
+            total = (float(row[0]) if row else 0.0) + amount
+            if amount >= 0 and limit is not None and total > limit:
+                return None  # refused: nothing added
+            conn.execute(
+                "INSERT INTO counters (key, total, updated_at) VALUES (?, ?, ?) ON CONFLICT (key)"
+                " DO UPDATE SET total = excluded.total, updated_at = excluded.updated_at",
+                (key, total, now),
+            )
+            return total
+
+        return await self._commit("spend", write)
+
+    async def counter(self, key: str) -> float:
+        def read(conn: sqlite3.Connection) -> float:
+            row = conn.execute("SELECT total FROM counters WHERE key = ?", (key,)).fetchone()
+            return float(row[0]) if row else 0.0
+
+        return await self._call("read counter", read)
+
+
+CANCEL_KEPT = 3600.0  # seconds a cancellation request is kept
+COUNTERS_KEPT = 2 * 86400.0  # seconds a counter not written to is kept
+
+_RUN_COLUMNS = (
+    "run_id, agent_id, session_id, user_id, principal, status, verification, incomplete_reason,"
+    " metadata, started_at, finished_at, attempt, lease_key"
+)
+_LEASE_COLUMNS = "token, owner_id, pid, host, boot, holder, acquired_at, renewed_at, expires_at"
+
+
+def _columns(table: str, columns: str) -> str:
+    return ", ".join(f"{table}.{c.strip()}" for c in columns.split(","))
+
+
+def _dumps(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value), sort_keys=True, default=str)
+
+
+def _run(r: Sequence[Any]) -> RunRecord:
+    """A RunRecord as stored (``_RUN_COLUMNS``), before its lease is judged."""
+    return RunRecord(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        _loads(r[8]),
+        r[9],
+        r[10],
+        int(r[11]),
+        r[12],
+    )
+
+
+def _as_read(run: RunRecord, lease: Lease | None) -> RunRecord:
+    """A ``running`` run whose lease does not prove it alive reads as ``interrupted``: its
+    lease released, taken by another holder, expired, or of an owner provably gone. A run
+    with no lease (started without one, or by an earlier version) has nothing to prove it
+    alive: interrupted too."""
+    if run.status != "running":
+        return run
+    if lease is None:
+        return attrs.evolve(run, status="interrupted")  # no lease, released, never held
+    if lease.holder != run.run_id or lease.expired or lease.owner.provably_gone():
+        return attrs.evolve(run, status="interrupted", lease=lease.describe())
+    return run
+
+
+def _lease(key: str, r: Sequence[Any], now: float) -> Lease | None:
+    """A Lease from ``_LEASE_COLUMNS`` (None when free: released or no row)."""
+    if r[1] is None:
+        return None
+    owner = LeaseOwner(r[1], int(r[2] or 0), r[3] or "", r[4] or "")
+    expires_at = float(r[8] or 0.0)
+    return Lease(
+        key,
+        owner,
+        int(r[0]),
+        r[5] or "",
+        float(r[6] or 0.0),
+        float(r[7] or 0.0),
+        expires_at,
+        expires_at <= now,
+    )
+
+
+def _read_lease(conn: sqlite3.Connection, key: str, now: float) -> Lease | None:
+    row = conn.execute(f"SELECT {_LEASE_COLUMNS} FROM leases WHERE key = ?", (key,)).fetchone()
+    return _lease(key, row, now) if row else None
+
+
+def _check_fence(conn: sqlite3.Connection, fence: Lease | None) -> None:
+    """Inside the write's transaction: the lease's token still holds, else LeaseLost (the
+    transaction rolls back, nothing is written). An expired lease that nobody took over
+    still holds."""
+    if fence is None:
+        return
+    row = conn.execute(
+        f"SELECT {_LEASE_COLUMNS} FROM leases WHERE key = ?", (fence.key,)
+    ).fetchone()
+    if row is None or row[0] != fence.token or row[1] != fence.owner.id:
+        current = _lease(fence.key, row, time.time()) if row else None
+        raise LeaseLost(fence.key, fence.token, current)
+
+
+def _wait_in_queue(
+    conn: sqlite3.Connection, key: str, owner_id: str, holder: str, now: float, ttl: float
+) -> int:
+    """Join (or keep a place in) the queue of ``key``; returns how many live waiters are
+    ahead. Waiters that stopped asking (expired) lose their place."""
+    conn.execute("DELETE FROM lease_waiters WHERE key = ? AND expires_at <= ?", (key, now))
+    conn.execute(
+        "INSERT INTO lease_waiters (key, owner_id, holder, expires_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (key, owner_id, holder) DO UPDATE SET expires_at = excluded.expires_at",
+        (key, owner_id, holder, now + ttl),
+    )
+    row = conn.execute(
+        "SELECT COUNT(*) FROM lease_waiters WHERE key = ? AND ticket < (SELECT ticket"
+        " FROM lease_waiters WHERE key = ? AND owner_id = ? AND holder = ?)",
+        (key, key, owner_id, holder),
+    ).fetchone()
+    return int(row[0])
+
+
+def _leave_queue(conn: sqlite3.Connection, key: str, owner_id: str, holder: str) -> None:
+    conn.execute(
+        "DELETE FROM lease_waiters WHERE key = ? AND owner_id = ? AND holder = ?",
+        (key, owner_id, holder),
+    )
 
 
 def _proof(conn: sqlite3.Connection, run_id: str) -> ProofRecord | None:
@@ -762,3 +1027,9 @@ def _proof(conn: sqlite3.Connection, run_id: str) -> ProofRecord | None:
         "SELECT sha256, body, receipts, created_at FROM proofs WHERE run_id = ?", (run_id,)
     ).fetchone()
     return ProofRecord(run_id, row[0], row[1], row[2], row[3]) if row else None
+
+
+if TYPE_CHECKING:
+
+    def _plays_every_role(store: SQLiteStore) -> Store:
+        return store

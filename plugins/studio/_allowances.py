@@ -1,11 +1,13 @@
 """The allowances of one build (``llm.studio.*``): tokens, spend, attempts and elapsed time.
 
+Studio owns ``llm.studio`` and declares the four allowances as limits of the execution policy
+(``soulacy_policy_limits``), so the policy resolves, checks and reports them as it does its own.
 A build of an agent that loads resolves them through the policy hook, so that a stricter
 deployment policy (a wrapper of ``soulacy_resolve_policy``) applies to builds too. A new agent
 has no file to resolve, and a repair usually starts from a file that does not load, so then the
 workspace's values are read through the policy plugin's limit reader (``soulacy_workspace_limit``:
 plugins do not import each other, and studio keeps no copy of the policy's rules). With the
-policy plugin disabled nothing owns ``llm.studio`` and the defaults below apply.
+policy plugin disabled nothing reads them and the declared defaults apply.
 """
 
 from __future__ import annotations
@@ -15,19 +17,62 @@ from typing import Any
 import attrs
 import trio
 
-from soulacy.kernel import Kernel, SoulacyError
-from soulacy.kernel.policy import DEFAULT, ExecutionPolicy, Limit
+from soulacy.kernel import Duration, Kernel, SoulacyError
+from soulacy.kernel.policy import DEFAULT, ExecutionPolicy, Limit, PolicyLimit
 
 from ._scratch import scratch_kernel
 
 DEFAULT_ATTEMPTS = 32
-# The defaults of the seed's table, used when no plugin owns ``llm.studio`` (policy disabled).
-_DEFAULTS: dict[str, Any] = {
-    "max_build_tokens": 0,
-    "max_build_cost_usd": 0.0,
-    "max_build_attempts": DEFAULT_ATTEMPTS,
-    "max_build_elapsed": 48 * 3600.0,
-}
+DEFAULT_ELAPSED = 48 * 3600
+
+
+@attrs.frozen
+class StudioConfig:
+    """``llm.studio:`` in config.yaml: allowances of one Studio build."""
+
+    max_build_tokens: int = 0
+    max_build_cost_usd: float = 0.0
+    max_build_attempts: int = DEFAULT_ATTEMPTS
+    max_build_elapsed: Duration = Duration(DEFAULT_ELAPSED)
+
+
+# The allowances as limits of the execution policy, in the order they are reported.
+POLICY_LIMITS = (
+    PolicyLimit(
+        "max_build_tokens",
+        "llm.studio.max_build_tokens",
+        None,
+        "tokens of one Studio build",
+        minimum=0,
+        meaning="0 means unlimited",
+    ),
+    PolicyLimit(
+        "max_build_cost_usd",
+        "llm.studio.max_build_cost_usd",
+        None,
+        "US dollars of one Studio build",
+        minimum=0,
+        meaning="0 means unlimited",
+    ),
+    PolicyLimit(
+        "max_build_attempts",
+        "llm.studio.max_build_attempts",
+        DEFAULT_ATTEMPTS,
+        "attempts (model calls) of one Studio build",
+        unlimited_at=-1,
+        selects_default=0,
+        minimum=-1,
+        meaning="-1 means unlimited, 0 selects the default",
+    ),
+    PolicyLimit(
+        "max_build_elapsed",
+        "llm.studio.max_build_elapsed",
+        float(DEFAULT_ELAPSED),
+        "wall time of one Studio build",
+        duration=True,
+    ),
+)
+_BY_NAME = {limit.name: limit for limit in POLICY_LIMITS}
 
 
 @attrs.frozen
@@ -41,12 +86,19 @@ class Allowances:
     resolved_by: str  # "policy hook" or "config.yaml"
 
     @classmethod
-    def from_policy(cls, policy: ExecutionPolicy) -> Allowances:
+    def from_policy(cls, policy: ExecutionPolicy, kernel: Kernel) -> Allowances:
+        """The allowances the policy resolved; one a replacement policy left out (it does not
+        know Studio's limits) is the workspace value."""
+
+        def get(name: str) -> Limit[Any]:
+            found = policy.extra.get(name)
+            return found if found is not None else _read(kernel, _BY_NAME[name])
+
         return cls(
-            policy.max_build_tokens,
-            policy.max_build_cost_usd,
-            policy.max_build_attempts,
-            policy.max_build_elapsed,
+            get("max_build_tokens"),
+            get("max_build_cost_usd"),
+            get("max_build_attempts"),
+            get("max_build_elapsed"),
             "policy hook",
         )
 
@@ -54,16 +106,15 @@ class Allowances:
     def from_config(cls, kernel: Kernel) -> Allowances:
         """The workspace's values. ``0`` tokens or dollars: none; attempts ``-1``: unlimited,
         ``0``: the default (32); elapsed ``"0"``: no practical limit."""
-        attempts = _read(kernel, "max_build_attempts", unlimited_at=-1)
-        if attempts.value == 0:
-            attempts = attrs.evolve(
-                attempts, value=DEFAULT_ATTEMPTS, reason="0 selects the default"
-            )
+
+        def get(name: str) -> Limit[Any]:
+            return _read(kernel, _BY_NAME[name])
+
         return cls(
-            _read(kernel, "max_build_tokens"),
-            _read(kernel, "max_build_cost_usd"),
-            attempts,
-            _read(kernel, "max_build_elapsed"),
+            get("max_build_tokens"),
+            get("max_build_cost_usd"),
+            get("max_build_attempts"),
+            get("max_build_elapsed"),
             "config.yaml",
         )
 
@@ -82,23 +133,20 @@ class Allowances:
 
     def to_dict(self) -> dict[str, Any]:
         out = {
-            name: getattr(self, name).to_dict(duration=name == "max_build_elapsed")
-            for name in _DEFAULTS
+            limit.name: getattr(self, limit.name).to_dict(duration=limit.duration)
+            for limit in POLICY_LIMITS
         }
         return {**out, "resolved_by": self.resolved_by}
 
 
-def _read(kernel: Kernel, name: str, *, unlimited_at: Any = 0) -> Limit[Any]:
-    """``llm.studio.<name>`` as the policy plugin reads it, or the default when no plugin
-    answers (the policy plugin, which owns the section and defines the hook, is disabled)."""
+def _read(kernel: Kernel, declared: PolicyLimit) -> Limit[Any]:
+    """The workspace value of one allowance as the policy plugin reads it, or the declared
+    default when no plugin answers (the policy plugin, which defines the hook, is disabled)."""
     reader = getattr(kernel.hook, "soulacy_workspace_limit", None)
-    found = None
-    if reader is not None:
-        found = reader(config=kernel.config, path=f"llm.studio.{name}", unlimited_at=unlimited_at)
+    found = reader(config=kernel.config, declared=declared) if reader is not None else None
     if isinstance(found, Limit):
         return found
-    value = _DEFAULTS[name]
-    return Limit(None if value == unlimited_at else value, DEFAULT)
+    return Limit(declared.default, DEFAULT)
 
 
 async def resolve_allowances(kernel: Kernel, agent_id: str, exists: bool) -> Allowances:
@@ -115,5 +163,5 @@ async def resolve_allowances(kernel: Kernel, agent_id: str, exists: bool) -> All
             with trio.CancelScope(shield=True):
                 await resolver.aclose()
         if isinstance(policy, ExecutionPolicy):
-            return Allowances.from_policy(policy)
+            return Allowances.from_policy(policy, kernel)
     return Allowances.from_config(kernel)

@@ -36,14 +36,23 @@ from soulacy.kernel import (
     hookimpl,
 )
 from soulacy.kernel.engine import Run, Verification
-from soulacy.kernel.store import Checkpoint, CheckpointStatus
+from soulacy.kernel.store import Checkpoint, CheckpointStatus, Lease
 
 from . import hookspecs
 from ._assertions import BUILTIN_OPERATORS, Operator, evaluate
 from ._model import Assertion, Edge, Outcome, Step, Workflow, check
-from ._runner import WorkflowRunner, identity_of
+from ._runner import WorkflowRunner, identity_of, lease_key
 
-__all__ = ["Assertion", "Edge", "Outcome", "Step", "Workflow", "WorkflowRunner", "identity_of"]
+__all__ = [
+    "Assertion",
+    "Edge",
+    "Outcome",
+    "Step",
+    "Workflow",
+    "WorkflowRunner",
+    "identity_of",
+    "lease_key",
+]
 
 
 def operators(kernel: Kernel) -> dict[str, Operator]:
@@ -176,8 +185,29 @@ async def _reconcile(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 async def reconcile(kernel: Kernel, run_id: str, step: str | None, decision: str) -> str:
-    """Record an operator's decision about a run's checkpoints; returns what was done."""
-    store = kernel.checkpoint_store()
+    """Record an operator's decision about a run's checkpoints; returns what was done.
+
+    It is done under the run's lease (``run:RUN_ID``), so never while a process still runs
+    the workflow: a live owner's lease refuses it, a gone owner's is taken over."""
+    key = lease_key(run_id)
+    held = await kernel.leases.acquire(key, holder="operator", wait=False)
+    if held is None:
+        current = await kernel.store().get_lease(key)
+        where = "" if current is None else f" (pid {current.owner.pid} on {current.owner.host})"
+        raise UsageError(
+            f"run {run_id!r} is running{where}: reconcile it once that run has stopped (a"
+            " stopped process's lease is taken over once it expires, leases.ttl)"
+        )
+    try:
+        return await _decide(kernel, held.lease, run_id, step, decision)
+    finally:
+        await kernel.leases.release(held)
+
+
+async def _decide(
+    kernel: Kernel, fence: Lease, run_id: str, step: str | None, decision: str
+) -> str:
+    store = kernel.store()
     saved = {c.step_id: c for c in await store.load_checkpoints(run_id)}
     if not saved:
         raise UsageError(f"run {run_id!r} has no checkpoints")
@@ -192,7 +222,8 @@ async def reconcile(kernel: Kernel, run_id: str, step: str | None, decision: str
         evidence = {"result": None, "reconciled": decision, "at": time.time()}
         status: CheckpointStatus = "completed" if decision == "completed" else "failed"
         await store.save_checkpoint(
-            attrs.evolve(found, status=status, evidence=evidence, updated_at=time.time())
+            attrs.evolve(found, status=status, evidence=evidence, updated_at=time.time()),
+            fence=fence,
         )
         return f"step {step!r} of run {run_id!r} recorded as {decision} by the operator"
     legacy = [c for c in saved.values() if c.identity is None]
@@ -205,7 +236,7 @@ async def reconcile(kernel: Kernel, run_id: str, step: str | None, decision: str
             await store.discard_checkpoints(run_id, checkpoint.step_id)
         return f"discarded {len(legacy)} legacy checkpoint(s) of run {run_id!r}"
     for checkpoint in legacy:
-        await store.save_checkpoint(_accepted(checkpoint))
+        await store.save_checkpoint(_accepted(checkpoint), fence=fence)
     return f"accepted {len(legacy)} legacy checkpoint(s) of run {run_id!r} for the next retry"
 
 

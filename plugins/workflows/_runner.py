@@ -4,6 +4,14 @@ Each step is checkpointed ``in_progress`` before it runs and ``completed`` (with
 or ``failed`` after, so a retry with the same run id restores completed steps instead of
 running them again. A step found ``in_progress`` is refused: its external action may already
 have happened, and only an operator can say (``soulacy runs reconcile``).
+
+A run holds the lease ``run:RUN_ID`` (its holder is the run id) while it runs, taken without
+waiting and renewed by the kernel (``leases:`` in config.yaml); every checkpoint is written
+fenced by it. A lease whose owner is gone (its process exited, or it stopped renewing past
+``leases.ttl``, on any host) is taken over, which is emitted as ``run.claim_taken_over``; the
+stale owner's next checkpoint write is refused (:class:`~soulacy.kernel.store.LeaseLost`) and
+its body is cancelled as soon as a renewal finds the lease lost: it ends ``failed
+(lease_lost)``.
 """
 
 from __future__ import annotations
@@ -13,22 +21,53 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from soulacy.kernel.engine import Run, RunStop
 from soulacy.kernel.messages import Message, ToolCall
-from soulacy.kernel.store import Checkpoint, CheckpointStore, ClaimOwner
+from soulacy.kernel.store import Checkpoint, Lease, StorageError, Store
 
 from ._assertions import MISSING, Operator, evaluate, lookup
 from ._model import Step, Workflow
 
-CLAIM_POLL = 0.05  # seconds between attempts while another process holds the run
-CLAIM_POLL_MAX = 1.0
-HEARTBEAT = 5.0
 _REF = re.compile(r"\{(input|steps(?:\.[\w-]+)+)\}")
+
+
+class Held(Protocol):
+    """What the runner needs of the kernel's held lease: the current lease, the fence."""
+
+    lease: Lease
+
+
+def lease_key(run_id: str) -> str:
+    """The lease a workflow run holds while it runs (``run:RUN_ID``, held by the run id)."""
+    return f"run:{run_id}"
+
+
+async def _busy(run: Run, store: Store, key: str) -> RunStop:
+    """The refusal of a run whose lease a live owner holds: another process is executing
+    this run id (the engine already serializes the turns of one conversation, so this is
+    another request under the same run id, or an owner that has not yet seen it lost the
+    lease). It is not waited for: its lease expires within ``leases.ttl`` if it is gone."""
+    try:
+        current = await store.get_lease(key)
+    except StorageError:
+        current = None
+    holder = "another process"
+    if current is not None:
+        holder = f"pid {current.owner.pid} on {current.owner.host} (token {current.token})"
+    return RunStop(
+        "failed",
+        "run_in_progress",
+        error=(
+            f"run {run.run_id!r} is being executed by {holder}: retry once it has finished"
+            f" (or after its lease expires, if that process is gone)"
+        ),
+        evidence={"lease": None if current is None else current.describe()},
+    )
 
 
 def identity_of(run: Run, workflow: Workflow) -> dict[str, Any]:
@@ -78,46 +117,37 @@ class WorkflowRunner:
         self.operators = operators
 
     async def __call__(self, run: Run) -> None:
-        store = run.kernel.checkpoint_store()
-        key, owner = f"run:{run.run_id}", run.kernel.owner
-        await self._claim(run, store, key)
-        failure: Exception | None = None
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._heartbeat, store, key, owner)
-                try:
-                    await self._run(run, store)
-                except Exception as exc:  # re-raised below, not wrapped in a group
-                    failure = exc
-                finally:
-                    nursery.cancel_scope.cancel()
-        finally:
-            with trio.CancelScope(shield=True):
-                await store.release_claim(key, owner)
-        if failure is not None:
-            raise failure
-
-    async def _claim(self, run: Run, store: CheckpointStore, key: str) -> None:
-        """Retries of one run serialize across processes: wait while another holds it."""
-        delay = CLAIM_POLL
-        while True:
-            claim = await store.try_claim(key, run.kernel.owner)
-            if claim.acquired:
-                if claim.took_over_from is not None:
+        """Run the workflow under the lease ``run:RUN_ID`` (held by the run id, renewed by the
+        kernel): every checkpoint is written under it, so a stale owner's write is refused
+        with :class:`LeaseLost` and the run ends ``failed (lease_lost)``."""
+        kernel, key = run.kernel, lease_key(run.run_id)
+        store = kernel.store()
+        with trio.CancelScope() as scope:  # cancelled if a renewal finds the lease taken over
+            held = await kernel.leases.acquire(
+                key, holder=run.run_id, wait=False, on_lost=scope.cancel
+            )
+            if held is None:
+                raise await _busy(run, store, key)
+            try:
+                previous = held.took_over_from
+                if previous is not None:
                     await run.emit(
                         "run.claim_taken_over",
-                        {"key": key, "from": attrs.asdict(claim.took_over_from)},
+                        {
+                            "key": key,
+                            "from": attrs.asdict(previous.owner),
+                            "lease": previous.describe(),
+                            "expired": previous.expired,
+                        },
                     )
-                return
-            await trio.sleep(delay)
-            delay = min(delay * 2, CLAIM_POLL_MAX)
+                await self._run(run, store, held)
+            finally:
+                await kernel.leases.release(held)  # shielded; never raises
+        if scope.cancelled_caught:  # only a lost lease cancels it: the engine says lease_lost
+            assert held is not None
+            raise held.error()
 
-    async def _heartbeat(self, store: CheckpointStore, key: str, owner: ClaimOwner) -> None:
-        while True:
-            await trio.sleep(HEARTBEAT)
-            await store.heartbeat(key, owner)
-
-    async def _run(self, run: Run, store: CheckpointStore) -> None:
+    async def _run(self, run: Run, store: Store, held: Held) -> None:
         identity = identity_of(run, self.workflow)
         saved = {c.step_id: c for c in await store.load_checkpoints(run.run_id)}
         self._check(run, saved, identity)
@@ -125,7 +155,7 @@ class WorkflowRunner:
         run.evidence.update({"input": run.request.text, "steps": steps})
         reply: Any = ""
         for step_id, step in self._walk(run, steps):
-            reply = await self._step(run, store, step_id, step, saved, identity, steps)
+            reply = await self._step(run, store, held, step_id, step, saved, identity, steps)
         run.evidence["reply"] = reply
         run.complete(reply if isinstance(reply, str) else json.dumps(reply, default=str))
 
@@ -193,7 +223,8 @@ class WorkflowRunner:
     async def _step(
         self,
         run: Run,
-        store: CheckpointStore,
+        store: Store,
+        held: Held,
         step_id: str,
         step: Step,
         saved: Mapping[str, Checkpoint],
@@ -225,12 +256,13 @@ class WorkflowRunner:
             step.arguments if step.tool is not None else step.prompt or step.input or "",
             {"input": run.request.text, "steps": steps},
         )
-        await store.save_checkpoint(checkpoint("in_progress"))
+        # Under the lease: a stale owner's write is refused (LeaseLost), never interleaved.
+        await store.save_checkpoint(checkpoint("in_progress"), fence=held.lease)
         await run.emit("workflow.step", {"step": step_id, "status": "in_progress"})
         ok, result, detail = await self._execute(run, step_id, step, filled)
         evidence = {"kind": step.kind, "result": result, **detail}
         status = "completed" if ok else "failed"
-        await store.save_checkpoint(checkpoint(status, evidence))
+        await store.save_checkpoint(checkpoint(status, evidence), fence=held.lease)
         steps[step.id] = {"status": status, "result": result}
         await run.emit("workflow.step", {"step": step_id, "status": status})
         if not ok:

@@ -229,9 +229,12 @@ class OtherStore:
     async def get_run(self, run_id):
         return RUN if run_id == "SEEDED" else None
 
+    async def get_proof(self, run_id):
+        return None
+
 
 @hookimpl
-def soulacy_conversation_store(kernel):
+def soulacy_store(kernel):
     return OtherStore()
 """
 

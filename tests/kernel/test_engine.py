@@ -249,7 +249,7 @@ async def test_empty_or_progress_only_replies_are_repaired_with_tools_available(
     result = await kernel.run("a", "go")
     assert (result.status, result.reply, result.turns) == ("completed", "final", 3)
     assert toolbox.executions["read"] == 1  # the tools stayed available after the nudge
-    history = await kernel.conversation_store().load_history("a", result.session_id)
+    history = await kernel.store().load_history("a", result.session_id)
     assert nudge in history[2].content
 
 
@@ -290,7 +290,7 @@ async def test_a_stalled_verdict_ends_the_run_as_incomplete_with_evidence(
     result = await kernel.run("a", "go")
     assert (result.status, result.incomplete_reason) == ("incomplete", "no_progress")
     assert result.evidence == {"tool": "same", "times": 3}
-    history = await kernel.conversation_store().load_history("a", result.session_id)
+    history = await kernel.store().load_history("a", result.session_id)
     assert history[2].content.endswith("[soulacy] nothing new")  # the warning reached the model
 
 
@@ -377,7 +377,7 @@ async def test_two_requests_in_one_session_run_one_after_the_other(
         assert "two" not in results
         toolbox.release.set()
     assert (results["one"].reply, results["two"].reply) == ("first", "second")
-    history = await kernel.conversation_store().load_history("a", "s1")
+    history = await kernel.store().load_history("a", "s1")
     assert [m.content for m in history if m.role == "user"] == ["one", "two"]
 
 

@@ -7,11 +7,16 @@ reference transport) with one thing wrong.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
+import pickle
 import re
+import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +30,14 @@ from soulacy.kernel.contracts import Verdict
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
+    CancelRequest,
     Checkpoint,
-    Claim,
-    ClaimOwner,
     EveryPrincipal,
     HistoryEntry,
+    Lease,
+    LeaseGrant,
+    LeaseLost,
+    LeaseOwner,
     ProofRecord,
     RunRecord,
     StorageError,
@@ -41,8 +49,9 @@ from soulacy.kernel.testing import (
     check_checkpoint_store,
     check_progress_detector,
     check_store,
-    check_transport,
+    check_store_processes,
 )
+from soulacy.plugins.http.testing import check_http_api
 from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.progress import SignatureDetector
 from soulacy.plugins.sqlite_store import SQLiteStore
@@ -116,10 +125,14 @@ class HistoryWithoutMetadata(MemoryStore):
 
 class HistoryLosesToolCalls(MemoryStore):
     async def record_turn(
-        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
     ) -> None:
         plain = [attrs.evolve(m, tool_calls=()) for m in messages]
-        await super().record_turn(run, plain, tools)
+        await super().record_turn(run, plain, tools, fence)
 
 
 class LoadHistoryIgnoresPrincipal(MemoryStore):
@@ -164,22 +177,26 @@ class LoadHistoryNewestFirst(MemoryStore):
 class FinishRunTouchesOtherRuns(MemoryStore):
     """Metadata set by session, not by run id: every run of the session gets it."""
 
-    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
-        await super().finish_run(run_id, metadata)
+    async def finish_run(
+        self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        await super().finish_run(run_id, metadata, fence)
         session = self._runs[run_id].session_id
         for other in self._runs.values():
             if other.session_id == session:
-                self._run_metadata[other.run_id] = dict(metadata)
+                self._reply_metadata[(other.run_id, other.attempt)] = dict(metadata)
 
 
 class FinishRunLeavesRunRunning(MemoryStore):
-    async def finish_run(self, run_id: str, metadata: Mapping[str, Any]) -> None:
-        self._run_metadata[run_id] = dict(metadata)
+    async def finish_run(
+        self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        self._reply_metadata[(run_id, self._runs[run_id].attempt)] = dict(metadata)
 
 
 class GetRunRaisesForUnknown(MemoryStore):
     async def get_run(self, run_id: str) -> RunRecord | None:
-        return self._runs[run_id]
+        return self._as_read(self._runs[run_id], time.time())
 
 
 class ListRunsOldestFirst(MemoryStore):
@@ -195,33 +212,50 @@ class ListRunsIgnoresAgent(MemoryStore):
 
 class ToolRecordsLost(MemoryStore):
     async def record_turn(
-        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
     ) -> None:
-        await super().record_turn(run, messages, [])
+        await super().record_turn(run, messages, [], fence)
 
 
 class ToolRecordsOfLastTurnOnly(MemoryStore):
     async def record_turn(
-        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
     ) -> None:
         self._tools.pop(run.run_id, None)
-        await super().record_turn(run, messages, tools)
+        await super().record_turn(run, messages, tools, fence)
 
 
 class ToolErrorsLost(MemoryStore):
     async def record_turn(
-        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
     ) -> None:
-        await super().record_turn(run, messages, [attrs.evolve(t, is_error=False) for t in tools])
+        plain = [attrs.evolve(t, is_error=False) for t in tools]
+        await super().record_turn(run, messages, plain, fence)
 
 
 class ToolRecordsByCallIdOnly(MemoryStore):
     """Call ids are unique per run only; this store keys them across runs."""
 
     async def record_turn(
-        self, run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord]
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
     ) -> None:
-        await super().record_turn(run, messages, tools)
+        await super().record_turn(run, messages, tools, fence)
         for record in tools:
             for records in self._tools.values():
                 if record.call_id in records:
@@ -232,8 +266,13 @@ class CappedReceipts(MemoryStore):
     """The original system's bug: a proof keeps at most 1024 receipts."""
 
     async def finalize_proof(
-        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Any] = ()
+        self,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Any] = (),
+        fence: Lease | None = None,
     ) -> ProofRecord:
+        self._check_fence(fence)
         if run_id not in self._proofs:
             records = list(self._tools.get(run_id, {}).values())[:1024]
             self._proofs[run_id] = make_proof(run_id, metadata, records, assertions)
@@ -242,8 +281,13 @@ class CappedReceipts(MemoryStore):
 
 class UnboundedReceipts(MemoryStore):
     async def finalize_proof(
-        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Any] = ()
+        self,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Any] = (),
+        fence: Lease | None = None,
     ) -> ProofRecord:
+        self._check_fence(fence)
         if run_id not in self._proofs:
             records = self._tools.get(run_id, {}).values()
             receipts = [{"call_id": r.call_id, "result": r.content} for r in records]
@@ -261,23 +305,36 @@ class ProofHashOfSomethingElse(MemoryStore):
 
 class ProofNotFinal(MemoryStore):
     async def finalize_proof(
-        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Any] = ()
+        self,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Any] = (),
+        fence: Lease | None = None,
     ) -> ProofRecord:
         self._proofs.pop(run_id, None)
-        return await super().finalize_proof(run_id, metadata, assertions)
+        return await super().finalize_proof(run_id, metadata, assertions, fence)
 
 
 class RetryKeepsOldProof(MemoryStore):
-    async def start_run(self, run: RunRecord) -> None:
-        self._runs[run.run_id] = run
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        proof = self._proofs.get(run.run_id)
+        stored = await super().start_run(run, fence)
+        if proof is not None:
+            self._proofs[run.run_id] = proof
+        return stored
 
 
 class RacyFinalization(MemoryStore):
     """Checks for a stored proof, yields, then stores its own: concurrent callers disagree."""
 
     async def finalize_proof(
-        self, run_id: str, metadata: Mapping[str, Any], assertions: Sequence[Any] = ()
+        self,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Any] = (),
+        fence: Lease | None = None,
     ) -> ProofRecord:
+        self._check_fence(fence)
         if run_id not in self._proofs:
             records = list(self._tools.get(run_id, {}).values())
             await trio.lowlevel.checkpoint()
@@ -358,6 +415,560 @@ def broken(tmp_path: Path) -> Callable[[], SQLiteStore]:
     return lambda: SQLiteStore(path)
 
 
+# -- leases, fencing, attempts, interrupted runs, counters, cancellation ---------------------------
+
+
+class LeasesNotExclusive(MemoryStore):
+    """Another owner asking for a held lease is told it has it, too."""
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        grant = await super().acquire_lease(key, owner, ttl, holder=holder, queue=queue)
+        if not grant.acquired and grant.lease is not None:
+            return LeaseGrant(True, attrs.evolve(grant.lease, owner=owner, holder=holder))
+        return grant
+
+
+class RenewalGetsANewToken(MemoryStore):
+    """Not reentrant: the holder asking again is granted the lease anew."""
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        current = self._leases.get(key)
+        if current is not None and (current.owner.id, current.holder) == (owner.id, holder):
+            del self._leases[key]
+        return await super().acquire_lease(key, owner, ttl, holder=holder, queue=queue)
+
+
+class TokensRestartAfterRelease(MemoryStore):
+    """A released key starts its tokens over: a stale writer's token can become valid again."""
+
+    async def release_lease(self, lease: Lease) -> None:
+        await super().release_lease(lease)
+        if lease.key not in self._leases:
+            self._tokens.pop(lease.key, None)
+
+
+class TakeoverFromLiveOwner(MemoryStore):
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        current = self._leases.get(key)
+        if current is not None and (current.owner.id, current.holder) != (owner.id, holder):
+            self._leases[key] = attrs.evolve(current, expires_at=0.0)  # "taken over"
+        return await super().acquire_lease(key, owner, ttl, holder=holder, queue=queue)
+
+
+class TakeoverFromAnotherHost(MemoryStore):
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        current = self._leases.get(key)
+        if current is not None and current.owner.host != owner.host:
+            self._leases[key] = attrs.evolve(current, expires_at=0.0)  # "not ours: gone"
+        return await super().acquire_lease(key, owner, ttl, holder=holder, queue=queue)
+
+
+class NoTakeoverAfterExpiry(MemoryStore):
+    """Only a provably gone owner's lease is taken over; an expired one never is."""
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        current = self._read_lease(key, time.time())
+        if (
+            current is not None
+            and current.expired
+            and (current.owner.id, current.holder) != (owner.id, holder)
+            and not current.owner.provably_gone()
+        ):
+            return LeaseGrant(False, current)
+        return await super().acquire_lease(key, owner, ttl, holder=holder, queue=queue)
+
+
+class ExpiryNeverReported(MemoryStore):
+    async def get_lease(self, key: str) -> Lease | None:
+        lease = await super().get_lease(key)
+        return attrs.evolve(lease, expired=False) if lease is not None else None
+
+
+class GoneOwnerNotTakenOver(MemoryStore):
+    """Waits for expiry even when the owner's process is known to have exited."""
+
+    @staticmethod
+    def _gone(owner: LeaseOwner) -> bool:
+        return False
+
+
+class TakeoverWithoutSayingWhose(MemoryStore):
+    async def acquire_lease(self, *args: Any, **kwargs: Any) -> LeaseGrant:
+        return attrs.evolve(await super().acquire_lease(*args, **kwargs), took_over_from=None)
+
+
+class ReleaseByAnyone(MemoryStore):
+    async def release_lease(self, lease: Lease) -> None:
+        self._leases.pop(lease.key, None)
+
+
+class RenewsLostLeases(MemoryStore):
+    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+        now = time.time()
+        for lease in leases:  # the bug: whatever the caller says it holds, it now holds
+            self._leases[lease.key] = attrs.evolve(lease, renewed_at=now, expires_at=now + ttl)
+        return await super().renew_leases(leases, ttl)
+
+
+class QueueIgnored(MemoryStore):
+    """queue=True behaves as no queue: whoever asks first once the lease is free gets it."""
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        return await super().acquire_lease(key, owner, ttl, holder=holder)
+
+
+class QueuePlaceLostOnAskingAgain(MemoryStore):
+    """A waiter asking again goes to the back of the queue."""
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        if queue:
+            self._leave_queue(key, owner.id, holder)
+        return await super().acquire_lease(key, owner, ttl, holder=holder, queue=queue)
+
+
+class LapsedWaitersKeepTheirPlace(MemoryStore):
+    """A waiter that stopped asking is never dropped: ahead counts the dead."""
+
+    def _waiters(self, key: str, now: float) -> list[Any]:
+        return self._queues.setdefault(key, [])
+
+
+class PlainCallersWaitInTheQueue(MemoryStore):
+    """Callers without queue are refused while anyone waits."""
+
+    async def acquire_lease(
+        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
+    ) -> LeaseGrant:
+        waiting = self._waiters(key, time.time())
+        if not queue and waiting and (waiting[0].owner_id, waiting[0].holder) != (owner.id, holder):
+            return LeaseGrant(False, await self.get_lease(key), None, len(waiting))
+        return await super().acquire_lease(key, owner, ttl, holder=holder, queue=queue)
+
+
+class StartRunIgnoresTheFence(MemoryStore):
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        stored = await super().start_run(run)
+        self._runs[run.run_id] = stored = attrs.evolve(stored, lease_key=fence and fence.key)
+        return stored
+
+
+class RecordTurnIgnoresTheFence(MemoryStore):
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+    ) -> None:
+        await super().record_turn(run, messages, tools)
+
+
+class RecordTurnWritesToolsBeforeTheFence(MemoryStore):
+    """Half a turn: the tool records are stored before the lease is checked."""
+
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+    ) -> None:
+        for record in tools:
+            self._tools.setdefault(record.run_id, {})[record.call_id] = record
+        await super().record_turn(run, messages, tools, fence)
+
+
+class FinishRunIgnoresTheFence(MemoryStore):
+    async def finish_run(
+        self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        await super().finish_run(run_id, metadata)
+
+
+class FinalizeProofIgnoresTheFence(MemoryStore):
+    async def finalize_proof(
+        self,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Any] = (),
+        fence: Lease | None = None,
+    ) -> ProofRecord:
+        return await super().finalize_proof(run_id, metadata, assertions)
+
+
+class SaveCheckpointIgnoresTheFence(MemoryStore):
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
+        await super().save_checkpoint(checkpoint)
+
+
+class SaveStateIgnoresTheFence(MemoryStore):
+    async def save_state(
+        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        await super().save_state(key, value)
+
+
+class FenceChecksTheTokenOnly(MemoryStore):
+    """Any owner presenting the right token passes."""
+
+    def _check_fence(self, fence: Lease | None) -> None:
+        if fence is not None and fence.key in self._leases:
+            fence = attrs.evolve(fence, owner=self._leases[fence.key].owner)
+        super()._check_fence(fence)
+
+
+class FenceRefusesAnExpiredLease(MemoryStore):
+    """Too strict: a lease past its expiry fails its writes though nobody took it over."""
+
+    def _check_fence(self, fence: Lease | None) -> None:
+        current = self._read_lease(fence.key, time.time()) if fence is not None else None
+        if fence is not None and current is not None and current.expired:
+            raise LeaseLost(fence.key, fence.token, current)
+        super()._check_fence(fence)
+
+
+class LeaseLostNamesNoCurrentLease(MemoryStore):
+    def _check_fence(self, fence: Lease | None) -> None:
+        try:
+            super()._check_fence(fence)
+        except LeaseLost as exc:
+            raise LeaseLost(exc.key, exc.token) from None
+
+
+class AttemptAlwaysOne(MemoryStore):
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        stored = attrs.evolve(await super().start_run(run, fence), attempt=1)
+        self._runs[run.run_id] = stored
+        return stored
+
+
+class RetryMarksNothingInterrupted(MemoryStore):
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        before = dict(self._reply_metadata)
+        stored = await super().start_run(run, fence)
+        self._reply_metadata = before
+        return stored
+
+
+class RetryMarksFinishedAttemptsInterrupted(MemoryStore):
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        stored = await super().start_run(run, fence)
+        for n in range(1, stored.attempt):
+            self._reply_metadata[(run.run_id, n)] = {"status": "interrupted", "attempt": n}
+        return stored
+
+
+class FinishRunSetsEveryAttempt(MemoryStore):
+    async def finish_run(
+        self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
+        await super().finish_run(run_id, metadata, fence)
+        run = self._runs.get(run_id)
+        for n in range(1, (run.attempt if run else 1) + 1):
+            self._reply_metadata[(run_id, n)] = dict(metadata)
+
+
+class EntriesWithoutTheirAttempt(MemoryStore):
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+    ) -> None:
+        await super().record_turn(attrs.evolve(run, attempt=1), messages, tools, fence)
+
+
+class LeaseKeyNotKept(MemoryStore):
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        stored = attrs.evolve(await super().start_run(run, fence), lease_key=None)
+        self._runs[run.run_id] = stored
+        return stored
+
+
+class RunsNeverInterrupted(MemoryStore):
+    def _as_read(self, run: RunRecord, now: float) -> RunRecord:
+        return run
+
+
+class ExpiredRunsStillRunning(MemoryStore):
+    def _as_read(self, run: RunRecord, now: float) -> RunRecord:
+        lease = self._leases.get(run.lease_key or "")
+        if run.status == "running" and lease is not None and lease.holder == run.run_id:
+            return run if not lease.owner.provably_gone() else super()._as_read(run, now)
+        return super()._as_read(run, now)
+
+
+class GoneOwnersRunsStillRunning(MemoryStore):
+    def _as_read(self, run: RunRecord, now: float) -> RunRecord:
+        lease = self._leases.get(run.lease_key or "")
+        if run.status == "running" and lease is not None and lease.holder == run.run_id:
+            return run if now < lease.expires_at else super()._as_read(run, now)
+        return super()._as_read(run, now)
+
+
+class InterruptedRunsWithoutTheirLease(MemoryStore):
+    def _as_read(self, run: RunRecord, now: float) -> RunRecord:
+        return attrs.evolve(super()._as_read(run, now), lease=None)
+
+
+class ListRunsNotReadAsGetRun(MemoryStore):
+    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
+        runs = [r for r in self._runs.values() if agent_id is None or r.agent_id == agent_id]
+        return sorted(runs, key=lambda r: r.started_at, reverse=True)[:limit]
+
+
+class SpendIgnoresTheLimit(MemoryStore):
+    async def spend(self, key: str, amount: float, limit: float | None = None) -> float | None:
+        return await super().spend(key, amount)
+
+
+class RefusedSpendStillAdds(MemoryStore):
+    async def spend(self, key: str, amount: float, limit: float | None = None) -> float | None:
+        total = await super().spend(key, amount, limit)
+        if total is None:
+            self._counters[key] = self._counters.get(key, 0.0) + amount
+        return total
+
+
+class GiveBackRefusedOverTheLimit(MemoryStore):
+    async def spend(self, key: str, amount: float, limit: float | None = None) -> float | None:
+        total = self._counters.get(key, 0.0) + amount
+        if limit is not None and total > limit:
+            return None
+        return await super().spend(key, amount)
+
+
+class RacySpend(MemoryStore):
+    """Reads the total, yields, then writes: concurrent spends pass the limit together."""
+
+    async def spend(self, key: str, amount: float, limit: float | None = None) -> float | None:
+        total = self._counters.get(key, 0.0) + amount
+        if limit is not None and amount >= 0 and total > limit:
+            return None
+        await trio.lowlevel.checkpoint()
+        self._counters[key] = total
+        return total
+
+
+class CancelRequestsFromAfterIncluded(MemoryStore):
+    async def cancel_requests(self, after: int) -> list[CancelRequest]:
+        return [r for _, r in self._cancels if r.id >= after]
+
+
+class CancelRequestsNewestFirst(MemoryStore):
+    async def cancel_requests(self, after: int) -> list[CancelRequest]:
+        return list(reversed(await super().cancel_requests(after)))
+
+
+class FailedAcquireIsARefusal(FailingStore):
+    async def acquire_lease(self, *args: Any, **kwargs: Any) -> LeaseGrant:
+        return LeaseGrant(False, None)  # the bug: a broken store looks like a busy lease
+
+
+class FailedSpendIsARefusal(FailingStore):
+    async def spend(self, *args: Any, **kwargs: Any) -> float | None:
+        return None  # the bug: a broken store looks like a spent budget
+
+
+class FailedCancelPollIsEmpty(FailingStore):
+    async def cancel_requests(self, after: int) -> list[CancelRequest]:
+        return []
+
+
+class FailedReleaseIgnored(FailingStore):
+    async def release_lease(self, lease: Lease) -> None:
+        return None
+
+
+class MultiProcessUndeclared(MemoryStore):
+    multi_process = None  # type: ignore[assignment]
+
+
+LEASE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] = {
+    "leases not exclusive": (LeasesNotExclusive, None, "lease_exclusive"),
+    "a renewal gets a new token (not reentrant)": (RenewalGetsANewToken, None, "leases"),
+    "tokens restart after a release": (TokensRestartAfterRelease, None, "leases"),
+    "a live owner's lease taken over": (TakeoverFromLiveOwner, None, "lease_exclusive"),
+    "another host's lease taken over": (TakeoverFromAnotherHost, None, "lease_exclusive"),
+    "an expired lease never taken over": (NoTakeoverAfterExpiry, None, "lease_expiry"),
+    "expiry never reported": (ExpiryNeverReported, None, "lease_expiry"),
+    "a provably gone owner's lease not taken over": (GoneOwnerNotTakenOver, None, "leases"),
+    "a takeover does not say whose": (TakeoverWithoutSayingWhose, None, "leases"),
+    "anyone releases a lease": (ReleaseByAnyone, None, "lease_exclusive"),
+    "lost leases renewed": (RenewsLostLeases, None, "lease_exclusive"),
+    "the queue ignored": (QueueIgnored, None, "lease_queue"),
+    "a waiter asking again loses its place": (QueuePlaceLostOnAskingAgain, None, "lease_queue"),
+    "lapsed waiters keep their place": (LapsedWaitersKeepTheirPlace, None, "lease_queue"),
+    "callers without queue wait in it": (PlainCallersWaitInTheQueue, None, "lease_queue"),
+    "start_run ignores its fence": (StartRunIgnoresTheFence, None, "fencing"),
+    "record_turn ignores its fence": (RecordTurnIgnoresTheFence, None, "fencing"),
+    "record_turn writes tool records before the fence": (
+        RecordTurnWritesToolsBeforeTheFence,
+        None,
+        "fencing",
+    ),
+    "finish_run ignores its fence": (FinishRunIgnoresTheFence, None, "fencing"),
+    "finalize_proof ignores its fence": (FinalizeProofIgnoresTheFence, None, "fencing"),
+    "save_checkpoint ignores its fence": (SaveCheckpointIgnoresTheFence, None, "fencing"),
+    "save_state ignores its fence": (SaveStateIgnoresTheFence, None, "lease_expiry"),
+    "a fence checks the token only, not the owner": (FenceChecksTheTokenOnly, None, "fencing"),
+    "an expired lease whose token holds is refused": (
+        FenceRefusesAnExpiredLease,
+        None,
+        "lease_expiry",
+    ),
+    "LeaseLost names no current lease": (LeaseLostNamesNoCurrentLease, None, "lease_expiry"),
+    "the attempt is always 1": (AttemptAlwaysOne, None, "attempts"),
+    "a retry marks nothing interrupted": (RetryMarksNothingInterrupted, None, "attempts"),
+    "a retry marks finished attempts interrupted": (
+        RetryMarksFinishedAttemptsInterrupted,
+        None,
+        "attempts",
+    ),
+    "finish_run sets every attempt's metadata": (FinishRunSetsEveryAttempt, None, "attempts"),
+    "entries without their attempt": (EntriesWithoutTheirAttempt, None, "attempts"),
+    "the lease key of a run not kept": (LeaseKeyNotKept, None, "metadata_by_run_id"),
+    "runs never read as interrupted": (RunsNeverInterrupted, None, "interrupted_runs"),
+    "a run whose lease expired reads as running": (
+        ExpiredRunsStillRunning,
+        None,
+        "interrupted_runs",
+    ),
+    "a run of a gone owner reads as running": (
+        GoneOwnersRunsStillRunning,
+        None,
+        "interrupted_runs",
+    ),
+    "an interrupted run without its lease": (
+        InterruptedRunsWithoutTheirLease,
+        None,
+        "interrupted_runs",
+    ),
+    "list_runs not read as get_run": (ListRunsNotReadAsGetRun, None, "interrupted_runs"),
+    "spend ignores the limit": (SpendIgnoresTheLimit, None, "counters"),
+    "a refused spend still adds": (RefusedSpendStillAdds, None, "counters"),
+    "a give-back refused over the limit": (GiveBackRefusedOverTheLimit, None, "counters"),
+    "racy concurrent spending": (RacySpend, None, "counters"),
+    "cancel_requests includes the request it starts after": (
+        CancelRequestsFromAfterIncluded,
+        None,
+        "cancel_requests",
+    ),
+    "cancel_requests newest first": (CancelRequestsNewestFirst, None, "cancel_requests"),
+    "a failed acquire_lease is a refusal": (MemoryStore, FailedAcquireIsARefusal, "failures_raise"),
+    "a failed spend is a refusal": (MemoryStore, FailedSpendIsARefusal, "failures_raise"),
+    "a failed cancel poll is empty": (MemoryStore, FailedCancelPollIsEmpty, "failures_raise"),
+    "a failed release is ignored": (MemoryStore, FailedReleaseIgnored, "failures_raise"),
+    "multi_process undeclared": (MultiProcessUndeclared, None, "declares_multi_process"),
+}
+
+
+def test_the_lease_bugs_are_many() -> None:
+    assert len(LEASE_BUGS) >= 12, f"expected at least 12 planted lease bugs, got {len(LEASE_BUGS)}"
+
+
+@pytest.mark.parametrize("bug", sorted(LEASE_BUGS))
+async def test_the_store_kit_catches_the_lease_bug(bug: str) -> None:
+    factory, failing, check = LEASE_BUGS[bug]
+    with pytest.raises(AssertionError) as info:
+        await check_store(factory, **({"failing": failing} if failing else {}))
+    assert_reported(info.value, "store", check)
+
+
+# -- stores shared by several processes -----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock of ``path`` among processes (released when the file closes)."""
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+class PickledStore:
+    """A reference store for several processes: a MemoryStore (or a planted subclass, named by
+    ``kind``) pickled in one file, each call made under an exclusive lock of the file."""
+
+    multi_process = True
+
+    def __init__(self, path: str, kind: str = "MemoryStore") -> None:
+        self.path = Path(path)
+        self.kind: type[MemoryStore] = globals()[kind]
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.kind, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            with locked(self.path):
+                try:
+                    state = pickle.loads(self.path.read_bytes())
+                except FileNotFoundError:
+                    state = self.kind()
+                result = await method(state, *args, **kwargs)
+                scratch = self.path.with_suffix(f".{os.getpid()}")
+                scratch.write_bytes(pickle.dumps(state))
+                scratch.replace(self.path)
+                return result
+
+        return call
+
+
+class OneProcessClaimingMany(MemoryStore):
+    """Says it may be shared by processes; each process has dictionaries of its own."""
+
+    multi_process = True
+
+
+PROCESS_BUGS = {
+    "a one-process store claiming multi_process": (
+        "OneProcessClaimingMany",
+        "exclusive",
+    ),
+    "a live holder's lease taken over": ("TakeoverFromLiveOwner", "exclusive"),
+    "an expired lease of a stopped process never taken over": (
+        "NoTakeoverAfterExpiry",
+        "expiry_takeover",
+    ),
+    "a stale writer's fenced writes accepted": ("RecordTurnIgnoresTheFence", "stale_writer_fenced"),
+    "a killed holder's lease waits for its expiry": ("GoneOwnerNotTakenOver", "kill_takeover"),
+    "a refused spend still adds, across processes": ("RefusedSpendStillAdds", "counters"),
+}
+
+
+async def test_the_reference_multi_process_store_passes_the_process_kit(tmp_path: Path) -> None:
+    result = await check_store_processes(f"{__name__}:PickledStore", str(tmp_path / "store.pickle"))
+    assert (result.skipped, result.not_run, len(result.passed)) == (None, (), 8)
+
+
+@pytest.mark.parametrize("bug", sorted(PROCESS_BUGS))
+async def test_the_process_kit_catches(bug: str, tmp_path: Path) -> None:
+    kind, check = PROCESS_BUGS[bug]
+    if kind == "OneProcessClaimingMany":
+        args: tuple[str, ...] = ()
+        opener = f"{__name__}:OneProcessClaimingMany"
+    else:
+        args, opener = (str(tmp_path / "store.pickle"), kind), f"{__name__}:PickledStore"
+    with pytest.raises(AssertionError) as info:
+        await check_store_processes(opener, *args)
+    assert_reported(info.value, "store processes", check)
+
+
 # -- checkpoint stores ----------------------------------------------------------------------------
 
 
@@ -367,7 +978,7 @@ class FailedCheckpointReadIsEmpty(FailingStore):
 
 
 class FailedCheckpointWriteIgnored(FailingStore):
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
         return None
 
 
@@ -377,7 +988,7 @@ class CheckpointsByStepId(MemoryStore):
 
 
 class CheckpointsByLastSave(MemoryStore):
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
         self._checkpoints.setdefault(checkpoint.run_id, {}).pop(checkpoint.step_id, None)
         await super().save_checkpoint(checkpoint)
 
@@ -387,7 +998,7 @@ class CheckpointSaveAppends(MemoryStore):
         super().__init__()
         self._saved: list[Checkpoint] = []
 
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
         self._saved.append(checkpoint)
 
     async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
@@ -395,17 +1006,17 @@ class CheckpointSaveAppends(MemoryStore):
 
 
 class CheckpointIdentityDropped(MemoryStore):
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
         await super().save_checkpoint(attrs.evolve(checkpoint, identity=None))
 
 
 class LegacyIdentityBecomesEmpty(MemoryStore):
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
         await super().save_checkpoint(attrs.evolve(checkpoint, identity=checkpoint.identity or {}))
 
 
 class CheckpointEvidenceDropped(MemoryStore):
-    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
         await super().save_checkpoint(attrs.evolve(checkpoint, evidence=None))
 
 
@@ -428,53 +1039,10 @@ class DiscardRunDiscardsEveryRun(MemoryStore):
         return count
 
 
-class ClaimsNotExclusive(MemoryStore):
-    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
-        self._claims[key] = owner
-        return Claim(key, True, owner)
-
-
-class ClaimsNotReentrant(MemoryStore):
-    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
-        holder = self._claims.get(key)
-        if holder is not None and not holder.provably_gone():
-            return Claim(key, False, holder)
-        return await super().try_claim(key, owner)
-
-
-class TakeoverFromLiveOwner(MemoryStore):
-    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
-        holder = self._claims.get(key)
-        self._claims[key] = owner  # any holder is taken over, gone or not
-        return Claim(key, True, owner, holder if holder != owner else None)
-
-
-class TakeoverFromAnotherHost(MemoryStore):
-    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
-        holder = self._claims.get(key)
-        if holder is not None and holder.host != owner.host:
-            self._claims[key] = owner  # "not ours: gone"
-            return Claim(key, True, owner, holder)
-        return await super().try_claim(key, owner)
-
-
-class TakeoverWithoutSayingWhose(MemoryStore):
-    async def try_claim(self, key: str, owner: ClaimOwner) -> Claim:
-        return attrs.evolve(await super().try_claim(key, owner), took_over_from=None)
-
-
-class ReleaseByAnyone(MemoryStore):
-    async def release_claim(self, key: str, owner: ClaimOwner) -> None:
-        self._claims.pop(key, None)
-
-
-class ClaimHolderForgets(MemoryStore):
-    async def claim_holder(self, key: str) -> ClaimOwner | None:
-        return None
-
-
 class StateFirstSaveWins(MemoryStore):
-    async def save_state(self, key: str, value: Mapping[str, Any]) -> None:
+    async def save_state(
+        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
         if key not in self._state:
             await super().save_state(key, value)
 
@@ -484,7 +1052,9 @@ class StateByReference(MemoryStore):
         super().__init__()
         self._values: dict[str, Mapping[str, Any]] = {}
 
-    async def save_state(self, key: str, value: Mapping[str, Any]) -> None:
+    async def save_state(
+        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+    ) -> None:
         self._values[key] = value
 
     async def load_state(self, key: str) -> Mapping[str, Any] | None:
@@ -511,13 +1081,6 @@ CHECKPOINT_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, st
     "checkpoints of every run": (CheckpointsOfEveryRun, None, "checkpoints"),
     "discarding a step discards the run": (DiscardStepDiscardsRun, None, "checkpoints"),
     "discarding a run discards every run": (DiscardRunDiscardsEveryRun, None, "checkpoints"),
-    "claims not exclusive": (ClaimsNotExclusive, None, "claims"),
-    "claims not reentrant": (ClaimsNotReentrant, None, "claims"),
-    "a live owner's claim taken over": (TakeoverFromLiveOwner, None, "claims"),
-    "another host's claim taken over": (TakeoverFromAnotherHost, None, "claims"),
-    "a takeover does not say whose": (TakeoverWithoutSayingWhose, None, "claims"),
-    "anyone releases a claim": (ReleaseByAnyone, None, "claims"),
-    "claim_holder forgets": (ClaimHolderForgets, None, "claims"),
     "state: the first save wins": (StateFirstSaveWins, None, "state"),
     "state kept by reference": (StateByReference, None, "state"),
 }
@@ -529,6 +1092,17 @@ async def test_the_checkpoint_store_kit_catches(bug: str) -> None:
     with pytest.raises(AssertionError) as info:
         await check_checkpoint_store(factory, **({"failing": failing} if failing else {}))
     assert_reported(info.value, "checkpoint store", check)
+
+
+@pytest.mark.parametrize("bug", sorted(CHECKPOINT_BUGS))
+async def test_the_store_kit_catches_the_checkpoint_bug(bug: str) -> None:
+    """One store plays every role: check_store runs the checkpoint checks too."""
+    factory, failing, check = CHECKPOINT_BUGS[bug]
+    with pytest.raises(AssertionError) as info:
+        await check_store(factory, **({"failing": failing} if failing else {}))
+    assert_reported(
+        info.value, "store", check.replace("checkpoint_failures_raise", "failures_raise")
+    )
 
 
 async def test_the_memory_store_passes_the_checkpoint_kit_with_failures() -> None:
@@ -734,14 +1308,14 @@ async def planted_url(nursery: trio.Nursery) -> AsyncIterator[Callable[[str], An
 async def test_the_reference_transport_passes_the_transport_kit(
     planted_url: Callable[[str], Any],
 ) -> None:
-    await check_transport(await planted_url("none"), "echo")
+    await check_http_api(await planted_url("none"), "echo")
 
 
 @pytest.mark.parametrize("bug", TRANSPORT_BUGS)
 async def test_the_transport_kit_catches(bug: str, planted_url: Callable[[str], Any]) -> None:
     url = await planted_url(bug)
     with pytest.raises(AssertionError) as info:
-        await check_transport(url, "echo")
+        await check_http_api(url, "echo")
     message = str(info.value)
     assert message.startswith("transport check: "), f"expected the kit's name, got {message!r}"
     assert re.search(r": expected \S.*, got \S", message), (

@@ -19,9 +19,12 @@ from soulacy.kernel.testing import (
     check_compactor,
     check_progress_detector,
     check_provider,
+    check_store,
+    check_store_processes,
     check_transport,
 )
 from soulacy.plugins.compaction import ExtractiveCompactor
+from soulacy.plugins.http.testing import HttpAdapter
 from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.openai import OpenAIProvider
 from soulacy.plugins.progress import SignatureDetector
@@ -31,6 +34,15 @@ from soulacy.plugins.sqlite_store import SQLiteStore
 TOOLS = [ToolSpec("weather", "the weather", {"type": "object", "properties": {}})]
 
 
+async def test_the_memory_store_passes_the_store_kit() -> None:
+    await check_store(MemoryStore)
+
+
+async def test_the_sqlite_store_passes_the_store_kit(tmp_path: Path) -> None:
+    counter = iter(range(100))
+    await check_store(lambda: SQLiteStore(tmp_path / f"s{next(counter)}.db"))
+
+
 async def test_the_memory_store_passes_the_checkpoint_store_kit() -> None:
     await check_checkpoint_store(MemoryStore)
 
@@ -38,6 +50,36 @@ async def test_the_memory_store_passes_the_checkpoint_store_kit() -> None:
 async def test_the_sqlite_store_passes_the_checkpoint_store_kit(tmp_path: Path) -> None:
     counter = iter(range(100))
     await check_checkpoint_store(lambda: SQLiteStore(tmp_path / f"c{next(counter)}.db"))
+
+
+def open_sqlite(path: str) -> SQLiteStore:
+    """The opener of the multi-process kit: child processes call it with the file's path."""
+    return SQLiteStore(Path(path))
+
+
+async def test_the_sqlite_store_passes_the_multi_process_kit(tmp_path: Path) -> None:
+    result = await check_store_processes(f"{__name__}:open_sqlite", str(tmp_path / "shared.db"))
+    assert result.skipped is None, result.skipped
+    assert result.not_run == ()
+    assert result.passed == (
+        "exclusive",
+        "expiry_takeover",
+        "stale_writer_fenced",
+        "durability",
+        "no_interleaving",
+        "kill_takeover",
+        "counters",
+        "cancel_requests",
+    )
+
+
+def test_the_memory_store_is_skipped_by_the_multi_process_kit() -> None:
+    # Not a trio test: pytest reports the reason of a skip raised outside trio's nursery.
+    result = trio.run(check_store_processes, "soulacy.plugins.memory_store:MemoryStore")
+    assert result.passed == ()
+    assert result.skipped is not None
+    assert "multi_process = False" in result.skipped
+    pytest.skip(result.skipped)
 
 
 def test_the_signature_detector_passes_the_progress_kit() -> None:
@@ -93,6 +135,5 @@ async def test_the_http_transport_passes_the_transport_kit(
     workspace.write_config(f"server:\n  port: 0\n  api_keys: {{alice: {KEYS['alice']}}}\n")
     workspace.scripted_agent("echo", [{"text": "hello"}], repeat=True)
     async with open_kernel(kernel=make_kernel(), grace_period=1) as kernel:
-        await check_transport(
-            kernel.started["http"][0], "echo", {"Authorization": f"Bearer {KEYS['alice']}"}
-        )
+        alice = {"Authorization": f"Bearer {KEYS['alice']}"}
+        await check_transport(HttpAdapter(kernel.started["http"][0], headers=alice), "echo")

@@ -8,6 +8,7 @@ soulacy.kernel.store; a test regenerates them and compares.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,14 @@ from soulacy.kernel import store
 DOC = Path(__file__).resolve().parents[2] / "docs" / "storage.md"
 BEGIN = "<!-- BEGIN GENERATED store contract: python tests/kernel/test_kits_contract_doc.py -->"
 END = "<!-- END GENERATED store contract -->"
+# The one store protocol (the object ``soulacy_store`` returns), then the roles it plays.
 PROTOCOLS = (
-    ("ConversationStore", "soulacy_conversation_store"),
-    ("ProofStore", "soulacy_proof_store"),
-    ("CheckpointStore", "soulacy_checkpoint_store"),
+    ("Store", "the object `soulacy_store` returns"),
+    ("ConversationStore", "a role of `Store`"),
+    ("ProofStore", "a role of `Store`"),
+    ("CheckpointStore", "a role of `Store`"),
+    ("LeaseStore", "a role of `Store`"),
+    ("CounterStore", "a role of `Store`"),
 )
 RECORDS = (
     "RunRecord",
@@ -30,8 +35,10 @@ RECORDS = (
     "ToolRecord",
     "ProofRecord",
     "Checkpoint",
-    "ClaimOwner",
-    "Claim",
+    "LeaseOwner",
+    "Lease",
+    "LeaseGrant",
+    "CancelRequest",
     "ConversationKey",
 )
 
@@ -46,7 +53,13 @@ def _param(p: inspect.Parameter) -> str:
 
 def _signature(name: str, fn: Any) -> str:
     sig = inspect.signature(fn)
-    params = [_param(p) for p in sig.parameters.values() if p.name not in ("self", "cls")]
+    params: list[str] = []
+    for p in sig.parameters.values():
+        if p.name in ("self", "cls"):
+            continue
+        if p.kind is p.KEYWORD_ONLY and "*" not in params:
+            params.append("*")  # the keyword-only parameters follow
+        params.append(_param(p))
     prefix = "async def" if inspect.iscoroutinefunction(fn) else "def"
     one_line = f"{prefix} {name}({', '.join(params)}) -> {sig.return_annotation}"
     if len(one_line) <= 96:
@@ -65,6 +78,7 @@ def _default(field: Any) -> str:
 
 
 def _markdown(text: str) -> str:
+    text = re.sub(r":(?:class|meth|func|attr):`~?([^`]+)`", r"`\1`", text)  # reST roles
     return text.replace("``", "`")  # docstrings are reStructuredText
 
 
@@ -74,10 +88,12 @@ def _first_line(doc: str | None) -> str:
 
 def render() -> str:
     out = [BEGIN, "", "### Protocols", ""]
-    for name, hook in PROTOCOLS:
+    for name, role in PROTOCOLS:
         cls = getattr(store, name)
         doc = _markdown(" ".join((inspect.getdoc(cls) or "").split()))
-        out += [f"#### `{name}` (`{hook}`)", "", doc, ""]
+        out += [f"#### `{name}` ({role})", "", doc, ""]
+        for attribute, kind in inspect.get_annotations(cls).items():
+            out += ["```python", f"{attribute}: {kind}", "```", ""]
         methods = [m for m in cls.__dict__ if not m.startswith("_") and callable(cls.__dict__[m])]
         for method in methods:
             fn = cls.__dict__[method]

@@ -236,7 +236,7 @@ from soulacy.plugins.memory_store import MemoryStore
 STORE = MemoryStore()
 
 @hookimpl{marker}
-def soulacy_conversation_store(kernel):
+def soulacy_store(kernel):
     return STORE
 """
 
@@ -244,7 +244,7 @@ def soulacy_conversation_store(kernel):
 def installed_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, marker: str = ""
 ) -> Path:
-    """An installed distribution whose plugin answers soulacy_conversation_store (a module
+    """An installed distribution whose plugin answers soulacy_store (a module
     name per test: a module is imported once per process)."""
     body = STORE_PLUGIN.replace("{marker}", marker)
     path = make_distribution(tmp_path / "site", f"soulacy-{module}", module, body, ep_name=module)
@@ -253,7 +253,7 @@ def installed_store(
 
 
 def store_module(kernel: Kernel) -> str:
-    return type(kernel.conversation_store()).__module__
+    return type(kernel.store()).__module__
 
 
 def test_an_installed_plugin_does_not_outrank_a_builtin_unless_it_says_so(
@@ -296,19 +296,17 @@ def test_plugins_shows_which_plugin_answers_each_first_result_hook(
     assert "first-result hooks (the first plugin listed answers; the others when it passes):" in out
     # memory_store is the last-resort default: asked even after a plugin that is only installed
     installed_after_builtins = (
-        "  soulacy_conversation_store: sqlite_store, then memstore (installed), then memory_store"
+        "  soulacy_store: sqlite_store, then memstore (installed), then memory_store"
     )
     assert installed_after_builtins in out
     assert "  soulacy_resolve_policy: policy" in out
     data = json.loads(soulacy_cli(["plugins", "--json"], cwd=workspace.path, env=env).stdout)
     by_name = {p["name"]: p for p in data}
-    assert "soulacy_conversation_store" in by_name["sqlite_store"]["answers"]
+    assert "soulacy_store" in by_name["sqlite_store"]["answers"]
     assert by_name["memstore"]["answers"] == []
     blocked = soulacy_cli(["-p", "no:sqlite_store", "plugins"], cwd=workspace.path, env=env)
     # The builtin disabled, the installed plugin answers — before the last-resort memory store.
-    assert (
-        "  soulacy_conversation_store: memstore (installed), then memory_store\n" in blocked.stdout
-    )
+    assert "  soulacy_store: memstore (installed), then memory_store\n" in blocked.stdout
 
 
 def test_the_demo_runs_on_the_builtins_whatever_is_installed(

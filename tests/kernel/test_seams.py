@@ -22,7 +22,7 @@ from soulacy.kernel import Kernel, PluginError, Tool, open_kernel
 from soulacy.kernel.contracts import Verdict
 from soulacy.kernel.engine import Run
 from soulacy.kernel.messages import Message, ToolSpec
-from soulacy.kernel.policy import ExecutionPolicy, Limit
+from soulacy.kernel.policy import CORE_LIMITS, ExecutionPolicy, Limit
 from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.memory_store import MemoryStore
 
@@ -45,8 +45,7 @@ def read_tool() -> Any:
 
 
 def policy_of(agent_id: str, **values: int | float | None) -> ExecutionPolicy:
-    fields = [a.name for a in attrs.fields(ExecutionPolicy) if a.name != "agent_id"]
-    limits: dict[str, Any] = {name: Limit(values.get(name), "house policy") for name in fields}
+    limits: dict[str, Any] = {name: Limit(values.get(name), "house policy") for name in CORE_LIMITS}
     return ExecutionPolicy(agent_id, **limits)
 
 
@@ -101,7 +100,7 @@ async def test_a_replacement_run_strategy_drives_the_run(
         "one shot: Let me check.",
         1,
     )
-    history = await kernel.conversation_store().load_history("a", result.session_id)
+    history = await kernel.store().load_history("a", result.session_id)
     assert [m.role for m in history] == ["user", "assistant"]
 
 
@@ -256,21 +255,16 @@ class HouseStore(MemoryStore):
         super().__init__()
         self.turns = 0
 
-    async def record_turn(self, run: Any, messages: Any, tools: Any) -> None:
+    async def record_turn(self, run: Any, messages: Any, tools: Any, fence: Any = None) -> None:
         self.turns += 1
-        await super().record_turn(run, messages, tools)
+        await super().record_turn(run, messages, tools, fence)
 
 
 async def test_a_replacement_store_keeps_history_runs_and_proofs(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
     store = HouseStore()
-    plugin = throwaway_plugin(
-        "house",
-        soulacy_conversation_store=lambda: store,
-        soulacy_proof_store=lambda: store,
-        soulacy_checkpoint_store=lambda: store,
-    )
+    plugin = throwaway_plugin("house", soulacy_store=lambda: store)
     workspace.scripted_agent("a", [{"text": "kept"}])
     kernel = make_kernel(plugins=["no:sqlite_store", "no:memory_store"], extra_plugins=[plugin])
     result = await kernel.run("a", "go")
@@ -282,13 +276,10 @@ async def test_a_replacement_store_keeps_history_runs_and_proofs(
     assert [e.content for e in entries] == ["go", "kept"]
 
 
-@pytest.mark.parametrize("get", ["conversation_store", "proof_store", "checkpoint_store"])
-async def test_without_a_store_every_storage_hook_is_an_error(
-    make_kernel: Callable[..., Kernel], get: str
-) -> None:
+async def test_without_a_store_using_it_is_an_error(make_kernel: Callable[..., Kernel]) -> None:
     kernel = make_kernel(plugins=["no:sqlite_store", "no:memory_store"])
-    with pytest.raises(PluginError, match=no_answer(f"soulacy_{get}")):
-        getattr(kernel, get)()
+    with pytest.raises(PluginError, match=no_answer("soulacy_store")):
+        kernel.store()
 
 
 async def test_without_a_store_a_run_fails_before_anything_happens(
@@ -296,7 +287,7 @@ async def test_without_a_store_a_run_fails_before_anything_happens(
 ) -> None:
     workspace.scripted_agent("a", [{"text": "hi"}])
     kernel = make_kernel(plugins=["no:sqlite_store", "no:memory_store"])
-    with pytest.raises(PluginError, match=no_answer("soulacy_conversation_store")):
+    with pytest.raises(PluginError, match=no_answer("soulacy_store")):
         await kernel.run("a", "go")
 
 
@@ -411,7 +402,7 @@ async def test_one_plugins_deny_wins_over_another_plugins_allow(
     workspace.scripted_agent("a", steps, tools=["read"])
     kernel = make_kernel(plugins=[MEMORY], extra_plugins=[read_tool(), *plugins])
     result = await kernel.run("a", "go")
-    history = await kernel.conversation_store().load_history("a", result.session_id)
+    history = await kernel.store().load_history("a", result.session_id)
     assert history[2].content == "error: permission denied for tool 'read'"
     assert history[2].is_error
 

@@ -52,7 +52,7 @@ async def test_users_of_one_principal_have_separate_conversations(
 async def test_a_reopened_store_keeps_conversations_apart(echo_workspace: Workspace) -> None:
     await load(echo_workspace).run("a", "password hunter2", session_id="s", principal="alice")
     kernel = load(echo_workspace)  # a new process would open the file the same way
-    store = kernel.conversation_store()
+    store = kernel.store()
     assert await store.load_history("a", "s", "bob") == []
     assert next(m.content for m in await store.load_history("a", "s", "alice")) == (
         "password hunter2"

@@ -42,7 +42,7 @@ async def test_a_foreign_host_header_is_a_421(
                     method, path, json={"agent_id": "echo", "text": "x"}
                 )
                 assert response.status_code == 421, (method, path, response.text)
-        assert await server.kernel.conversation_store().history("any") == []
+        assert await server.kernel.store().history("any") == []
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,7 @@ async def test_server_api_key_is_the_principal_default_and_not_an_admin(
             done = await client.post("/chat", json={"agent_id": "echo", "text": "hi"})
             assert done.status_code == 200, done.text
             assert (await client.get("/config")).status_code == 403
-        record = await server.kernel.conversation_store().get_run(done.json()["run_id"])
+        record = await server.kernel.store().get_run(done.json()["run_id"])
         assert record is not None
         assert record.principal == "default"
         async with httpx.AsyncClient(base_url=server.url + "/api/v1") as anonymous:

@@ -75,7 +75,7 @@ async def test_concurrent_starts_with_one_run_id_make_one_run(
             run_id = sse_events(winner[3])[0]["data"]["run_id"]
             _check_one_run(winner[3], winner[0], winner[1], run_id)
             assert "private text" not in other[3]
-            store = server.kernel.conversation_store()
+            store = server.kernel.store()
             record = await store.get_run(run_id)
             assert record is not None
             assert record.principal == winner[0]

@@ -74,4 +74,4 @@ async def test_a_lone_surrogate_is_a_422_and_starts_nothing(
         )
         assert answer.status_code == 422, answer.text
         assert "surrogate" in answer.json()["fields"]["body"]
-        assert await server.kernel.conversation_store().get_run("sur-1") is None
+        assert await server.kernel.store().get_run("sur-1") is None

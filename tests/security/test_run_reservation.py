@@ -95,7 +95,7 @@ async def test_fifty_racing_pairs_of_principals_never_share_a_run(
             completed[event.run_id] = completed.get(event.run_id, 0) + 1
     assert all(len(p) == 1 for p in started.values()), "one run's events per run id"
     assert set(completed.values()) == {1}, "exactly one terminal event per run id"
-    store = kernel.conversation_store()
+    store = kernel.store()
     for n in range(50):
         record = await store.get_run(f"race-{n}")
         assert record is not None
@@ -149,7 +149,7 @@ async def test_beyond_max_concurrent_sessions_a_run_is_refused_with_a_wait(
         assert refused[0].retry_after >= 1
         assert "at most 2" in str(refused[0])
         gate.open.set()
-    stored = await kernel.conversation_store().get_run(refused_ids[0])
+    stored = await kernel.store().get_run(refused_ids[0])
     assert stored is None, "nothing of a refused run is stored"
     # Once the runs ended, there is room again.
     assert (await kernel.run("a", "x", run_id="after")).status == "completed"

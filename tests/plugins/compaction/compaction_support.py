@@ -175,5 +175,5 @@ def text_reply(text: str) -> ModelReply:
 
 
 async def history(kernel: Kernel, agent_id: str, session_id: str) -> list[Message]:
-    loaded: list[Message] = await kernel.conversation_store().load_history(agent_id, session_id)
+    loaded: list[Message] = await kernel.store().load_history(agent_id, session_id)
     return loaded

@@ -14,6 +14,7 @@ import pytest
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.cli import main
+from soulacy.kernel.policy import PolicyLimit, declared_limits
 from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.policy import ExecutionPolicy, ModelCapacity
 
@@ -93,6 +94,13 @@ def load_kernel(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Kerne
         )
 
     return load
+
+
+@pytest.fixture(scope="session")
+def declared(load_kernel: Callable[..., Kernel]) -> tuple[PolicyLimit, ...]:
+    """The limits the builtin plugins declare (studio's allowances, the HTTP deadline), for the
+    pure ``resolve`` to resolve them as the kernel's hook does."""
+    return tuple(declared_limits(load_kernel()).values())
 
 
 @attrs.frozen

@@ -126,7 +126,7 @@ RESOLVED_DEFAULTS = [
 def test_resolved_default_of_an_agent_without_policy_keys(
     resolve_policy: Callable[..., ExecutionPolicy], field: str, expected: float | None
 ) -> None:
-    limit = getattr(resolve_policy(), field)
+    limit = resolve_policy().limit(field)
     assert limit.value == expected
     assert limit.unlimited is (expected is None)
     assert limit.source == "default"
@@ -360,17 +360,17 @@ def test_override_semantics(
     expected: Expect,
 ) -> None:
     policy = resolve_policy(config, agent, overrides, capacity)
-    got = {
-        field: (getattr(policy, field).value, getattr(policy, field).source) for field in expected
-    }
+    got = {field: (policy.limit(field).value, policy.limit(field).source) for field in expected}
     assert got == expected
     for field, (value, _) in expected.items():
-        assert getattr(policy, field).unlimited is (value is None)
+        assert policy.limit(field).unlimited is (value is None)
 
 
 def test_max_build_attempts_zero_says_why(resolve_policy: Callable[..., ExecutionPolicy]) -> None:
     """llm.studio.max_build_attempts: 0 selects the default -- and the policy says so."""
-    limit = resolve_policy("llm:\n  studio:\n    max_build_attempts: 0\n").max_build_attempts
+    limit = resolve_policy("llm:\n  studio:\n    max_build_attempts: 0\n").limit(
+        "max_build_attempts"
+    )
     assert limit.value == 32
     assert limit.source == "config.yaml"
     assert limit.reason == "0 selects the default"

@@ -15,6 +15,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from soulacy.kernel import Duration, Kernel, Settings, structure
+from soulacy.kernel.policy import PolicyLimit
 from soulacy.plugins.policy import (
     AgentBudget,
     Limit,
@@ -126,7 +127,7 @@ def test_a_positive_ceiling_is_never_exceeded(
     workspace, agents = build(load_kernel, config, a=agent)
     policy = resolve("a", workspace, agents["a"], overrides_of(request), capacity)
     for field, ceiling in ceilings_of(workspace).items():
-        limit: Limit[int] = getattr(policy, field)
+        limit: Limit[int] = policy.limit(field)
         if ceiling > 0:
             assert limit.value is not None, field
             assert limit.value <= ceiling, field
@@ -185,11 +186,11 @@ def test_unlimited_is_never_produced_under_a_positive_ceiling(
     workspace, agents = build(load_kernel, config, a=agent)
     policy = resolve("a", workspace, agents["a"], overrides_of(request))
     for field in ("max_turns", "reasoning_max_steps", "max_tokens", "max_llm_calls"):
-        assert not getattr(policy, field).unlimited, field
+        assert not policy.limit(field).unlimited, field
     assert not policy.max_output_tokens.unlimited
     # Whatever is capped says which ceiling capped it.
     for field, ceiling in ceilings_of(workspace).items():
-        limit = getattr(policy, field)
+        limit = policy.limit(field)
         if limit.source == "ceiling":
             assert limit.value == ceiling
             assert limit.reason is not None
@@ -272,7 +273,7 @@ def test_explicit_values_are_authoritative_within_the_ceilings(
             continue
         value, level = asked
         ceiling = ceilings.get(field, 0)
-        limit = getattr(policy, field)
+        limit = policy.limit(field)
         if ceiling and (value is None or value > ceiling):
             assert (limit.value, limit.source) == (ceiling, "ceiling"), field
         else:
@@ -282,11 +283,15 @@ def test_explicit_values_are_authoritative_within_the_ceilings(
 @PROPERTY
 @given(config=WORKSPACES, agent=AGENTS, request=REQUEST_DICTS)
 def test_the_http_timeout_always_carries_the_run(
-    load_kernel: Load, config: dict[str, Any], agent: dict[str, Any], request: dict[str, Any]
+    load_kernel: Load,
+    declared: tuple[PolicyLimit, ...],
+    config: dict[str, Any],
+    agent: dict[str, Any],
+    request: dict[str, Any],
 ) -> None:
     workspace, agents = build(load_kernel, config, a=agent)
-    policy = resolve("a", workspace, agents["a"], overrides_of(request))
-    run, http = policy.run_timeout.value, policy.http_timeout.value
+    policy = resolve("a", workspace, agents["a"], overrides_of(request), declared=declared)
+    run, http = policy.run_timeout.value, policy.limit("http_timeout").value
     if run is None:
         assert http is None
     else:
@@ -323,7 +328,7 @@ def test_an_omitted_agent_key_equals_the_workspace_value(
     policy = resolve("a", workspace, agents["a"], None, capacity)
     for field, limit in policy.limits().items():
         if not any(key in agent for key in AGENT_KEYS.get(field, ())):
-            assert limit == getattr(inherited, field), field
+            assert limit == inherited.limit(field), field
 
 
 @PROPERTY
@@ -387,13 +392,14 @@ def test_an_omitted_request_field_equals_the_agents_value(
     }
     for field, limit in policy.limits().items():
         if not given_fields.intersection(request_fields.get(field, ())):
-            assert limit == getattr(without, field), field
+            assert limit == without.limit(field), field
 
 
 @PROPERTY
 @given(config=WORKSPACES, agent=AGENTS, request=REQUEST_DICTS, capacity=CAPACITIES)
 def test_the_kernel_hook_resolves_like_the_pure_function(
     load_kernel: Load,
+    declared: tuple[PolicyLimit, ...],
     capacity_plugin: Callable[..., Any],
     config: dict[str, Any],
     agent: dict[str, Any],
@@ -401,9 +407,8 @@ def test_the_kernel_hook_resolves_like_the_pure_function(
     capacity: ModelCapacity | None,
 ) -> None:
     kernel = load_kernel(config, {"a": agent}, plugins=[capacity_plugin(capacity)])
-    expected = resolve(
-        "a", kernel.config, kernel.agent("a").settings, overrides_of(request), capacity
-    )
+    settings = kernel.agent("a").settings
+    expected = resolve("a", kernel.config, settings, overrides_of(request), capacity, declared)
     assert kernel.resolve_policy("a", request) == expected
 
 
@@ -570,9 +575,9 @@ def test_agent_budget_dimensions_inherit_one_by_one(
     policy = resolve("a", workspace, agents["a"])
     inherited = resolve("a", workspace)
     for dim in ("max_tokens", "max_llm_calls"):
-        limit = getattr(policy, dim)
+        limit = policy.limit(dim)
         if dim not in budget:
-            assert limit == getattr(inherited, dim)
+            assert limit == inherited.limit(dim)
         else:
             ceiling = workspace.get(f"runtime.max_budget.{dim}")
             asked = budget[dim] or None

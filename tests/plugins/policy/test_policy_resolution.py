@@ -202,7 +202,7 @@ def test_agent_policy_keys(
     expected: dict[str, tuple[float | None, str]],
 ) -> None:
     policy = resolve_policy(config, {"id": "a", **agent})
-    got = {name: (getattr(policy, name).value, getattr(policy, name).source) for name in expected}
+    got = {name: (policy.limit(name).value, policy.limit(name).source) for name in expected}
     assert got == expected
 
 
@@ -248,7 +248,7 @@ def test_saved_old_defaults_remain_authoritative(
         "max_llm_calls": (20, f"{config_file}:6:5"),
     }
     for name, (value, location) in expected.items():
-        limit = getattr(policy, name)
+        limit = policy.limit(name)
         assert (limit.value, limit.source, limit.location) == (value, "config.yaml", location)
 
 
@@ -284,10 +284,10 @@ def test_absent_and_explicitly_set_to_the_default_are_distinguishable(
 ) -> None:
     workspace.write_agent("a", {"id": "a"})
     absent_kernel = make_kernel()
-    absent = getattr(absent_kernel.resolve_policy("a"), field)
+    absent = absent_kernel.resolve_policy("a").limit(field)
     workspace.write_config(text)
     explicit_kernel = make_kernel()
-    explicit = getattr(explicit_kernel.resolve_policy("a"), field)
+    explicit = explicit_kernel.resolve_policy("a").limit(field)
 
     assert explicit.value == absent.value  # the same value...
     assert not absent_kernel.config.is_set(key)
@@ -517,7 +517,7 @@ def test_request_overrides_follow_the_same_semantics(
     expected: dict[str, tuple[float | None, str]],
 ) -> None:
     policy = resolve_policy(config, {"id": "a", **agent}, overrides)
-    got = {name: (getattr(policy, name).value, getattr(policy, name).source) for name in expected}
+    got = {name: (policy.limit(name).value, policy.limit(name).source) for name in expected}
     assert got == expected
 
 
@@ -665,7 +665,7 @@ def test_a_wrapper_plugin_tightens_the_builtin_policy(
     builtin = make_kernel().resolve_policy("a")
     assert within.run_timeout == builtin.run_timeout
     assert within.max_llm_calls == builtin.max_llm_calls
-    assert within.http_timeout == builtin.http_timeout
+    assert within.limit("http_timeout") == builtin.limit("http_timeout")
     assert within.max_turns == builtin.max_turns
     assert within.max_tokens != builtin.max_tokens  # unlimited by default, capped by the company
 

@@ -42,7 +42,7 @@ def run(workspace: Workspace, make_kernel: Callable[..., Kernel]) -> Callable[..
         )
         kernel = make_kernel(extra_plugins=[tools_plugin(answers)], plugins=["no:sqlite_store"])
         result = await kernel.run("a", "go")
-        history = await kernel.conversation_store().load_history("a", result.session_id)
+        history = await kernel.store().load_history("a", result.session_id)
         return result, history
 
     return run

@@ -116,10 +116,13 @@ async def test_a_run_cancelled_by_its_timeout_owns_the_schedule_until_it_exits(
     kernel = load(slow.plugin(3600, cleanup=150))  # 2.5 minutes to stop after the deadline
     events = recorder(kernel)
     async with open_kernel(kernel=kernel, grace_period=0):
-        store = kernel.checkpoint_store()
+        store = kernel.store()
         first_tick = min(60 - trio.current_time() % 60, 60)
         await trio.sleep(first_tick + 600 + 60)  # deadline passed, cleanup still going
-        assert await store.claim_holder("schedule:cron") == kernel.owner
+        lease = await store.get_lease("schedule:cron")
+        assert lease is not None
+        assert (lease.owner, lease.expired) == (kernel.owner, False)  # renewed all along
+        assert lease.holder.startswith("schedule:cron:")  # the run id of the tick
         assert slow.started == 1
         await trio.sleep(120)  # the run has exited now
         assert slow.exited_at
@@ -139,7 +142,7 @@ async def test_an_incomplete_run_is_a_failure_not_a_completion(
     events = recorder(kernel)
     async with open_kernel(kernel=kernel, grace_period=0):
         await finished(events, 1)
-        state = await kernel.checkpoint_store().load_state("schedule:cron")
+        state = await kernel.store().load_state("schedule:cron")
     assert state is not None
     assert state["last_result"]["result"] == "failed"
     assert state["last_result"]["incomplete_reason"] == "max_turns", state
@@ -158,7 +161,7 @@ async def test_failures_back_off_and_disable_the_schedule(
     events = recorder(kernel)
     async with open_kernel(kernel=kernel, grace_period=0):
         await trio.sleep(3600)
-        state = await kernel.checkpoint_store().load_state("schedule:cron")
+        state = await kernel.store().load_state("schedule:cron")
     finished = [e for e in events if e.type == "schedule.finished"]
     assert len(finished) == 3
     assert [e.type for e in events].count("schedule.disabled") == 1
@@ -181,7 +184,7 @@ async def test_a_completed_run_writes_its_output_and_a_failed_delivery_is_a_fail
         (workspace.path / "out" / "report.md").unlink()
         (workspace.path / "out" / "report.md").mkdir()  # now the write must fail
         await finished(events, 2)
-        state = await kernel.checkpoint_store().load_state("schedule:cron")
+        state = await kernel.store().load_state("schedule:cron")
     assert state is not None
     assert state["last_result"]["status"] == "completed"  # the run itself completed…
     assert state["last_result"]["result"] == "failed"  # …but the schedule did not
@@ -201,7 +204,7 @@ async def test_missed_runs_at_start_up_follow_the_window(
 
     async def start_after(last_tick: str) -> list[Event]:
         kernel = load()
-        await kernel.checkpoint_store().save_state("schedule:cron", {"last_tick": last_tick})
+        await kernel.store().save_state("schedule:cron", {"last_tick": last_tick})
         events = recorder(kernel)
         async with open_kernel(kernel=kernel, grace_period=0):
             await trio.sleep(1)

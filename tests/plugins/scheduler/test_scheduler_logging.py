@@ -41,7 +41,7 @@ async def test_a_run_that_raises_is_logged_and_recorded_as_failed(
     caplog.set_level(logging.ERROR, logger="soulacy")
     async with open_kernel(kernel=kernel, grace_period=0):
         await done.wait()
-        state = await kernel.checkpoint_store().load_state("schedule:cron")
+        state = await kernel.store().load_state("schedule:cron")
     assert state is not None
     assert state["last_result"]["result"] == "failed"
     (record,) = [r for r in caplog.records if r.name == "soulacy.scheduler"]

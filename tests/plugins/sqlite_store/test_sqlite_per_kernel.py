@@ -18,10 +18,10 @@ def _kernel(folder: Path) -> Kernel:
 async def test_two_kernels_on_two_workspaces_get_two_stores(tmp_path: Path) -> None:
     one, two = _kernel(tmp_path / "one"), _kernel(tmp_path / "two")
     try:
-        first, second = one.conversation_store(), two.conversation_store()
+        first, second = one.store(), two.store()
         assert isinstance(first, sqlite_store.SQLiteStore)
         assert first is not second
-        assert first is one.proof_store() is one.checkpoint_store()  # one store per kernel
+        assert first is one.store()  # one store per kernel, playing every role
         assert first is sqlite_store.store_of(one)
         run = RunRecord("r1", "helper", "s1")
         await first.start_run(run)
@@ -37,7 +37,7 @@ async def test_two_kernels_on_two_workspaces_get_two_stores(tmp_path: Path) -> N
 async def test_a_kernel_gone_takes_its_store_with_it(tmp_path: Path) -> None:
     """No module-level dictionary holds a store: the kernel's stash is the only place."""
     kernel = _kernel(tmp_path / "w")
-    store = kernel.conversation_store()
+    store = kernel.store()
     await kernel.aclose()
     assert not hasattr(sqlite_store, "_stores")
     assert sqlite_store.store_of(kernel) is store  # kept: a kernel used after closing reopens it

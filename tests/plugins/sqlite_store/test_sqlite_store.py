@@ -25,7 +25,13 @@ async def test_the_memory_store_passes_the_store_kit() -> None:
 
 async def test_the_sqlite_store_passes_the_store_kit(tmp_path: Path) -> None:
     counter = iter(range(100))
-    await check_store(lambda: SQLiteStore(tmp_path / f"kit-{next(counter)}.db"))
+
+    def failing() -> SQLiteStore:  # a file that is not a database: every call must raise
+        path = tmp_path / f"not-a-db-{next(counter)}.db"
+        path.write_bytes(b"this is not a database at all" * 100)
+        return SQLiteStore(path)
+
+    await check_store(lambda: SQLiteStore(tmp_path / f"kit-{next(counter)}.db"), failing=failing)
 
 
 def legacy_database(path: Path) -> Path:
@@ -120,8 +126,8 @@ async def test_history_and_status_survive_a_reopen(
     assert result.status == "incomplete"
     second = make_kernel()
     try:
-        entries = await second.conversation_store().history("s")
-        run = await second.conversation_store().get_run(result.run_id)
+        entries = await second.store().history("s")
+        run = await second.store().get_run(result.run_id)
     finally:
         await second.aclose()
     assert entries[-1].metadata is not None

@@ -3,7 +3,7 @@ incomplete with the allowance named; -1 attempts is unlimited, 0 selects the def
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import attrs
@@ -13,10 +13,10 @@ from studio_support import FakeBuilder, Studio, fenced, soul
 
 from soulacy.kernel import Kernel, hookimpl
 from soulacy.kernel.messages import ModelRequest, Usage
-from soulacy.kernel.policy import ExecutionPolicy, Limit
+from soulacy.kernel.policy import ExecutionPolicy, Limit, declared_limits
 from soulacy.kernel.providers import ProviderError
-from soulacy.kernel.testing import throwaway_plugin
-from soulacy.plugins.studio import build
+from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.plugins.studio import POLICY_LIMITS, Allowances, build
 
 SPEC: dict[str, Any] = {"id": "reporter", "goal": "Write a daily report"}
 INVALID = fenced("id: reporter\nbogus: true\n")
@@ -188,7 +188,7 @@ async def test_an_agent_that_loads_resolves_its_allowances_through_the_policy_ho
         kernel: Kernel, agent_id: str, overrides: Any
     ) -> Generator[None, ExecutionPolicy, ExecutionPolicy]:
         policy = yield
-        return attrs.evolve(policy, max_build_attempts=Limit(2, "company policy"))
+        return policy.with_limits(max_build_attempts=Limit(2, "company policy"))
 
     studio.script("good.yaml", "report")
     studio.workspace.write_agent("reporter", soul())
@@ -211,3 +211,52 @@ async def test_a_provider_error_fails_the_build(studio: Studio) -> None:
     result = await build(studio.kernel(FakeBuilder([reply])), SPEC)
     assert (result.status, result.reason, result.attempts) == ("failed", "provider_error", 1)
     assert result.errors == ["HTTP 401: invalid API key"]
+
+
+def test_studio_declares_its_allowances_as_limits_of_the_policy(kernel: Kernel) -> None:
+    declared = declared_limits(kernel)
+    assert tuple(declared[limit.name] for limit in POLICY_LIMITS) == POLICY_LIMITS
+    assert [limit.path for limit in POLICY_LIMITS] == [
+        f"llm.studio.{limit.name}" for limit in POLICY_LIMITS
+    ]
+    assert kernel.config.get("llm.studio.max_build_attempts") == 32  # studio's own section
+
+
+async def test_a_policy_that_does_not_hold_the_allowances_leaves_the_workspace_values(
+    studio: Studio,
+) -> None:
+    """A replacement policy need not know Studio: what it does not hold is read from config."""
+
+    @hookimpl(wrapper=True)
+    def soulacy_resolve_policy(
+        kernel: Kernel, agent_id: str, overrides: Any
+    ) -> Generator[None, ExecutionPolicy, ExecutionPolicy]:
+        policy = yield
+        return attrs.evolve(policy, extra={})
+
+    studio.script("good.yaml", "report")
+    studio.workspace.write_agent("reporter", soul())
+    forgetful = throwaway_plugin("forgetful", soulacy_resolve_policy=soulacy_resolve_policy)
+    config = studio_config(max_build_attempts=2)
+    result = await build(studio.kernel(FakeBuilder([INVALID]), config, [forgetful]), SPEC)
+
+    assert (result.reason, result.attempts) == ("max_build_attempts", 2)
+    assert result.limits["max_build_attempts"]["source"] == "config.yaml"
+    assert result.limits["resolved_by"] == "policy hook"
+
+
+def test_without_the_policy_plugin_the_declared_defaults_apply(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    """Nothing reads the workspace's limits then (the policy plugin defines the reader)."""
+    workspace.write_config("llm:\n  studio:\n    max_build_attempts: 5\n")
+    kernel = make_kernel(plugins=["no:policy", "no:reasoning", "no:costs"])
+    shown = Allowances.from_config(kernel).to_dict()
+    assert {
+        name: (v["value"], v["source"]) for name, v in shown.items() if name != "resolved_by"
+    } == {
+        "max_build_tokens": ("unlimited", "default"),
+        "max_build_cost_usd": ("unlimited", "default"),
+        "max_build_attempts": (32, "default"),
+        "max_build_elapsed": (48 * 3600.0, "default"),
+    }

@@ -11,8 +11,9 @@ import pytest
 import trio
 
 from soulacy.kernel import ConfigError, Kernel, Tool
-from soulacy.kernel.store import Checkpoint
+from soulacy.kernel.store import Checkpoint, StorageError
 from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.workflows import reconcile
 
 
@@ -278,7 +279,7 @@ async def test_legacy_checkpoints_need_reconciliation(
 ) -> None:
     agent(workspace)
     kernel = load()
-    store = kernel.checkpoint_store()
+    store = kernel.store()
     await store.save_checkpoint(
         Checkpoint(
             "old", "fetch", "completed", "wf", {"result": {"status": 200, "items": [1]}}, None
@@ -300,7 +301,7 @@ async def test_discarding_legacy_checkpoints_runs_the_steps_afresh(
 ) -> None:
     agent(workspace)
     kernel = load()
-    await kernel.checkpoint_store().save_checkpoint(
+    await kernel.store().save_checkpoint(
         Checkpoint("old", "fetch", "completed", "wf", {"result": {}}, None)
     )
     assert "discarded 1" in await reconcile(kernel, "old", None, "discard")
@@ -331,21 +332,11 @@ async def test_a_checkpoint_storage_failure_is_surfaced_not_read_as_missing(
 ) -> None:
     agent(workspace)
 
-    class Broken:
+    class Broken(MemoryStore):
         async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
-            from soulacy.kernel.store import StorageError
-
             raise StorageError("checkpoint store unavailable")
 
-        async def try_claim(self, key: str, owner: Any) -> Any:
-            from soulacy.kernel.store import Claim
-
-            return Claim(key, True, owner)
-
-        async def release_claim(self, key: str, owner: Any) -> None:
-            return None
-
-    broken = throwaway_plugin("broken", soulacy_checkpoint_store=lambda kernel: Broken())
+    broken = throwaway_plugin("broken", soulacy_store=lambda kernel: Broken())
     kernel = make_kernel(extra_plugins=[calls.plugin(), broken], plugins=["no:sqlite_store"])
     result = await kernel.run("wf", "u", run_id="r1")
     assert (result.status, result.incomplete_reason) == ("failed", "storage_error")
@@ -425,9 +416,9 @@ async def test_a_refused_retry_leaves_the_run_it_names_untouched(
     try:
         done = await kernel.run("wf", "u", run_id="r1", session_id="s")
         refused = await kernel.run("wf", "other input", run_id="r1", session_id="s")
-        store = kernel.conversation_store()
+        store = kernel.store()
         run = await store.get_run("r1")
-        proof = await kernel.proof_store().get_proof("r1")
+        proof = await kernel.store().get_proof("r1")
         history = await store.history("s")
     finally:
         await kernel.aclose()
@@ -453,7 +444,7 @@ async def test_an_accepted_legacy_step_in_progress_still_needs_reconciling(
 ) -> None:
     agent(workspace)
     kernel = load()
-    await kernel.checkpoint_store().save_checkpoint(
+    await kernel.store().save_checkpoint(
         Checkpoint("old", "fetch", "in_progress", "wf", None, {"accepted": True})
     )
     refused = await kernel.run("wf", "u", run_id="old", session_id="s")
@@ -471,4 +462,4 @@ async def test_a_bad_reference_fails_before_the_step_is_marked_in_progress(
     kernel = load()
     result = await kernel.run("wf", "u", run_id="r", session_id="s")
     assert "unknown reference" in (result.error or "")
-    assert await kernel.checkpoint_store().load_checkpoints("r") == []
+    assert await kernel.store().load_checkpoints("r") == []

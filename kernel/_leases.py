@@ -1,0 +1,227 @@
+"""Holding leases: acquire (waiting in the store's queue), renew by heartbeat, stop on loss.
+
+A lease is how a kernel owns something that another process sharing the store could also
+want: a conversation's turn (held by the run that takes it), a workflow step, a schedule's
+run. :meth:`Leases.hold` acquires one, renews it every ``leases.heartbeat`` while the body
+runs, and cancels the body the moment a renewal finds it lost (taken over after it expired,
+say after the process was stopped past its lease): every write made under it is fenced by
+its token anyway, so a stale owner can neither write nor go on unaware. The design is in
+docs/decisions/0029-leases-and-one-store.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ._config import Settings
+from ._durations import Duration
+from ._errors import ConfigIssue, Location
+from ._store import Lease, LeaseLost, StorageError, Store
+
+if TYPE_CHECKING:
+    from ._kernel import Kernel
+
+log = logging.getLogger("soulacy.kernel.leases")
+
+POLL_FIRST = 0.005  # seconds: the first wait for a held lease, doubled up to POLL_MAX
+POLL_MAX = 0.25
+
+
+@attrs.frozen
+class LeaseSettings:
+    """``leases:`` in config.yaml.
+
+    ``ttl`` 30s: a host that dies (not only its process: a dead process on the same host is
+    taken over at once) blocks what it held for at most 30 s, while a stall of the owner up
+    to two heartbeats (a long GC, a busy disk) does not cost it the lease. ``heartbeat`` 10s:
+    three renewals per lease length, one small write each. ``cancel_poll`` 1s: how soon a
+    cancellation asked from another process reaches the run (one read).
+    """
+
+    ttl: Duration = Duration(30)
+    heartbeat: Duration = Duration(10)
+    cancel_poll: Duration = Duration(1)
+
+
+def lease_issues(config: Settings) -> list[ConfigIssue]:
+    """A heartbeat must come well within the lease, or every lease expires between two."""
+    settings: LeaseSettings = config.section("leases")
+    ttl, heartbeat = settings.ttl.seconds, settings.heartbeat.seconds
+    problems: list[tuple[str, str, Any]] = []
+    if ttl <= 0:
+        problems.append(("leases.ttl", "a duration above zero", settings.ttl))
+    elif not 0 < heartbeat <= ttl / 2:
+        expected = f"above zero and at most half of leases.ttl ({settings.ttl})"
+        problems.append(("leases.heartbeat", expected, settings.heartbeat))
+    if settings.cancel_poll.seconds <= 0:
+        problems.append(("leases.cancel_poll", "a duration above zero", settings.cancel_poll))
+    return [
+        ConfigIssue(
+            config.source_of(key) or Location(str(config.file)), key, expected, str(value), True
+        )
+        for key, expected, value in problems
+    ]
+
+
+class HeldLease:
+    """A lease held through :class:`Leases`: ``lease`` is the current one (renewed in place,
+    same token), the fence to pass to the writes made under it."""
+
+    def __init__(self, lease: Lease, took_over_from: Lease | None) -> None:
+        self.lease = lease
+        self.took_over_from = took_over_from
+        self.lost = False
+        self.lost_to: Lease | None = None  # who holds it now, when a renewal found it lost
+        self._keeper = trio.CancelScope()
+
+    def error(self) -> LeaseLost:
+        return LeaseLost(self.lease.key, self.lease.token, self.lost_to)
+
+
+class Leases:
+    """The kernel's leases (``kernel.leases``).
+
+    Renewal runs in a Trio system task per held lease rather than in a nursery of the
+    caller's: a nursery around a run would wrap the run's own exceptions in exception groups.
+    """
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def settings(self) -> LeaseSettings:
+        try:
+            settings: LeaseSettings = self.kernel.config.section("leases")
+        except KeyError:
+            return LeaseSettings()
+        return settings
+
+    async def acquire(
+        self,
+        key: str,
+        *,
+        holder: str = "",
+        queue: bool = False,
+        wait: bool = True,
+        on_lost: Callable[[], None] | None = None,
+    ) -> HeldLease | None:
+        """Acquire ``key`` and keep renewing it until :meth:`release`; with ``wait``, poll
+        until granted (in the store's queue when ``queue``), else None when a live owner
+        holds it. ``on_lost`` is called if a renewal finds the lease taken over."""
+        store, ttl = self.kernel.store(), self.settings().ttl.seconds
+        delay = POLL_FIRST
+        while True:
+            grant = await store.acquire_lease(
+                key, self.kernel.owner, ttl, holder=holder, queue=queue
+            )
+            if grant.acquired:
+                assert grant.lease is not None
+                held = HeldLease(grant.lease, grant.took_over_from)
+                trio.lowlevel.spawn_system_task(self._keep, held, on_lost, name=f"lease {key}")
+                return held
+            if not wait:
+                return None
+            await trio.sleep(delay)
+            delay = min(delay * 2, POLL_MAX)
+
+    async def release(self, held: HeldLease) -> None:
+        """Stop renewing and give the lease back (unless it was lost); never raises."""
+        held._keeper.cancel()
+        if held.lost:
+            return
+        with trio.CancelScope(shield=True):
+            try:
+                await self.kernel.store().release_lease(held.lease)
+            except StorageError as exc:  # it expires on its own
+                log.warning("releasing the lease of %r failed: %s", held.lease.key, exc)
+
+    @asynccontextmanager
+    async def hold(
+        self, key: str, *, holder: str = "", queue: bool = False
+    ) -> AsyncIterator[HeldLease]:
+        """Hold ``key`` for the block (waiting for it first). If a renewal finds the lease
+        lost, the block is cancelled and :class:`LeaseLost` raised from it."""
+        with trio.CancelScope() as scope:
+            acquired = await self.acquire(key, holder=holder, queue=queue, on_lost=scope.cancel)
+            assert acquired is not None
+            held = acquired
+            try:
+                yield held
+            finally:
+                await self.release(held)
+        if held.lost:
+            raise held.error()
+
+    async def _keep(self, held: HeldLease, on_lost: Callable[[], None] | None) -> None:
+        settings = self.settings()
+        store = self.kernel.store()
+        with held._keeper:
+            while True:
+                await trio.sleep(settings.heartbeat.seconds)
+                try:
+                    renewed = await store.renew_leases([held.lease], settings.ttl.seconds)
+                except Exception as exc:  # a system task must not raise
+                    # Unreachable store: the lease may still be ours (a takeover, if any, shows
+                    # at the next renewal or write); keep trying.
+                    log.warning("renewing the lease of %r failed: %s", held.lease.key, exc)
+                    continue
+                if renewed:
+                    held.lease = renewed[0]
+                    continue
+                held.lost = True
+                held.lost_to = await _current(store, held.lease.key)
+                log.warning(
+                    "the lease of %r (token %d) was taken over; stopping what it held",
+                    held.lease.key,
+                    held.lease.token,
+                )
+                if on_lost is not None:
+                    on_lost()
+                return
+
+
+async def _current(store: Store, key: str) -> Lease | None:
+    try:
+        return await store.get_lease(key)
+    except Exception:
+        return None
+
+
+class CancelWatcher:
+    """Brings cancellations asked from other processes (``Store.request_cancel``) to this
+    kernel's runs: one read every ``leases.cancel_poll`` while runs are reserved, none when
+    the store is single-process or nothing runs."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.running = False
+
+    def ensure(self) -> None:
+        if self.running or not self.kernel.store().multi_process:
+            return
+        self.running = True
+        trio.lowlevel.spawn_system_task(self._watch, name="cancel watcher")
+
+    async def _watch(self) -> None:
+        kernel = self.kernel
+        store, poll = kernel.store(), kernel.leases.settings().cancel_poll.seconds
+        cursor: int | None = None  # requests older than the first read predate these runs
+        try:
+            while kernel.conversations.statistics()["runs"]:
+                requests = await store.cancel_requests(-1 if cursor is None else cursor)
+                for request in requests if cursor is not None else ():
+                    if request.run_id is not None:
+                        kernel.conversations.cancel_run(request.run_id, request.reason)
+                    if request.lease_key is not None:
+                        kernel.conversations.cancel_lease(request.lease_key, request.reason)
+                cursor = max([cursor or -1, *(request.id for request in requests)])
+                await trio.sleep(poll)
+        except Exception as exc:  # a system task must not raise; the next run restarts it
+            log.warning("watching for cancellations failed: %s", exc)
+        finally:
+            self.running = False
