@@ -244,6 +244,7 @@ class Run:
         self.model_setup: _ModelSetup | None = None
         self.held: HeldLease | None = None  # the conversation's lease: the fence of its writes
         self.done = False  # how it ended is stored (or said to be unstorable) and published
+        self.retry = False  # its run id was stored before: this is a later attempt
 
     def fence(self) -> Lease | None:
         """The lease this run's writes are made under (its conversation's), once it holds it."""
@@ -446,6 +447,7 @@ class Engine:
         existing = await store.get_run(run.run_id)
         if existing is None:
             return
+        run.retry = True
         mine = run.record
         differs = [
             name
@@ -763,7 +765,10 @@ class Engine:
         await self._emit(run, "run.completed", {**metadata, "reply": run.result.reply})
 
     async def _store_outcome(self, run: Run) -> ProofRecord | None:
-        if run.refused or not run.started:  # refused before its first turn: nothing stored
+        # A run refused before its first turn stores nothing, except the retry that completes
+        # without a turn (a workflow that restored every step): it is the run's next attempt.
+        restored = run.retry and run.result.status == "completed"
+        if run.refused or not (run.started or restored):
             return None
         store, fence = self.kernel.store(), run.fence()
         try:

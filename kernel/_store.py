@@ -194,12 +194,14 @@ def _boot_id() -> str:
 
 def _process_start(pid: int) -> str:
     """The start time of ``pid`` in clock ticks since boot (Linux), "" when unknown: with the
-    boot id it tells a live owner from a later process that reuses its pid."""
+    boot id it tells a live owner from a later process that reuses its pid. A zombie (exited,
+    not yet reaped by its parent) reads as "exited"."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""
-    return stat[stat.rindex(")") + 2 :].split()[19]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return "exited" if fields[0] in ("Z", "X") else fields[19]
 
 
 @attrs.frozen
@@ -232,7 +234,8 @@ class LeaseOwner:
             return True
         except PermissionError:
             pass  # a live process of another user
-        return bool(started) and _process_start(self.pid) not in ("", started)
+        now = _process_start(self.pid)
+        return now == "exited" or (bool(started) and now not in ("", started))
 
 
 @attrs.frozen

@@ -325,9 +325,9 @@ class MemoryStore:
             and not self._gone(lease.owner)
         ):
             return run
-        return attrs.evolve(
-            run, status="interrupted", lease=lease.describe() if lease is not None else None
-        )
+        # The lease tells who held the run only while it is the run's own (not a later one's).
+        own = lease is not None and lease.holder == run.run_id
+        return attrs.evolve(run, status="interrupted", lease=lease.describe() if own else None)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         run = self._runs.get(run_id)

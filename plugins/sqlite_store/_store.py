@@ -954,7 +954,9 @@ def _as_read(run: RunRecord, lease: Lease | None) -> RunRecord:
         return run
     if lease is None:
         return attrs.evolve(run, status="interrupted")  # no lease, released, never held
-    if lease.holder != run.run_id or lease.expired or lease.owner.provably_gone():
+    if lease.holder != run.run_id:  # a later run of the conversation holds it: not this one's
+        return attrs.evolve(run, status="interrupted")
+    if lease.expired or lease.owner.provably_gone():
         return attrs.evolve(run, status="interrupted", lease=lease.describe())
     return run
 

@@ -124,6 +124,13 @@ def test_sigkill_in_a_step_then_retry_restores_refuses_and_completes_after_recon
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["metadata"]["status"] == "completed"
     assert counts(counters) == {"first": 1, "second": 1, "third": 1}
+    # The completed retry is stored as the run's next attempt, with its proof: the crashed
+    # attempt no longer reads as interrupted.
+    shown = run_cli(workspace, counters, "runs", "show", "R1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert (record["run"]["status"], record["run"]["attempt"]) == ("completed", 2)
+    assert record["proof"] is not None
 
 
 def test_two_processes_retrying_one_run_execute_each_step_once(workspace: Workspace) -> None:
