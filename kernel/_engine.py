@@ -537,6 +537,15 @@ class Engine:
         if reason:
             raise RunStop("incomplete", reason)
 
+    async def _admit(self, run: Run) -> str | None:
+        """Ask every plugin to admit the next model call; the first refusal is the reason."""
+        refusal: str | None = None
+        for answer in self.kernel.hook.soulacy_admit_model_call(kernel=self.kernel, run=run):
+            if inspect.isawaitable(answer):
+                answer = await answer
+            refusal = refusal or answer
+        return refusal
+
     async def _call_model(self, run: Run, offer_tools: bool = True) -> Any:
         setup = self._model(run)
         provider, model, compactor = setup.provider, setup.model, setup.compactor
@@ -573,6 +582,9 @@ class Engine:
                 tool_choice=llm.tool_choice,
                 stream=run.request.stream,
             )
+            refusal = await self._admit(run)
+            if refusal:
+                raise RunStop("incomplete", refusal)
             await self._emit(run, "llm.call", {"turn": result.turns, "messages": len(view)})
             started = time.perf_counter()
             result.llm_calls += 1

@@ -230,6 +230,19 @@ def soulacy_check_budget(kernel: Kernel, run: Run) -> str | None:
     """
 
 
+@hookspec
+def soulacy_admit_model_call(kernel: Kernel, run: Run) -> Awaitable[str | None] | str | None:
+    """Admit the model call ``run`` is about to make, or refuse it with a reason: the run then
+    ends ``incomplete`` with that reason and the call is not made.
+
+    Called before every model call, after its request is built and before the ``llm.call``
+    event. Every plugin is asked; an answer may be awaitable (a budget shared by several
+    processes reserves its estimate in the store), and every awaitable is awaited, so that a
+    plugin that reserved learns of the refusal at the ``run.completed`` event. The first
+    refusal, in hook order, wins.
+    """
+
+
 # --------------------------------------------------------------------------------------------
 # Compaction
 # --------------------------------------------------------------------------------------------

@@ -26,9 +26,9 @@ starts from zero at its boundary. The key of a counter carries its window (:func
 of the limits that are set are written.
 
 **Admission, atomic across processes.** Each model call reserves an estimate of itself on
-every counter with a limit, in one conditional add per counter, right before it is made (the
-``llm.call`` event, which the engine awaits: ``soulacy_check_budget`` is synchronous and
-cannot reach the store). The call is admitted while the counter, that is what every process
+every counter with a limit, in one conditional add per counter, right before it is made
+(``soulacy_admit_model_call``, which the engine awaits: ``soulacy_check_budget`` is synchronous
+and cannot reach the store). The call is admitted while the counter, that is what every process
 spent plus the reservations of the calls in flight, is below the limit: as before, the last
 admitted call may take the total past the limit. A refused call is not made: the run stops as
 incomplete with the reason it always had (``daily_cost_budget``, ``token_quota_per_minute``,
@@ -58,7 +58,6 @@ import attrs
 import trio
 
 from soulacy.kernel import ConfigSection, Event, Kernel, hookimpl
-from soulacy.kernel.engine import RunStop
 from soulacy.kernel.messages import Usage
 from soulacy.kernel.store import StorageError
 
@@ -264,12 +263,15 @@ def _estimate(kernel: Kernel, run: Any, ledger: _Ledger, budget: _RunBudget) -> 
     return (tokens, max(known[DOLLARS], dollars))
 
 
-@hookimpl(trylast=True)  # last: every other observer of the event has seen it when it refuses
+@hookimpl
+def soulacy_admit_model_call(kernel: Kernel, run: Any) -> Awaitable[str | None]:
+    return _reserve(kernel, run.run_id)
+
+
+@hookimpl
 def soulacy_event(kernel: Kernel, event: Event) -> Awaitable[None] | None:
     if event.run_id is None:
         return None
-    if event.type == "llm.call":
-        return _reserve(kernel, event.run_id)
     if event.type == "llm.result":
         return _settle(kernel, event.run_id, ended=False)
     if event.type == "run.completed":
@@ -277,14 +279,15 @@ def soulacy_event(kernel: Kernel, event: Event) -> Awaitable[None] | None:
     return None
 
 
-async def _reserve(kernel: Kernel, run_id: str) -> None:
-    """Admit the model call about to be made, or stop the run (RunStop) before it."""
+async def _reserve(kernel: Kernel, run_id: str) -> str | None:
+    """Admit the model call about to be made (None), or say why not: the engine stops the run
+    before the call."""
     ledger = _ledger(kernel)
     if run_id in ledger.runs:
         await _settle(kernel, run_id, ended=False, unfinished=True)  # a call that ended unused
     limits = _limits(kernel, _now())
     if not limits:
-        return
+        return None
     budget = ledger.runs.setdefault(run_id, _RunBudget())  # estimated at its turn, if any
     store = kernel.store()
     call = _Call()
@@ -300,8 +303,7 @@ async def _reserve(kernel: Kernel, run_id: str) -> None:
             call.reserved.append((key, unit, amount))
         if refused is not None:
             await _settle(kernel, run_id, ended=False, unfinished=True)  # give back the others
-    if refused is not None:
-        raise RunStop("incomplete", refused)
+    return refused
 
 
 async def _settle(kernel: Kernel, run_id: str, *, ended: bool, unfinished: bool = False) -> None:
