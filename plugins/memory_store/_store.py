@@ -326,8 +326,8 @@ class MemoryStore:
         ):
             return run
         # The lease tells who held the run only while it is the run's own (not a later one's).
-        own = lease is not None and lease.holder == run.run_id
-        return attrs.evolve(run, status="interrupted", lease=lease.describe() if own else None)
+        own = lease if lease is not None and lease.holder == run.run_id else None
+        return attrs.evolve(run, status="interrupted", lease=own.describe() if own else None)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         run = self._runs.get(run_id)
