@@ -36,11 +36,12 @@ from soulacy.plugins.sqlite_store import SQLiteStore
 
 HOLDER = """
 import sys, time, trio
+from pathlib import Path
 from soulacy.kernel.store import LeaseOwner
 from soulacy.plugins.sqlite_store import SQLiteStore
 
 async def main(path):
-    store = SQLiteStore(path)
+    store = SQLiteStore(Path(path))
     grant = await store.acquire_lease("bench", LeaseOwner.current("child"), 30.0)
     assert grant.acquired
     print("held", flush=True)

@@ -54,7 +54,7 @@ import trio
 from ._conversations import ConversationKey
 from ._messages import Message, ToolCall
 from ._store import Checkpoint, Lease, LeaseLost, LeaseOwner, RunRecord, ToolRecord
-from ._store_kit import expect, expect_that, show
+from ._store_kit import expect, expect_that, run_metadata, show
 
 DEFAULT_TIMEOUT = 60.0  # seconds a check may take before it is failed (and its children killed)
 EXPIRING_TTL = 1.0  # seconds: the lease of a child that is stopped and then taken over
@@ -120,17 +120,6 @@ def durable_turn(prefix: str) -> tuple[RunRecord, list[Message], list[ToolRecord
     ]
     records = [ToolRecord(run.run_id, "c1", "read", {"path": "a.txt"}, "contents", False)]
     return run, messages, records
-
-
-def run_metadata(run: RunRecord, status: str) -> dict[str, Any]:
-    return {
-        "run_id": run.run_id,
-        "agent_id": run.agent_id,
-        "session_id": run.session_id,
-        "status": status,
-        "verification": "unverified",
-        "incomplete_reason": None,
-    }
 
 
 @attrs.define

@@ -183,7 +183,8 @@ async def _leased_run(store: Any, run: RunRecord, owner: LeaseOwner) -> tuple[Ru
     return stored, grant.lease
 
 
-def _metadata(run: RunRecord, status: str, **extra: Any) -> dict[str, Any]:
+def run_metadata(run: RunRecord, status: str, **extra: Any) -> dict[str, Any]:
+    """The reply metadata of ``run`` ending with ``status``, as the kits write it."""
     return {
         "run_id": run.run_id,
         "agent_id": run.agent_id,
@@ -331,7 +332,7 @@ async def _metadata_by_run_id(store: Any) -> None:
         await store.record_turn(
             run, [Message("user", run.run_id), Message("assistant", "reply")], []
         )
-    metadata = _metadata(first, "incomplete", incomplete_reason="max_turns")
+    metadata = run_metadata(first, "incomplete", incomplete_reason="max_turns")
     await store.finish_run("kit-m1", metadata)
     entries = await store.history("s2")
     expect(
@@ -438,7 +439,7 @@ async def _proofs(store: Any) -> None:
     many = [ToolRecord("kit-p1", f"c{n}", "step", {"i": n}, f"ok-{n}", False) for n in range(1500)]
     long = ToolRecord("kit-p1", "long", "read", {}, "x" * (RECEIPT_FIELD_CHARS + 10), False)
     await store.record_turn(run, [], [*many, long])
-    proof = await store.finalize_proof("kit-p1", _metadata(run, "completed"))
+    proof = await store.finalize_proof("kit-p1", run_metadata(run, "completed"))
     expect(proof.receipts, 1501, "the proof's receipt count (every receipt is kept: no cap)")
     expect(
         proof.sha256,
@@ -460,13 +461,13 @@ async def _proofs(store: Any) -> None:
         len(last["result"]),
     )
     expect(body["status"], "completed", "the proof's status")
-    again = await store.finalize_proof("kit-p1", _metadata(run, "failed"))
+    again = await store.finalize_proof("kit-p1", run_metadata(run, "failed"))
     expect(again.sha256, proof.sha256, "finalizing again returns the stored proof (it is final)")
     stored = await store.get_proof("kit-p1")
     expect(stored and stored.sha256, proof.sha256, "get_proof returns the finalized proof")
     await store.start_run(run)  # a retry of the same run id: a new attempt
     expect(await store.get_proof("kit-p1"), None, "get_proof after a retry started (set aside)")
-    retried = await store.finalize_proof("kit-p1", _metadata(run, "failed"))
+    retried = await store.finalize_proof("kit-p1", run_metadata(run, "failed"))
     expect_that(
         retried.sha256 != proof.sha256,
         "the retry's proof",
@@ -487,7 +488,7 @@ async def _concurrent_finalization(store: Any) -> None:
     results: dict[str, list[str]] = {}
 
     async def finalize(run: RunRecord, status: str) -> None:
-        proof = await store.finalize_proof(run.run_id, _metadata(run, status))
+        proof = await store.finalize_proof(run.run_id, run_metadata(run, status))
         results.setdefault(run.run_id, []).append(proof.sha256)
 
     async with trio.open_nursery() as nursery:  # 64 finalizations: each run twice at once
@@ -966,7 +967,7 @@ async def _fencing(store: Any) -> None:
         {},
         "the tool records after a refused fenced record_turn (nothing of the turn written)",
     )
-    metadata = _metadata(started, "completed")
+    metadata = run_metadata(started, "completed")
     await expect_lease_lost(
         "finish_run", lambda: store.finish_run("kit-fr", metadata, stale), stale, current
     )
@@ -1085,7 +1086,7 @@ async def _attempts(store: Any) -> None:
     await store.record_turn(
         second, [Message("user", "two"), Message("assistant", "done")], [], lease
     )
-    metadata = _metadata(second, "completed")
+    metadata = run_metadata(second, "completed")
     await store.finish_run("kit-at", metadata, lease)
     expect(
         await entries(),
@@ -1149,7 +1150,7 @@ async def _interrupted_runs(store: Any) -> None:
     await store.release_lease(await lease("released", me, LONG_TTL))
     await lease("other", me, LONG_TTL, holder="another-run")
     done = await lease("done", me, LONG_TTL)
-    await store.finish_run("kit-done", _metadata(runs["done"], "completed"), done)
+    await store.finish_run("kit-done", run_metadata(runs["done"], "completed"), done)
     await store.release_lease(done)
     await trio.sleep(EXPIRY_WAIT)
     described = {}
@@ -1297,8 +1298,8 @@ async def _failures_raise(store: Any) -> None:
         ("get_proof", lambda: store.get_proof("kit-f1")),
         ("start_run", lambda: store.start_run(run)),
         ("record_turn", lambda: store.record_turn(run, [Message("user", "x")], [])),
-        ("finish_run", lambda: store.finish_run("kit-f1", _metadata(run, "completed"))),
-        ("finalize_proof", lambda: store.finalize_proof("kit-f1", _metadata(run, "completed"))),
+        ("finish_run", lambda: store.finish_run("kit-f1", run_metadata(run, "completed"))),
+        ("finalize_proof", lambda: store.finalize_proof("kit-f1", run_metadata(run, "completed"))),
         ("acquire_lease", lambda: store.acquire_lease("k", owner, LONG_TTL)),
         ("acquire_lease(queue=True)", lambda: store.acquire_lease("k", owner, 1, queue=True)),
         ("renew_leases", lambda: store.renew_leases([lease], LONG_TTL)),
