@@ -1,0 +1,141 @@
+"""kernel.leases and the cancel watcher: two kernels on one SQLite workspace are two owners."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import trio
+
+from soulacy.kernel import ConfigError, Kernel
+from soulacy.kernel.store import ConversationKey, LeaseLost
+from soulacy.kernel.testing import Workspace
+
+FAST = "leases: {ttl: 300ms, heartbeat: 50ms, cancel_poll: 50ms}\n"
+
+
+def slow_agent(workspace: Workspace) -> None:
+    workspace.write_config(FAST)
+    workspace.scripted_agent(
+        "a",
+        [{"tool": "wait", "arguments": {}, "id": "w"}, {"text": "done"}],
+        tools=["tools.py:wait"],
+    )
+    (workspace.path / "agents" / "a" / "tools.py").write_text(
+        "import time\n\n\ndef wait() -> str:\n"
+        '    """Takes a while."""\n    time.sleep(30)\n    return "waited"\n'
+    )
+
+
+async def started(kernel: Kernel, run_id: str) -> None:
+    """Until the run, started by another kernel, is in the store (no event crosses kernels)."""
+    with trio.fail_after(20):
+        while (await kernel.store().get_run(run_id)) is None:  # noqa: ASYNC110
+            await trio.sleep(0.02)
+
+
+async def test_a_heartbeat_keeps_a_lease_past_its_ttl_and_a_release_frees_it(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.write_config(FAST)
+    one, two = make_kernel(), make_kernel()
+    held = await one.leases.acquire("k", holder="x")
+    assert held is not None
+    await trio.sleep(0.6)  # two ttls: only the heartbeat keeps it
+    assert await two.leases.acquire("k", holder="y", wait=False) is None
+    await one.leases.release(held)
+    taken = await two.leases.acquire("k", holder="y", wait=False)
+    assert taken is not None
+    assert taken.lease.token > held.lease.token
+    await two.leases.release(taken)
+    await one.aclose()
+    await two.aclose()
+
+
+async def test_hold_cancels_its_block_and_raises_lease_lost_when_taken_over(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.write_config(FAST)
+    one, two = make_kernel(), make_kernel()
+    store = two.store()
+    reached_end = False
+
+    async def holding() -> None:
+        nonlocal reached_end
+        async with one.leases.hold("k", holder="x") as held:
+            # Another owner takes the lease over behind the holder's back: it "expired".
+            await store.release_lease(held.lease)
+            assert (await store.acquire_lease("k", two.owner, 30.0, holder="y")).acquired
+            await trio.sleep(5)  # cancelled at the next heartbeat
+            reached_end = True
+
+    with trio.fail_after(3), pytest.raises(LeaseLost):
+        await holding()
+    assert not reached_end
+    await one.aclose()
+    await two.aclose()
+
+
+async def test_a_cancel_by_conversation_from_another_kernel_stops_the_run(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    slow_agent(workspace)
+    runner, other = make_kernel(), make_kernel()
+    results = []
+
+    async def run() -> None:
+        results.append(await runner.run("a", "go", session_id="S", run_id="R"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await started(other, "R")
+        key = ConversationKey("a", "S")
+        assert await other.request_cancel_conversation(key, "stop, please") == 0  # none here
+    (result,) = results
+    assert (result.status, result.incomplete_reason) == ("cancelled", "stop, please")
+    stored = await other.store().get_run("R")
+    assert stored is not None
+    assert stored.status == "cancelled"
+    await runner.aclose()
+    await other.aclose()
+
+
+async def test_a_cancel_by_run_id_from_another_kernel_stops_the_run(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    slow_agent(workspace)
+    runner, other = make_kernel(), make_kernel()
+    results = []
+
+    async def run() -> None:
+        results.append(await runner.run("a", "go", session_id="S", run_id="R"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await started(other, "R")
+        assert await other.request_cancel("R")
+    assert results[0].status == "cancelled"
+    assert not await other.request_cancel("R")  # not running any more
+    assert not await other.request_cancel("never")
+    await runner.aclose()
+    await other.aclose()
+
+
+@pytest.mark.parametrize(
+    ("leases", "key", "expected"),
+    [
+        ("{ttl: 10s, heartbeat: 6s}", "leases.heartbeat", "at most half of leases.ttl"),
+        ("{ttl: '0'}", "leases.ttl", "a duration above zero"),
+        ("{cancel_poll: '0'}", "leases.cancel_poll", "a duration above zero"),
+    ],
+)
+def test_lease_settings_are_validated(
+    workspace: Workspace, make_kernel: Callable[..., Kernel], leases: str, key: str, expected: str
+) -> None:
+    workspace.write_config(f"leases: {leases}\n")
+    with pytest.raises(ConfigError) as caught:
+        make_kernel()
+    message = str(caught.value)
+    assert "config.yaml:1:" in message
+    assert key in message
+    assert expected in message
