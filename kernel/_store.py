@@ -112,6 +112,20 @@ class ProofRecord:
         return value
 
 
+def label_interrupted(entry: HistoryEntry, run: RunRecord | None) -> HistoryEntry:
+    """``entry`` as a history read shows it: written by the last attempt of a run that reads as
+    ``interrupted`` and never given reply metadata, it reads ``{"status": "interrupted",
+    "attempt": n}``, as a retry would label it (a crashed run is never shown as pending)."""
+    if (
+        entry.metadata is None
+        and run is not None
+        and run.status == "interrupted"
+        and entry.attempt == run.attempt
+    ):
+        return attrs.evolve(entry, metadata={"status": "interrupted", "attempt": entry.attempt})
+    return entry
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 kept: the same data always hashes the same."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -28,6 +28,7 @@ from ._store import (
     ToolRecord,
     bounded,
     canonical_json,
+    label_interrupted,
     make_proof,
     receipt,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "ToolRecord",
     "bounded",
     "canonical_json",
+    "label_interrupted",
     "make_proof",
     "receipt",
 ]

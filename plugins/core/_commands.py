@@ -30,7 +30,7 @@ from soulacy.kernel import (
     converter,
     parse_scalar,
 )
-from soulacy.kernel.store import HistoryEntry, RunRecord
+from soulacy.kernel.store import HistoryEntry, RunRecord, label_interrupted
 from soulacy.kernel.yamlio import atomic_write
 
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -269,11 +269,22 @@ async def _history(args: argparse.Namespace, ctx: CliContext) -> int:
     of_agent = f" of agent {args.agent!r}" if args.agent else ""
     return await _listing(
         ctx,
-        lambda store: store.history(args.session, args.agent),
+        lambda store: _labelled_history(store, args.session, args.agent),
         _entry_line,
         f"no stored messages{of_agent} in session {args.session!r}",
         args.json,
     )
+
+
+async def _labelled_history(
+    store: Any, session_id: str, agent_id: str | None
+) -> list[HistoryEntry]:
+    """The session's entries, those of a crashed run's last attempt labelled interrupted."""
+    entries: list[HistoryEntry] = await store.history(session_id, agent_id)
+    runs = {
+        run_id: await store.get_run(run_id) for run_id in {e.run_id for e in entries if e.run_id}
+    }
+    return [label_interrupted(e, runs.get(e.run_id) if e.run_id else None) for e in entries]
 
 
 async def _listing(

@@ -24,6 +24,7 @@ from soulacy.kernel import (
     redact_text,
     structure,
 )
+from soulacy.kernel.store import RunRecord, label_interrupted
 
 from ._asgi import (
     HttpError,
@@ -507,11 +508,14 @@ class Api:
         session_id = request.params["session_id"]
         store = self.kernel.store()
         entries = await store.history(session_id)
-        owners: dict[str | None, str | None] = {}
+        runs: dict[str | None, RunRecord | None] = {}
         for run_id in {e.run_id for e in entries}:
-            record = await store.get_run(run_id) if run_id else None
-            owners[run_id] = record.principal if record else None
-        visible = [e for e in entries if self._visible(owners[e.run_id], request)]
+            runs[run_id] = await store.get_run(run_id) if run_id else None
+        visible = [
+            label_interrupted(e, runs[e.run_id])
+            for e in entries
+            if self._visible(_principal_of(runs[e.run_id]), request)
+        ]
         if not visible:
             raise HttpError(404, f"no session {session_id!r}")
         await send_json(
@@ -632,6 +636,10 @@ async def _sse_start(request: Request, headers: dict[str, str] | None = None) ->
     ]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await request.send({"type": "http.response.start", "status": 200, "headers": raw})
+
+
+def _principal_of(run: RunRecord | None) -> str | None:
+    return run.principal if run else None
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

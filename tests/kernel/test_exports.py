@@ -143,6 +143,7 @@ SURFACE: dict[str, list[str]] = {
         "ToolRecord",
         "bounded",
         "canonical_json",
+        "label_interrupted",
         "make_proof",
         "receipt",
     ],

@@ -133,6 +133,10 @@ def test_kill_9_mid_turn_shows_interrupted_and_a_retry_on_the_same_host_takes_ov
     listing = run(workspace, marks, "runs")
     assert "R1  a  session S  interrupted" in listing.stdout
     assert f"owner pid {victim.pid} on" in listing.stdout
+    # The history shows the crashed run's entries as interrupted, never as pending.
+    crashed = [e for e in history(workspace, marks) if e["run_id"] == "R1"]
+    assert crashed
+    assert {e["metadata"]["status"] for e in crashed} == {"interrupted"}
 
     began = time.monotonic()
     retry = run(workspace, marks, *chat("R1"))
