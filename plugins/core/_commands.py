@@ -29,6 +29,7 @@ from soulacy.kernel import (
     UsageError,
     converter,
     parse_scalar,
+    redact,
 )
 from soulacy.kernel.store import HistoryEntry, RunRecord, label_interrupted
 from soulacy.kernel.yamlio import atomic_write
@@ -86,27 +87,6 @@ def _config_show(args: argparse.Namespace, ctx: CliContext) -> int:
     else:
         ctx.print(_yaml_text(redact(config.to_dict())))
     return 0
-
-
-# Keys whose values are secrets: exact names, or names ending in one of these suffixes. Exact
-# matching matters: "max_build_tokens" or "chars_per_token" are settings, not secrets.
-SECRET_KEYS = re.compile(
-    r"^(api_keys?|tokens?|secrets?|passwords?)$|_(api_key|secret|password|access_token)$",
-    re.IGNORECASE,
-)
-
-
-def redact(data: Any, key: str = "") -> Any:
-    """Hide the values of secret-looking keys (an API key in config.yaml) from printouts."""
-    if isinstance(data, dict):
-        if SECRET_KEYS.search(key):  # a mapping of secrets (api_keys: {principal: token})
-            return {k: "***" if v else v for k, v in data.items()}
-        return {k: redact(v, str(k)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [redact(v, key) for v in data]
-    if SECRET_KEYS.search(key) and data:
-        return "***"
-    return data
 
 
 def _config_get(args: argparse.Namespace, ctx: CliContext) -> int:

@@ -1,0 +1,140 @@
+"""The PostgreSQL schema and its migrations, recorded in ``soulacy_schema``.
+
+Each migration is a numbered list of statements; ``soulacy_schema`` has one row per version
+applied (its number, what it did, when, by the server's clock). Migrations are additive: a later
+version only adds tables, columns (with defaults) and indexes, so a process of an older release
+still reads and writes a database a newer one migrated. They run at start-up, in one
+transaction, under a transaction-scoped advisory lock of the database
+(``pg_advisory_xact_lock``): processes starting at once migrate one after the other, and every
+one but the first finds nothing left to do. PostgreSQL's DDL is transactional, so a migration
+that fails leaves nothing half done.
+
+Tables hold the same rows as the SQLite store's (``soulacy.plugins.sqlite_store``); times are
+epoch seconds (``double precision``), JSON documents are kept as text, exactly as written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import psycopg
+
+SCHEMA_TABLE = "soulacy_schema"
+# The advisory lock of migrations: one 64-bit key per database ("soulacy" + 1, in ASCII).
+MIGRATION_LOCK = 0x736F756C61637901
+
+
+@attrs.frozen
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+_V1 = (
+    """CREATE TABLE IF NOT EXISTS conversation_history (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        agent_id TEXT NOT NULL, session_id TEXT NOT NULL, run_id TEXT,
+        role TEXT NOT NULL, content TEXT NOT NULL, tokens INTEGER,
+        created_at DOUBLE PRECISION NOT NULL, metadata TEXT, tool_call_id TEXT, tool_calls TEXT,
+        name TEXT, is_error BOOLEAN NOT NULL DEFAULT FALSE, principal TEXT, user_id TEXT,
+        attempt INTEGER NOT NULL DEFAULT 1)""",
+    "CREATE INDEX IF NOT EXISTS history_by_owner"
+    " ON conversation_history (session_id, agent_id, principal, user_id, id)",
+    "CREATE INDEX IF NOT EXISTS history_by_attempt ON conversation_history (run_id, attempt)",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        user_id TEXT, principal TEXT, status TEXT NOT NULL, verification TEXT,
+        incomplete_reason TEXT, metadata TEXT, started_at DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION, attempt INTEGER NOT NULL DEFAULT 1, lease_key TEXT)""",
+    "CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at)",
+    "CREATE INDEX IF NOT EXISTS runs_by_agent ON runs (agent_id, started_at)",
+    """CREATE TABLE IF NOT EXISTS tool_records (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, run_id TEXT NOT NULL,
+        call_id TEXT NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL,
+        content TEXT NOT NULL, is_error BOOLEAN NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, UNIQUE (run_id, call_id))""",
+    """CREATE TABLE IF NOT EXISTS proofs (
+        run_id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, body TEXT NOT NULL,
+        receipts INTEGER NOT NULL, created_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS superseded_proofs (
+        run_id TEXT NOT NULL, sha256 TEXT NOT NULL, body TEXT NOT NULL,
+        receipts INTEGER NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+        superseded_at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS superseded_proofs_by_run ON superseded_proofs (run_id)",
+    """CREATE TABLE IF NOT EXISTS workflow_checkpoints (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY, run_id TEXT NOT NULL, step_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '', status TEXT NOT NULL, evidence TEXT, identity TEXT,
+        updated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, step_id))""",
+    """CREATE TABLE IF NOT EXISTS plugin_state (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL)""",
+    # A row is kept once its key was ever asked for: a release empties the owner columns
+    # (owner_id NULL) and keeps the token, so a token is never granted twice.
+    """CREATE TABLE IF NOT EXISTS leases (
+        key TEXT PRIMARY KEY, token BIGINT NOT NULL, owner_id TEXT, pid INTEGER, host TEXT,
+        boot TEXT, holder TEXT NOT NULL DEFAULT '', acquired_at DOUBLE PRECISION,
+        renewed_at DOUBLE PRECISION, expires_at DOUBLE PRECISION)""",
+    # The queue of a lease: arrival order is the ticket; a waiter keeps its place while it
+    # asks again before expires_at.
+    """CREATE TABLE IF NOT EXISTS lease_waiters (
+        ticket BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, key TEXT NOT NULL,
+        owner_id TEXT NOT NULL, holder TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL,
+        UNIQUE (key, owner_id, holder))""",
+    "CREATE INDEX IF NOT EXISTS lease_waiters_in_order ON lease_waiters (key, ticket)",
+    """CREATE TABLE IF NOT EXISTS cancel_requests (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, reason TEXT NOT NULL, run_id TEXT,
+        lease_key TEXT, created_at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS cancel_requests_by_age ON cancel_requests (created_at)",
+    """CREATE TABLE IF NOT EXISTS counters (
+        key TEXT PRIMARY KEY, total DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS counters_by_age ON counters (updated_at)",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "history, runs, tool records, proofs, checkpoints, state, leases and their queues,"
+        " cancellation requests, counters",
+        _V1,
+    ),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+def schema_version(conn: Connection) -> int:
+    """The version of the schema in the database (0: no Soulacy tables yet); reads only."""
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,)).fetchone()
+    if row is None or not row[0]:
+        return 0
+    found = conn.execute(f"SELECT COALESCE(MAX(version), 0) FROM {SCHEMA_TABLE}").fetchone()
+    return int(found[0]) if found else 0
+
+
+def migrate(conn: Connection) -> int:
+    """Bring the database to :data:`SCHEMA_VERSION` in one transaction, under the migration
+    lock; returns the version it found. ``conn`` must be in autocommit mode (no transaction
+    open)."""
+    with conn.transaction():
+        # First the lock, then even the schema table: two processes creating it at once would
+        # collide in the catalogue.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (version INTEGER PRIMARY KEY,"
+            " description TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        found = schema_version(conn)
+        for migration in MIGRATIONS:
+            if migration.version <= found:
+                continue
+            for statement in migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                f"INSERT INTO {SCHEMA_TABLE} (version, description, applied_at)"
+                " VALUES (%s, %s, extract(epoch FROM clock_timestamp())::float8)",
+                (migration.version, migration.description),
+            )
+    return found
