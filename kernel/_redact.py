@@ -82,7 +82,9 @@ def is_secret_key(key: str) -> bool:
 def redact(data: Any, key: str = "") -> Any:
     """A copy of ``data`` with the value of every secret-named key replaced by ``***``."""
     if isinstance(data, dict):
-        if is_secret_key(key):  # a mapping of secrets (api_keys: {principal: token})
+        # A mapping of secrets (api_keys: {principal: token}), or of headers: a collector's
+        # or a provider's headers carry credentials under vendor names (x-honeycomb-team).
+        if is_secret_key(key) or key.lower().replace("-", "_").endswith("headers"):
             return {k: MASK if v else v for k, v in data.items()}
         return {k: redact(v, str(k)) for k, v in data.items()}
     if isinstance(data, list | tuple):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import signal
 import tempfile
@@ -34,6 +35,8 @@ from ._demo import write_demo_workspace
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # What a run stopped by a signal records as its reason, and the exit code (128 + the signal).
 SIGNAL_REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+log = logging.getLogger("soulacy.core")
 
 
 async def _next_signal(signals: AsyncIterator[int], ctx: CliContext, doing: str) -> int:
@@ -130,6 +133,29 @@ async def _run_and_print(
     json_out: bool,
     show_limits: bool = False,
     **options: Any,
+) -> int:
+    """Run once and print how it ended; then close the kernel, so that every plugin's
+    ``soulacy_unconfigure`` runs (a store closes, a tracer flushes its spans)."""
+    try:
+        return await _run_once(kernel, ctx, agent_id, text, json_out, show_limits, options)
+    finally:
+        with trio.CancelScope(shield=True):
+            try:
+                await kernel.aclose()
+            except Exception as exc:  # the run is over and said so: a plugin failing to close
+                log.warning(
+                    "closing the kernel after the run failed: %s: %s", type(exc).__name__, exc
+                )
+
+
+async def _run_once(
+    kernel: Kernel,
+    ctx: CliContext,
+    agent_id: str,
+    text: str,
+    json_out: bool,
+    show_limits: bool,
+    options: dict[str, Any],
 ) -> int:
     live = ctx.err.isatty() and not json_out
     limits: dict[str, Any] = {}

@@ -356,3 +356,33 @@ def test_a_full_disk_is_reported_as_disk_full(workspace: Workspace, full_disk: P
     assert result.returncode == 1
     assert "status: failed (storage_error)" in result.stdout
     assert "disk full" in result.stdout
+
+
+CLOSING_PLUGIN = """
+from pathlib import Path
+from soulacy.kernel import hookimpl
+
+
+@hookimpl
+def soulacy_unconfigure(kernel):
+    (kernel.config_file.parent / "closed.txt").write_text("closed")
+    if (kernel.config_file.parent / "fail-to-close").exists():
+        raise RuntimeError("cannot close")
+"""
+
+
+def test_soulacy_run_closes_its_kernel_so_plugins_flush_and_close(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    (tmp_path / "closing.py").write_text(CLOSING_PLUGIN)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    workspace.scripted_agent("a", [{"text": "hi"}])
+    ran = soulacy(["-p", "closing", "run", "a", "go"], workspace.path, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert (workspace.path / "closed.txt").read_text() == "closed"
+    # A plugin failing to close is a warning: the run's outcome and exit code stand.
+    (workspace.path / "fail-to-close").write_text("")
+    failed = soulacy(["-p", "closing", "run", "a", "go"], workspace.path, env=env)
+    assert failed.returncode == 0, failed.stderr
+    assert "closing the kernel after the run failed: RuntimeError: cannot close" in failed.stderr
+    assert "Traceback" not in failed.stderr

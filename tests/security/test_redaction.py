@@ -183,3 +183,11 @@ async def test_a_tool_error_preview_carries_no_key(workspace: object, make_kerne
             previews.append(event.data["preview"])
     assert previews
     assert all("abcdefghij0123456789" not in p for p in previews), previews
+
+
+def test_every_value_of_a_headers_mapping_is_hidden() -> None:
+    # A collector's headers carry credentials under vendor names no word list knows.
+    config = {"otel": {"headers": {"x-honeycomb-team": "hc-secret-1234", "x-empty": ""}}}
+    out = redact(config)
+    assert out["otel"]["headers"] == {"x-honeycomb-team": "***", "x-empty": ""}
+    assert redact({"extra_headers": {"X-Team": "t-1234"}}) == {"extra_headers": {"X-Team": "***"}}
