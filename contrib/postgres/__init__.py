@@ -16,13 +16,16 @@ and attempts, tool records, proofs, checkpoints, plugin state, leases with fenci
 cancellation requests and counters live in the database, shared by every process and host that
 opens it (``PostgresStore.multi_process``); lease expiry is judged by the server's clock.
 Migrations run when the store is first used, under an advisory lock (``soulacy store migrate``
-runs them explicitly). Needs ``pip install 'soulacy[postgres]'`` (psycopg 3 and psycopg-pool).
+runs them explicitly); ``soulacy store copy`` copies a SQLite workspace file (``soulacy.db``)
+into a database that holds no Soulacy data yet (``_copy``). Needs ``pip install
+'soulacy[postgres]'`` (psycopg 3 and psycopg-pool).
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import attrs
 
@@ -37,6 +40,7 @@ from soulacy.kernel import (
     PluginError,
     Settings,
     StashKey,
+    UsageError,
     hookimpl,
     redact_text,
 )
@@ -51,10 +55,20 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         f" ({exc})"
     ) from exc
 
+from ._copy import LEFT_OUT, CopyRefused, CopyReport, copy_sqlite
 from ._schema import SCHEMA_VERSION
 from ._store import PostgresStore
 
-__all__ = ["ENV_DSN", "SCHEMA_VERSION", "PostgresConfig", "PostgresStore", "resolve_dsn"]
+__all__ = [
+    "ENV_DSN",
+    "SCHEMA_VERSION",
+    "CopyRefused",
+    "CopyReport",
+    "PostgresConfig",
+    "PostgresStore",
+    "copy_sqlite",
+    "resolve_dsn",
+]
 
 SECTION = "postgres"
 ENV_DSN = "SOULACY_POSTGRES__DSN"  # the kernel's override of postgres.dsn
@@ -182,7 +196,13 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
             "bring the PostgreSQL store's schema to this release's version",
             _migrate,
             _configure_migrate,
-        )
+        ),
+        CliCommand(
+            "store copy",
+            "copy a SQLite workspace file (soulacy.db) into an empty PostgreSQL database",
+            _copy,
+            _configure_copy,
+        ),
     ]
 
 
@@ -210,3 +230,96 @@ async def _migrate(args: argparse.Namespace, ctx: CliContext) -> int:
     else:
         ctx.print(f"{report['store']} is at schema version {found}: nothing to do")
     return 0
+
+
+def _configure_copy(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--to",
+        metavar="DSN",
+        help=f"the PostgreSQL database (default: the configured one: {SECTION}.dsn,"
+        f" {ENV_DSN} or {SECTION}.dsn_env); it must hold no Soulacy data yet",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="PATH",
+        help="the SQLite file (default: the workspace's store.path, soulacy.db)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+LABELS = {
+    "runs": "runs",
+    "conversation_history": "history entries",
+    "tool_records": "tool records",
+    "proofs": "proofs",
+    "superseded_proofs": "superseded proofs",
+    "workflow_checkpoints": "checkpoints",
+    "plugin_state": "plugin state",
+    "leases": "leases",
+    "counters": "counters",
+    "lease_waiters": "lease queue places",
+    "cancel_requests": "cancellation requests",
+    "legacy_proofs": "legacy proofs",
+}
+
+
+def _source(kernel: Kernel, given: str | None) -> Path:
+    """The SQLite file: ``--from``, else the workspace's ``store.path``."""
+    if given is not None:
+        return Path(given).expanduser().absolute()
+    try:
+        relative = str(kernel.config.get("store.path"))
+    except KeyError:  # the SQLite plugin is disabled: its default file
+        relative = "soulacy.db"
+    return kernel.workspace / relative
+
+
+async def _copy(args: argparse.Namespace, ctx: CliContext) -> int:
+    loaded = ctx.plugins
+    if args.to is not None:
+        try:
+            psycopg.conninfo.conninfo_to_dict(args.to)
+        except psycopg.Error as exc:
+            raise UsageError(
+                "--to: not a PostgreSQL connection string (postgresql://user@host:port/dbname,"
+                f" or key=value pairs): {redact_text(' '.join(str(exc).split()))}"
+            ) from None
+        # The kernel's store is then the target's: its own override of postgres.dsn.
+        loaded = attrs.evolve(loaded, environ={**loaded.environ, ENV_DSN: args.to})
+    kernel = Kernel.from_plugins(loaded)
+    try:
+        report = await copy_sqlite(store_of(kernel), _source(kernel, args.source))
+    finally:
+        await kernel.aclose()
+    if args.json:
+        ctx.print_json(report.data())
+    else:
+        _print_report(ctx, report)
+    if report.running:
+        ctx.warn(
+            f"{len(report.running)} run(s) were running in the SQLite store when copied"
+            f" ({', '.join(report.running[:5])}): what they write from now on goes to the"
+            " SQLite file only; stop every process using the workspace before copying"
+        )
+    if report.unverified_proofs:
+        ctx.warn(
+            f"{len(report.unverified_proofs)} proof(s) do not match their sha256 in the SQLite"
+            f" file and were copied as they are: {', '.join(report.unverified_proofs[:5])}"
+        )
+    return 0
+
+
+def _print_report(ctx: CliContext, report: CopyReport) -> None:
+    total = sum(report.copied.values())
+    ctx.print(
+        f"copied {report.source} (SQLite, schema version {report.schema_version}) into"
+        f" {report.target} in one transaction: {total} rows"
+    )
+    width = max(len(LABELS.get(table, table)) for table in report.copied)
+    for table, count in report.copied.items():
+        extra = f"   (highest token {report.highest_token})" if table == "leases" else ""
+        ctx.print(f"  {LABELS.get(table, table):<{width}}  {count:>8}{extra}")
+    for table, count in report.left_out.items():
+        if count:
+            ctx.print(f"not copied: {count} {LABELS.get(table, table)}, {LEFT_OUT[table]}")

@@ -1,0 +1,38 @@
+"""bench/postgres.py still runs (tiny sizes, on the session's server): nothing here is timed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pg_support import Server
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "postgres.py"
+
+
+def test_the_postgres_benchmark_runs(postgres_server: Server) -> None:
+    args = ["--rounds", "1", "--runs", "2", "--pg-writes", "5", "--sqlite-writes", "5"]
+    args += ["--engine-turns", "10", "--counts", "2", "--takeovers", "1", "--ttl", "1"]
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *args, "--dsn", postgres_server.admin_dsn],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout.splitlines()[-1])
+    assert set(data["us"]) == {
+        f"{stem}-{store}"
+        for stem in ("floor", "sql", "turn", "engine")
+        for store in ("sqlite", "pg", "pga")
+    }
+    assert {key: len(runs) for key, runs in data["processes"].items()} == {
+        "sqlite-2": 1,
+        "pg-2": 1,
+        "pga-2": 1,
+    }
+    assert len(data["takeover_same_host_ms"]) == 1
+    assert "| PostgreSQL | 2 |" in done.stdout
