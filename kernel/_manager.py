@@ -42,6 +42,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("sqlite_store", "soulacy.plugins.sqlite_store"),
     ("workflows", "soulacy.plugins.workflows"),
     ("http", "soulacy.plugins.http"),
+    ("portal", "soulacy.plugins.portal"),
     ("scheduler", "soulacy.plugins.scheduler"),
     ("costs", "soulacy.plugins.costs"),
     ("reasoning", "soulacy.plugins.reasoning"),

@@ -7,12 +7,18 @@ gets what it missed and the terminal ``result`` event. See docs/http.md.
 The chat deadline is the limit ``http_timeout`` of the execution policy, which this plugin
 declares (``soulacy_policy_limits``): read from ``runtime.timeouts.http``, it always outlasts
 the run it carries.
+
+Other plugins add routes (API routes under /api/v1, pages at the root) by answering the hook
+``soulacy_http_routes`` (``hookspecs.py``) with :class:`HttpRoute` objects; they are served
+behind the same guards as this plugin's own.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+import pluggy
 
 from soulacy.kernel import (
     ConfigIssue,
@@ -27,13 +33,25 @@ from soulacy.kernel import (
 )
 from soulacy.kernel.policy import PolicyLimit
 
+from . import hookspecs
 from ._app import Api
 from ._config import HTTP_TIMEOUT, ServerConfig
 from ._principals import key_issues
 from ._runlog import RunLogs
 from ._service import HttpService
+from .hookspecs import HttpError, HttpRequest, HttpResponse, HttpRoute, RouteAuth
 
-__all__ = ["Api", "HttpService", "RunLogs", "ServerConfig"]
+__all__ = [
+    "Api",
+    "HttpError",
+    "HttpRequest",
+    "HttpResponse",
+    "HttpRoute",
+    "HttpService",
+    "RouteAuth",
+    "RunLogs",
+    "ServerConfig",
+]
 
 ORIGIN = re.compile(r"https?://[^/\s]+")  # what a browser sends as Origin
 _logs_key = StashKey[RunLogs]("http run logs")  # only kernels that serve HTTP have them
@@ -45,6 +63,11 @@ def run_logs(kernel: Kernel) -> RunLogs:
         config: ServerConfig = kernel.config.section("server")
         logs = kernel.stash[_logs_key] = RunLogs(config.events_per_run, config.finished_runs_kept)
     return logs
+
+
+@hookimpl
+def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)  # soulacy_http_routes, for other plugins
 
 
 @hookimpl

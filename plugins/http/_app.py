@@ -1,4 +1,5 @@
-"""The HTTP API under /api/v1: chat (JSON and SSE), cancel, history, runs, agents, config."""
+"""The HTTP API under /api/v1: chat (JSON and SSE), cancel, history, runs, agents, config; and
+the routes other plugins add through ``soulacy_http_routes`` (API routes and root pages)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from soulacy.kernel import (
     CapacityError,
     ConfigError,
     Kernel,
+    PluginError,
     RunIdInUse,
     UsageError,
     redact,
@@ -43,6 +45,7 @@ from ._limits import check_depth, check_json_type, check_unicode, last_event_id
 from ._principals import Principals
 from ._runlog import RunLog, RunLogs
 from ._tokens import EventTokens
+from .hookspecs import HttpRequest, HttpRoute
 
 if TYPE_CHECKING:  # not exported by soulacy.kernel (yet): only its type is needed here
     from soulacy.kernel import RunHandle
@@ -75,7 +78,7 @@ CAPACITY_KEYS = {
 _ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")  # no "/": ids appear in URL paths
 
 Handler = Callable[[Request], Awaitable[None]]
-Auth = Literal["none", "key", "key or token"]
+Auth = Literal["none", "key", "key or token", "admin"]
 
 
 @attrs.frozen
@@ -143,7 +146,7 @@ class Api:
         # run id -> principal, from the synchronous claim until the run's log is open: the
         # check and the claim of a run id are never separated by an await.
         run = r"/runs/(?P<run_id>[^/]+)"
-        self.routes = [
+        self.routes: list[Route] = [
             Route("GET", re.compile(r"/health"), self.health, "none"),
             Route("GET", re.compile(r"/openapi\.json"), self.openapi, "none"),
             Route("POST", re.compile(r"/chat"), self.chat, "key"),
@@ -163,6 +166,80 @@ class Api:
             Route("GET", re.compile(r"/config"), self.get_config, "key"),
             Route("PATCH", re.compile(r"/config"), self.patch_config, "key"),
         ]
+        self.pages: list[Route] = []  # plugins' routes outside /api/v1 (a web UI)
+        self._add_plugin_routes()
+
+    def _add_plugin_routes(self) -> None:
+        """The routes other plugins contribute (``soulacy_http_routes``), after the plugin's own:
+        a path both match is the plugin's own. The same method and path twice is a PluginError."""
+        found = self.kernel.pm.unique_contributions(
+            "soulacy_http_routes", "HTTP route", kernel=self.kernel
+        )
+        own = {f"{r.method} {PREFIX}{r.pattern.pattern}" for r in self.routes}
+        for name, (route, plugin) in found.items():
+            if not isinstance(route, HttpRoute):
+                raise PluginError(
+                    f"plugin {plugin!r} answered soulacy_http_routes with {route!r}:"
+                    " expected HttpRoute objects"
+                )
+            problems = route.problems()
+            if problems:
+                raise PluginError(f"plugin {plugin!r}: HTTP route {name!r}: {'; '.join(problems)}")
+            if name in own:
+                raise PluginError(
+                    f"plugin {plugin!r} defines the HTTP route {name!r}, which is the http"
+                    " plugin's own"
+                )
+            entry = Route(
+                route.method, re.compile(route.path), self._contributed(route), route.auth
+            )
+            (self.routes if route.api else self.pages).append(entry)
+
+    def _contributed(self, route: HttpRoute) -> Handler:
+        """A plugin's handler served as the plugin's own: its answer sent, its errors too."""
+
+        async def handle(request: Request) -> None:
+            async def read_json() -> Any:
+                return await self._json(request)
+
+            view = HttpRequest(
+                method=request.method,
+                path=request.path,
+                params=dict(request.params),
+                query=urllib.parse.parse_qs(request.query, keep_blank_values=True),
+                headers=dict(request.headers),
+                principal=request.principal,
+                is_admin=self.principals.is_admin(request.principal),
+                sees_everything=self.principals.sees_everything(request.principal),
+                read_json=read_json,
+            )
+            try:
+                answer = await route.handler(view)
+            except (HttpError, UsageError):
+                raise
+            except ConfigError as exc:
+                raise HttpError(
+                    422, "invalid request", {issue.path: issue.message for issue in exc.issues}
+                ) from None
+            except Exception as exc:  # a plugin's bug must not take the server down
+                import logging
+                import traceback
+
+                logging.getLogger("soulacy.http").error(
+                    "route %s failed: %s",
+                    route.name,
+                    redact_text("".join(traceback.format_exception(exc)).rstrip()),
+                )
+                raise HttpError(500, f"internal error in {route.name}") from None
+            raw = [(k.lower().encode(), v.encode()) for k, v in answer.headers.items()]
+            if not any(k == b"content-length" for k, _ in raw):
+                raw.append((b"content-length", str(len(answer.body)).encode()))
+            await request.send(
+                {"type": "http.response.start", "status": answer.status, "headers": raw}
+            )
+            await request.send({"type": "http.response.body", "body": answer.body})
+
+        return handle
 
     # -- ASGI ----------------------------------------------------------------------------------
 
@@ -192,11 +269,14 @@ class Api:
             await send_json(request.send, 400, {"error": str(exc), "status": 400})
 
     def _route(self, request: Request) -> Handler:
-        if not request.path.startswith(PREFIX):
+        if request.path == PREFIX or request.path.startswith(PREFIX + "/"):
+            path, routes = request.path[len(PREFIX) :], self.routes
+        elif self.pages and not request.path.startswith("/api/"):
+            path, routes = request.path, self.pages
+        else:
             raise HttpError(404, "not found")
-        path = request.path[len(PREFIX) :]
         allowed = []
-        for route in self.routes:
+        for route in routes:
             match = route.pattern.fullmatch(path)
             if match is None:
                 continue
@@ -207,6 +287,8 @@ class Api:
             self.guard.check_origin(request.method, request.headers, request.scheme)
             if route.auth != "none":
                 request.principal = self._principal(request, route.auth)
+            if route.auth == "admin" and not self.principals.is_admin(request.principal):
+                raise HttpError(403, "this principal is not an admin (server.admins)")
             return route.handler
         if not allowed:
             raise HttpError(404, "not found")
