@@ -247,6 +247,11 @@ class Kernel:
         self._agents[agent_id] = spec
         return spec
 
+    def forget_agent(self, agent_id: str) -> None:
+        """Drop the loaded copy of an agent, so that its next use reads its SOUL.yaml again
+        (after an editor saved it)."""
+        self._agents.pop(agent_id, None)
+
     def check_agent(self, agent_id: str, doc: Mapping[str, Any], file: Path) -> AgentSpec:
         """Validate an agent document (a parsed SOUL.yaml) as the loaded plugins do, without
         saving it; raises one ConfigError with every problem. Studio builds use this."""

@@ -1,0 +1,52 @@
+"""The builtin ``portal`` plugin: the web UI of ``soulacy serve`` (docs/portal.md).
+
+It adds its pages and the API routes it needs to the HTTP plugin's server through the hook that
+plugin defines, ``soulacy_http_routes``, without importing its private modules: with the HTTP
+plugin disabled the portal is simply not served.
+
+- ``GET /`` and ``GET /portal/`` answer the page, ``GET /portal/NAME`` its ES modules, CSS and
+  icon, shipped as package data (``static/``): nothing is built at install time and nothing is
+  fetched from elsewhere (docs/decisions/0031-portal-without-a-build.md).
+- The page talks to ``/api/v1`` as every client does, with the same keys and principals. The
+  routes it needed that the API lacked (agents create/read/update, configuration sources,
+  plugins, a support bundle, a runs list) are added here (``_api.py``) and documented in
+  ``plugins/http/openapi.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from soulacy.kernel import Kernel, hookimpl
+
+if TYPE_CHECKING:
+    from soulacy.plugins.http import HttpRoute
+
+__all__: list[str] = []
+
+
+@hookimpl(optionalhook=True)  # the HTTP plugin's hook: absent when that plugin is disabled
+def soulacy_http_routes(kernel: Kernel) -> Sequence[HttpRoute]:
+    from soulacy.plugins.http import HttpRoute
+
+    from ._api import api_routes
+    from ._static import StaticFiles
+
+    static = StaticFiles()
+    routes: list[Any] = [
+        HttpRoute("GET", "/", static.index, auth="none", api=False),
+        HttpRoute("GET", "/portal/", static.index, auth="none", api=False),
+        HttpRoute(
+            "GET", r"/portal/(?P<name>[A-Za-z0-9_-]+\.[a-z]+)", static.file, auth="none", api=False
+        ),
+        *api_routes(kernel),
+    ]
+    return routes
+
+
+@hookimpl
+def soulacy_unconfigure(kernel: Kernel) -> None:
+    from ._api import detach_errors
+
+    detach_errors(kernel)

@@ -1,0 +1,409 @@
+"""Reading, creating and editing agents for the portal's editor: changed fields only, by
+round-trip editing of SOUL.yaml (comments, key order, quoting and every key the editor does not
+show stay as they were), validated exactly as loading would before anything is written."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
+
+from soulacy.kernel import AGENT_FILE, AGENTS_DIR, ConfigError, Kernel, redact, structure
+from soulacy.kernel.yamlio import atomic_write, dump_round_trip, parse_yaml, plain
+from soulacy.plugins.http import HttpError
+
+# Unicode line breaks YAML folds in plain and single-quoted scalars: written escaped instead.
+_LINE_BREAKS = re.compile("[\x85\u2028\u2029]")
+MAX_INT = 2**53  # the largest integer a JSON reader (the browser) keeps exactly
+AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+# Durations the API takes: hours, minutes, seconds (with a fraction), milliseconds, in that
+# order, or "0"; at most 99999h + 999999m + 999999.999999999s + 999999ms, within the
+# configuration's 100 years. The OpenAPI document has the same pattern.
+DURATION = re.compile(r"0|([0-9]{1,5}h)?([0-9]{1,6}m)?([0-9]{1,6}(\.[0-9]{1,9})?s)?([0-9]{1,6}ms)?")
+OPERATORS = (  # the workflows plugin's builtin assertion operators
+    *("eq", "ne", "gt", "ge", "lt", "le", "contains", "not_contains", "matches", "in"),
+    *("exists", "truthy"),
+)
+# Sections whose members a change merges into (a null member removes it); any other value,
+# lists included, replaces what was there.
+MERGED = frozenset({"llm", "budget", "reasoning", "outcome"})
+# Original-system keys about permissions: kept in SOUL.yaml, shown, never written.
+PERMISSION_KEYS = (
+    *("system_tools", "allow_shell", "capabilities", "env", "confirm_tools", "unattended"),
+    *("policy", "security", "execution", "dry_run", "builtins", "mcp_servers", "mcp_tools"),
+)
+
+
+@attrs.frozen
+class LlmChanges:
+    provider: str | None = None
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    tool_choice: str | None = None
+
+
+@attrs.frozen
+class BudgetChanges:
+    max_tokens: int | None = None
+    max_llm_calls: int | None = None
+
+
+@attrs.frozen
+class ReasoningChanges:
+    strategy: Literal["react", "plan_execute"] | None = None
+    max_steps: int | None = None
+    step_timeout: str | None = None
+    total_timeout: str | None = None
+
+
+@attrs.frozen
+class AssertionChange:
+    target: str
+    op: Literal[
+        "eq",
+        "ne",
+        "gt",
+        "ge",
+        "lt",
+        "le",
+        "contains",
+        "not_contains",
+        "matches",
+        "in",
+        "exists",
+        "truthy",
+    ] = "eq"
+    value: Any = None
+    describe: str = ""
+
+
+@attrs.frozen
+class OutcomeChanges:
+    assertions: list[AssertionChange] | None = None
+    enforce: Literal["report", "fail"] | None = None
+    goal: str | None = None
+
+
+@attrs.frozen
+class AgentChanges:
+    """What ``PATCH /agents/{agent_id}`` takes (and ``POST /agents`` besides the id): absent
+    keys are left alone, ``null`` removes a key (it inherits again)."""
+
+    name: str | None = None
+    description: str | None = None
+    system_prompt: str | None = None
+    enabled: bool | None = None
+    tools: list[str] | None = None
+    llm: LlmChanges | None = None
+    max_turns: int | None = None
+    budget: BudgetChanges | None = None
+    run_timeout: str | None = None
+    no_progress_limit: int | None = None
+    reasoning: ReasoningChanges | None = None
+    outcome: OutcomeChanges | None = None
+
+
+@attrs.frozen
+class AgentPatch:
+    changes: dict[str, Any]
+
+
+@attrs.frozen
+class NewAgent:
+    name: str | None = None
+    description: str | None = None
+    system_prompt: str | None = None
+    llm: LlmChanges | None = None
+    tools: list[str] | None = None
+
+
+def _bad(field: str, message: str) -> HttpError:
+    return HttpError(422, "invalid request body", {field: message})
+
+
+def _structure(data: Any, type_: Any, key: str) -> Any:
+    if not isinstance(data, dict):
+        raise _bad(key, "expected a JSON object")
+    try:
+        return structure(data, type_, origin="request", key=key)
+    except ConfigError as exc:
+        raise HttpError(
+            422,
+            "invalid request body",
+            {issue.path.removeprefix("body.") or key: issue.message for issue in exc.issues},
+        ) from None
+
+
+def _check_ranges(changes: Mapping[str, Any], prefix: str) -> None:
+    """What a type does not say: ranges, the duration form, scalar assertion values."""
+
+    def at(*parts: str) -> Any:
+        node: Any = changes
+        for part in parts:
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    ranges = {
+        ("max_turns",): (-1, MAX_INT),
+        ("no_progress_limit",): (0, MAX_INT),
+        ("budget", "max_tokens"): (0, MAX_INT),
+        ("budget", "max_llm_calls"): (0, MAX_INT),
+        ("llm", "max_tokens"): (0, MAX_INT),
+        ("llm", "temperature"): (0, 2),
+        ("llm", "top_p"): (0, 1),
+        ("reasoning", "max_steps"): (-1, MAX_INT),
+    }
+    for path, (low, high) in ranges.items():
+        value = at(*path)
+        if value is not None and not low <= value <= high:
+            raise _bad(prefix + ".".join(path), f"expected {low} to {high}")
+    for path in (("run_timeout",), ("reasoning", "step_timeout"), ("reasoning", "total_timeout")):
+        value = at(*path)
+        if value is not None and (not value or not DURATION.fullmatch(value)):
+            raise _bad(
+                prefix + ".".join(path),
+                'expected a duration such as "90s", "15m", "1h30m" or "0" (no deadline)',
+            )
+    for index, item in enumerate(at("outcome", "assertions") or ()):
+        if isinstance(item, Mapping) and not _scalar_value(item.get("value")):
+            raise _bad(
+                f"{prefix}outcome.assertions.{index}.value",
+                "expected a string, number, boolean, null or a list of them",
+            )
+        if isinstance(item, Mapping) and not item.get("target"):
+            raise _bad(f"{prefix}outcome.assertions.{index}.target", "expected a target")
+
+
+def _scalar_value(value: Any, nested: bool = False) -> bool:
+    if value is None or isinstance(value, bool | str):
+        return True
+    if isinstance(value, int):
+        return -MAX_INT <= value <= MAX_INT
+    if isinstance(value, float):
+        return math.isfinite(value) and -MAX_INT <= value <= MAX_INT
+    if isinstance(value, list) and not nested:
+        return all(_scalar_value(v, True) for v in value)
+    return False
+
+
+INTEGER_PATHS = (
+    ("max_turns",),
+    ("no_progress_limit",),
+    ("budget", "max_tokens"),
+    ("budget", "max_llm_calls"),
+    ("llm", "max_tokens"),
+    ("reasoning", "max_steps"),
+)
+
+
+def _integers(data: Any) -> Any:
+    """``5.0`` where an integer is expected is the integer 5, as JSON Schema reads it (the
+    configuration's converter, stricter, takes only ``5``)."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for path in INTEGER_PATHS:
+        node = out
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                break
+            node[part] = child = dict(child)
+            node = child
+        else:
+            value = node.get(path[-1])
+            if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INT:
+                node[path[-1]] = int(value)
+    return out
+
+
+def parse_changes(data: Any, key: str = "changes") -> dict[str, Any]:
+    """The changes of a request, type-checked (unknown keys refused): a plain mapping."""
+    data = _integers(data)
+    _structure(data, AgentChanges, key)
+    _check_ranges(data, key + ".")
+    return dict(data)
+
+
+# -- editing ------------------------------------------------------------------------------------
+
+
+def _differs(old: Any, new: Any) -> bool:
+    old = plain(old)
+    return bool(old != new or isinstance(old, bool) != isinstance(new, bool))
+
+
+def _styled(old: Any, new: Any) -> Any:
+    """A new value written the way the old one was: a quoted string stays quoted, a flow list
+    stays a flow list."""
+    if isinstance(new, str) and _LINE_BREAKS.search(new):
+        return DoubleQuotedScalarString(new)
+    if isinstance(old, ScalarString) and isinstance(new, str):
+        return type(old)(new)
+    if isinstance(new, list):
+        seq = CommentedSeq([_styled(None, v) for v in new])
+        if isinstance(old, CommentedSeq) and old.fa.flow_style():
+            seq.fa.set_flow_style()
+        return seq
+    if isinstance(new, Mapping):
+        node = CommentedMap()
+        for k, v in new.items():
+            node[k] = _styled(None, v)
+        return node
+    return new
+
+
+def apply_changes(doc: CommentedMap, changes: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Make ``doc`` say what ``changes`` say, in place; returns the dotted keys that changed."""
+    changed: list[str] = []
+    for key, value in changes.items():
+        path = prefix + key
+        if value is None:
+            if key in doc:
+                del doc[key]
+                changed.append(path)
+        elif isinstance(value, Mapping) and (prefix + key) in MERGED:
+            child = doc.get(key)
+            if not isinstance(child, CommentedMap):
+                if not any(v is not None for v in value.values()):
+                    continue  # nothing to write into a section that is not there
+                if key in doc and child is not None:
+                    changed.append(path)
+                child = doc[key] = CommentedMap()
+            inner = apply_changes(child, value, path + ".")
+            changed += inner
+            if not child and inner:  # emptied: the section says nothing, as when absent
+                del doc[key]
+        elif key not in doc or _differs(doc[key], value):
+            doc[key] = _styled(doc.get(key), value)
+            changed.append(path)
+    return changed
+
+
+def agent_file(kernel: Kernel, agent_id: str) -> Path:
+    return kernel.workspace / AGENTS_DIR / agent_id / AGENT_FILE
+
+
+def _forget(kernel: Kernel, agent_id: str) -> None:
+    """Drop the kernel's loaded copy of an agent so that its next run reads the new file."""
+    kernel.forget_agent(agent_id)
+
+
+def _save(kernel: Kernel, agent_id: str, doc: CommentedMap, text: str) -> None:
+    """Validate ``doc`` as loading would, then write it atomically (nothing on error)."""
+    path = agent_file(kernel, agent_id)
+    new_text = dump_round_trip(doc, text)
+    reread = parse_yaml(new_text, str(path))
+    if plain(reread) != plain(doc):  # never write what would read back otherwise
+        raise HttpError(
+            422, "invalid agent; nothing was saved", {"body": "not representable in YAML"}
+        )
+    try:
+        kernel.check_agent(agent_id, reread, path)
+    except ConfigError as exc:
+        raise HttpError(
+            422,
+            "invalid agent; nothing was saved",
+            {issue.path: issue.message for issue in exc.issues},
+        ) from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, new_text)
+    _forget(kernel, agent_id)
+
+
+def update_agent(kernel: Kernel, agent_id: str, changes: Mapping[str, Any]) -> list[str]:
+    path = agent_file(kernel, agent_id)
+    text = path.read_text(encoding="utf-8")
+    doc = parse_yaml(text, str(path))
+    changed = apply_changes(doc, changes)
+    if changed:
+        _save(kernel, agent_id, doc, text)
+    return changed
+
+
+def create_agent(kernel: Kernel, agent_id: str, data: Any) -> list[str]:
+    """A new agent: the workspace provider and its default model, no limits (it inherits the
+    workspace policy), no ``top_p`` (left to the provider); then what the request says. An
+    existing agent is never replaced (409): it is changed with ``PATCH``."""
+    if not AGENT_ID.fullmatch(agent_id):
+        raise HttpError(
+            422,
+            "invalid agent id",
+            {"agent_id": "expected 1-64 letters, digits, '-' and '_', the first not '-' or '_'"},
+        )
+    data = _integers(data)
+    _structure(data, NewAgent, "body")
+    _check_ranges(data, "")
+    if (kernel.workspace / AGENTS_DIR / agent_id).exists():
+        raise HttpError(409, f"agent {agent_id!r} already exists")
+    default = kernel.config.values.get("llm.default")  # the providers plugin's, if loaded
+    doc = CommentedMap()
+    doc["id"] = agent_id
+    doc["name"] = agent_id
+    doc["description"] = ""
+    doc["system_prompt"] = "You are a helpful assistant."
+    llm = {k: v for k in ("provider", "model") if (v := getattr(default, k, None))}
+    if llm:
+        doc["llm"] = _styled(None, llm)
+    doc["tools"] = CommentedSeq()
+    apply_changes(doc, data)
+    _save(kernel, agent_id, doc, "")
+    return sorted(doc)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def _relative(kernel: Kernel, location: str) -> str:
+    root = str(kernel.workspace) + "/"
+    return location[len(root) :] if location.startswith(root) else location
+
+
+def _policy(kernel: Kernel, agent_id: str) -> dict[str, Any]:
+    try:
+        policy = kernel.resolve_policy(agent_id).to_dict()
+        for limit in policy.values():
+            if isinstance(limit, dict) and isinstance(limit.get("location"), str):
+                limit["location"] = _relative(kernel, limit["location"])
+        return {"policy": policy, "policy_error": None}
+    except Exception as exc:  # a provider that cannot be asked: the editor still opens
+        return {"policy": {}, "policy_error": _relative(kernel, str(exc))}
+
+
+def describe_agent(kernel: Kernel, agent_id: str) -> dict[str, Any]:
+    """What the editor shows: the saved document, where each key is set, the resolved policy
+    with its sources, the tools plugins offer, and the kept keys of the original system."""
+    spec = kernel.agent(agent_id)
+    path = agent_file(kernel, agent_id)
+    document = plain(parse_yaml(path.read_text(encoding="utf-8"), str(path)))
+    contributed = []
+    for tools in kernel.hook.soulacy_tools(kernel=kernel, agent_id=agent_id, agent=None):
+        for tool in tools or ():
+            contributed.append(
+                {"name": tool.listed_as or tool.name, "description": tool.description}
+            )
+    return {
+        "agent_id": agent_id,
+        "file": _relative(kernel, str(path)),
+        "document": redact(document),
+        "set": {
+            key: _relative(kernel, str(loc)) for key, loc in spec.settings.sources.locations.items()
+        },
+        "kept": [
+            {"path": k.path, "location": _relative(kernel, str(k.location))}
+            for k in spec.settings.kept
+        ],
+        "permissions": {k: redact(document[k], k) for k in PERMISSION_KEYS if k in document},
+        **_policy(kernel, agent_id),
+        "tools_available": sorted(contributed, key=lambda t: t["name"]),
+    }

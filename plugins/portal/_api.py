@@ -1,0 +1,279 @@
+"""The API routes the portal needs that ``/api/v1`` lacked, added through ``soulacy_http_routes``
+and documented in the HTTP plugin's OpenAPI document (plugins/http/openapi.json).
+
+| route | who | what |
+|---|---|---|
+| ``PUT /agents/{agent_id}`` | admins | create an agent (workspace provider and model, no limits) |
+| ``GET /agents/{agent_id}`` | admins | the saved SOUL.yaml, where each key is set, the policy |
+| ``PATCH /agents/{agent_id}`` | admins | change fields of SOUL.yaml (``null`` removes a key) |
+| ``GET /config/sources`` | admins | where each configuration value is set; kept keys |
+| ``GET /plugins`` | admins | the loaded plugins, their hooks and configuration sections |
+| ``GET /support/bundle`` | admins | a diagnostic bundle: redacted config, versions, errors |
+| ``GET /runs`` | every principal | its own recent runs with status, limits and proof |
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.metadata
+import logging
+import platform
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from soulacy.kernel import Kernel, StashKey, redact, redact_text
+from soulacy.kernel.yamlio import load_yaml_file, plain
+from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
+
+from ._agents import AgentPatch, _structure, create_agent, describe_agent, parse_changes
+from ._agents import update_agent as _update
+
+PACKAGES = ("attrs", "cattrs", "httpx", "hypercorn", "pluggy", "ruamel.yaml", "trio")
+RECENT_ERRORS = 50
+RUNS_LIMIT = 200
+
+
+class RecentErrors(logging.Handler):
+    """The last warnings and errors of the ``soulacy`` loggers, redacted, for support bundles."""
+
+    def __init__(self, size: int = RECENT_ERRORS) -> None:
+        super().__init__(logging.WARNING)
+        self.records: collections.deque[dict[str, Any]] = collections.deque(maxlen=size)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = redact_text(record.getMessage())
+        except Exception:  # a record that cannot be formatted says so rather than failing
+            message = f"(unformattable log record {record.msg!r})"
+        self.records.append(
+            {
+                "time": record.created,
+                "logger": record.name,
+                "level": record.levelname.lower(),
+                "message": message,
+            }
+        )
+
+
+ERRORS_KEY = StashKey[RecentErrors]("portal recent errors")
+
+
+def recent_errors(kernel: Kernel) -> RecentErrors:
+    """This kernel's collector, attached to the ``soulacy`` logger while it serves."""
+    handler = kernel.stash.get(ERRORS_KEY, None)
+    if handler is None:
+        handler = kernel.stash[ERRORS_KEY] = RecentErrors()
+        logging.getLogger("soulacy").addHandler(handler)
+    return handler
+
+
+def detach_errors(kernel: Kernel) -> None:
+    handler = kernel.stash.get(ERRORS_KEY, None)
+    if handler is not None:
+        logging.getLogger("soulacy").removeHandler(handler)
+        del kernel.stash[ERRORS_KEY]
+
+
+def _relative(kernel: Kernel, location: str) -> str:
+    root = str(kernel.workspace) + "/"
+    return location[len(root) :] if location.startswith(root) else location
+
+
+def _at(doc: Any, path: str) -> Any:
+    node = doc
+    for part in path.replace("[", ".").replace("]", "").split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def config_sources(kernel: Kernel) -> dict[str, Any]:
+    config = kernel.config
+    raw = plain(load_yaml_file(kernel.config_file)) if kernel.config_file.is_file() else {}
+    return {
+        "file": _relative(kernel, str(kernel.config_file)),
+        "sources": {k: _relative(kernel, str(v)) for k, v in config.sources.locations.items()},
+        "kept": [
+            {
+                "path": kept.path,
+                "location": _relative(kernel, str(kept.location)),
+                "doc": kept.doc,
+                "value": redact(_at(raw, kept.path), kept.path.rsplit(".", 1)[-1]),
+            }
+            for kept in config.kept
+        ],
+        "warnings": [_relative_text(kernel, w) for w in config.warnings],
+    }
+
+
+def _relative_text(kernel: Kernel, text: str) -> str:
+    return text.replace(str(kernel.workspace) + "/", "")
+
+
+def plugins(kernel: Kernel) -> list[dict[str, Any]]:
+    sections: dict[str, list[dict[str, str]]] = {}
+    for owned in kernel.sections:
+        if owned.section.owns:
+            sections.setdefault(owned.plugin, []).append(
+                {"key": owned.section.key, "scope": owned.section.scope, "doc": owned.section.doc}
+            )
+    return [{**info, "sections": sections.get(info["name"], [])} for info in kernel.pm.describe()]
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> dict[str, Any]:
+    return {
+        "soulacy": _version("soulacy"),
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "packages": {name: _version(name) for name in PACKAGES},
+    }
+
+
+async def _runs(kernel: Kernel, request: HttpRequest, limit: int) -> list[dict[str, Any]]:
+    """The principal's recent runs (keyless ``local``: every run), newest first."""
+    store = kernel.store()
+    # The store lists every principal's runs: read more than asked, keep the visible ones.
+    records = await store.list_runs(limit if request.sees_everything else limit * 5)
+    visible = [r for r in records if request.sees(r.principal)][:limit]
+    out = []
+    for record in visible:
+        proof = await store.get_proof(record.run_id)
+        meta = dict(record.metadata or {})
+        out.append(
+            {
+                "run_id": record.run_id,
+                "agent_id": record.agent_id,
+                "session_id": record.session_id,
+                "status": record.status,
+                "verification": record.verification,
+                "incomplete_reason": record.incomplete_reason,
+                "error": meta.get("error"),
+                "started_at": record.started_at,
+                "finished_at": record.finished_at,
+                "attempt": record.attempt,
+                "turns": meta.get("turns"),
+                "tokens": (meta.get("tokens") or {}).get("total"),
+                "proof": {"sha256": proof.sha256, "receipts": proof.receipts} if proof else None,
+                "lease": record.lease if record.status == "interrupted" else None,
+            }
+        )
+    return out
+
+
+class PortalApi:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.errors = recent_errors(kernel)
+
+    def _known(self, agent_id: str) -> None:
+        # Only the workspace's agents: a request's agent id never reaches the file system.
+        if agent_id not in self.kernel.agent_ids():
+            raise HttpError(404, f"no agent {agent_id!r}")
+
+    async def create_agent(self, request: HttpRequest) -> HttpResponse:
+        agent_id = request.params["agent_id"]
+        create_agent(self.kernel, agent_id, await request.json())
+        return HttpResponse.json(
+            describe_agent(self.kernel, agent_id),
+            201,
+            {"location": f"/api/v1/agents/{agent_id}"},
+        )
+
+    async def get_agent(self, request: HttpRequest) -> HttpResponse:
+        agent_id = request.params["agent_id"]
+        self._known(agent_id)
+        return HttpResponse.json(describe_agent(self.kernel, agent_id))
+
+    async def update_agent(self, request: HttpRequest) -> HttpResponse:
+        agent_id = request.params["agent_id"]
+        self._known(agent_id)
+        body: AgentPatch = _structure(await request.json(), AgentPatch, "body")
+        changes = parse_changes(body.changes)
+        changed = _update(self.kernel, agent_id, changes)
+        return HttpResponse.json({"changed": changed, **describe_agent(self.kernel, agent_id)})
+
+    async def config_sources(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse.json(config_sources(self.kernel))
+
+    async def plugins(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse.json({"plugins": plugins(self.kernel), "versions": versions()})
+
+    async def runs(self, request: HttpRequest) -> HttpResponse:
+        raw = request.query_value("limit")
+        limit = 50
+        if raw is not None:
+            if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= RUNS_LIMIT):
+                raise HttpError(
+                    422, "invalid query", {"limit": f"expected an integer from 1 to {RUNS_LIMIT}"}
+                )
+            limit = int(raw)
+        return HttpResponse.json({"runs": await _runs(self.kernel, request, limit)})
+
+    async def support_bundle(self, request: HttpRequest) -> HttpResponse:
+        kernel = self.kernel
+        agents = []
+        for agent_id in kernel.agent_ids():
+            try:
+                spec = kernel.agent(agent_id)
+                agents.append({"id": agent_id, "valid": True, "enabled": spec.section("enabled")})
+            except Exception as exc:  # a broken agent file is what a bundle is for
+                agents.append(
+                    {"id": agent_id, "valid": False, "error": _relative_text(kernel, str(exc))}
+                )
+        failed = [
+            {k: run[k] for k in ("run_id", "agent_id", "status", "error", "finished_at")}
+            for run in await _runs(kernel, request, 50)
+            if run["status"] in ("failed", "interrupted")
+        ]
+        now = time.time()
+        bundle = {
+            "generated_at": now,
+            "versions": versions(),
+            "plugins": [
+                {k: p[k] for k in ("name", "origin", "module", "distribution", "version")}
+                for p in plugins(kernel)
+            ],
+            "config": redact(kernel.config.to_dict()),
+            "config_sources": config_sources(kernel),
+            "agents": agents,
+            "recent_errors": list(self.errors.records),
+            "failed_runs": failed,
+        }
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+        return HttpResponse.json(
+            bundle,
+            headers={
+                "content-disposition": f'attachment; filename="soulacy-support-{stamp}.json"',
+                "cache-control": "no-store",
+            },
+        )
+
+
+def api_routes(kernel: Kernel) -> Sequence[Any]:
+    from soulacy.plugins.http import HttpRoute
+
+    api = PortalApi(kernel)
+    agent = "/agents/(?P<agent_id>[^/]+)"
+    return [
+        HttpRoute("GET", agent, api.get_agent, auth="admin"),
+        HttpRoute("PUT", agent, api.create_agent, auth="admin"),
+        HttpRoute("PATCH", agent, api.update_agent, auth="admin"),
+        HttpRoute("GET", "/config/sources", api.config_sources, auth="admin"),
+        HttpRoute("GET", "/plugins", api.plugins, auth="admin"),
+        HttpRoute("GET", "/support/bundle", api.support_bundle, auth="admin"),
+        HttpRoute("GET", "/runs", api.runs),
+    ]

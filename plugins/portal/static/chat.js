@@ -1,0 +1,387 @@
+// Chat: pick an agent and a conversation, send, stream the reply over SSE (POST /chat/stream,
+// ended by its result event), cancel, and reconnect after a dropped connection with
+// Last-Event-ID (GET /runs/{id}/events): each event is applied once, by its id. Every reply
+// shows its status and keeps it through a reload (local storage) and through reopening the
+// conversation from durable history (GET /history/{session}), on this browser or another.
+
+import { ApiError, api, apiKey, get, openStream, randomId, readEvents } from "./api.js";
+import {
+  applyResult, load, mergeHistory, namespace, newConversation, notice, pendingReply, reply, save, titleOf,
+} from "./chatstate.js";
+import { errorText, h, toast } from "./dom.js";
+
+const ctx = { ns: null, state: null, main: null, agents: [], following: new Set(), saveTimer: null };
+
+function persistSoon() {
+  clearTimeout(ctx.saveTimer);
+  ctx.saveTimer = setTimeout(() => save(ctx.ns, ctx.state), 150);
+}
+
+function persistNow() {
+  clearTimeout(ctx.saveTimer);
+  save(ctx.ns, ctx.state);
+}
+
+window.addEventListener("pagehide", () => {
+  if (ctx.state) persistNow();
+});
+
+const conversation = (sessionId) => ctx.state.conversations[sessionId] || null;
+const current = () => (ctx.state.current ? conversation(ctx.state.current) : null);
+const visible = () => ctx.main && ctx.main.isConnected && ctx.main.querySelector(".chat");
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function renderChat(main, params) {
+  ctx.main = main;
+  const ns = await namespace(apiKey());
+  if (ns !== ctx.ns) {
+    ctx.ns = ns;
+    ctx.state = load(ns);
+  }
+  try {
+    ({ agents: ctx.agents } = await get("/agents"));
+  } catch (error) {
+    main.replaceChildren(h("h1", { text: "Chat" }), h("p", { class: "notice", role: "alert", text: errorText(error) }));
+    return;
+  }
+  if (params.get("session")) await openSession(params.get("session"));
+  if (params.get("agent") && !params.get("session")) startConversation(params.get("agent"));
+  draw();
+  const conv = current();
+  if (conv) refreshFromHistory(conv.session_id, { quiet: true });
+  for (const c of Object.values(ctx.state.conversations)) {
+    for (const m of c.messages) {
+      if (m.role === "assistant" && !m.final && m.status === "running") follow(c.session_id, m.run_id);
+    }
+  }
+}
+
+function startConversation(agentId) {
+  for (const [id, c] of Object.entries(ctx.state.conversations)) {
+    if (!c.messages.length) delete ctx.state.conversations[id]; // never used: not kept
+  }
+  const conv = newConversation(agentId, randomId());
+  ctx.state.conversations[conv.session_id] = conv;
+  ctx.state.current = conv.session_id;
+  persistNow();
+  return conv;
+}
+
+// Reopen a conversation from durable history (another browser, or one cleared here).
+async function openSession(sessionId) {
+  let conv = conversation(sessionId);
+  if (!conv) {
+    conv = newConversation(null, sessionId);
+    ctx.state.conversations[sessionId] = conv;
+  }
+  ctx.state.current = sessionId;
+  await refreshFromHistory(sessionId, { quiet: false });
+  if (!conv.agent_id && ctx.agents.length) conv.agent_id = ctx.agents[0].id;
+  persistNow();
+}
+
+async function refreshFromHistory(sessionId, { quiet }) {
+  const conv = conversation(sessionId);
+  if (!conv) return;
+  try {
+    const { entries } = await get(`/history/${encodeURIComponent(sessionId)}`);
+    mergeHistory(conv, entries);
+    persistNow();
+    for (const m of conv.messages) {
+      if (m.role === "assistant" && !m.final) follow(sessionId, m.run_id);
+    }
+  } catch (error) {
+    if (!quiet && !(error instanceof ApiError && error.status === 404 && conv.messages.length)) {
+      toast(error instanceof ApiError && error.status === 404
+        ? `No stored conversation ${sessionId} for this key`
+        : `History not loaded: ${errorText(error)}`, "error");
+    }
+  }
+  if (visible()) draw();
+}
+
+// -- sending and following ------------------------------------------------------------------
+
+async function send(text) {
+  let conv = current();
+  const agentId = ctx.main.querySelector("#chat-agent").value;
+  if (!conv || (conv.messages.length && conv.agent_id !== agentId)) conv = startConversation(agentId);
+  conv.agent_id = agentId;
+  const runId = randomId();
+  conv.messages.push({ role: "user", text, run_id: runId });
+  const target = pendingReply(runId);
+  conv.messages.push(target);
+  if (!conv.title) conv.title = titleOf(conv);
+  conv.updated = Date.now();
+  persistNow();
+  draw();
+  let response;
+  try {
+    response = await openStream("POST", "/chat/stream", {
+      body: { agent_id: agentId, text, session_id: conv.session_id, run_id: runId },
+    });
+  } catch {
+    response = null; // the request may or may not have reached the server: follow the run id
+  }
+  if (response && !response.ok) {
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null;
+    }
+    target.status = "refused";
+    target.final = true;
+    target.error = (body && body.error) || `HTTP ${response.status}`;
+    persistNow();
+    drawReply(conv.session_id, runId);
+    return;
+  }
+  if (response) {
+    target.accepted = true; // the server holds the run: it can be cancelled from now on
+    drawReply(conv.session_id, runId);
+  }
+  follow(conv.session_id, runId, response);
+}
+
+async function follow(sessionId, runId, first = null) {
+  if (ctx.following.has(runId)) return;
+  ctx.following.add(runId);
+  try {
+    let response = first;
+    let attempt = 0;
+    let missing = 0;
+    while (true) {
+      const conv = conversation(sessionId);
+      const target = conv && reply(conv, runId);
+      if (!target || target.final) return;
+      if (!response) {
+        try {
+          response = await openStream("GET", `/runs/${encodeURIComponent(runId)}/events`, { lastEventId: target.lastEventId });
+        } catch {
+          response = null;
+        }
+      }
+      if (response && response.status === 204) {
+        await settle(sessionId, runId); // seen its end: the stored record says how it ended
+        return;
+      }
+      if (response && response.status === 404) {
+        missing += 1; // not started yet, or not this principal's
+        if (missing > 5) {
+          target.status = "refused";
+          target.final = true;
+          target.error = "no such run for this key";
+          persistNow();
+          drawReply(sessionId, runId);
+          return;
+        }
+      } else if (response && response.ok) {
+        missing = 0;
+        try {
+          for await (const event of readEvents(response)) {
+            if (apply(sessionId, runId, event) === "result") return;
+          }
+        } catch {
+          /* the connection dropped: reconnect below */
+        }
+      } else if (response && (response.status === 401 || response.status === 403)) {
+        target.reconnecting = false;
+        target.lost = true;
+        drawReply(sessionId, runId);
+        return;
+      }
+      response = null;
+      attempt += 1;
+      if (target.final) return;
+      target.reconnecting = true;
+      drawReply(sessionId, runId);
+      if (attempt > 40) {
+        target.reconnecting = false;
+        target.lost = true;
+        persistNow();
+        drawReply(sessionId, runId);
+        return;
+      }
+      await sleep(Math.min(250 * attempt, 3000));
+    }
+  } finally {
+    ctx.following.delete(runId);
+  }
+}
+
+// One event of a run's stream, applied once (its id past the last one seen).
+function apply(sessionId, runId, event) {
+  const conv = conversation(sessionId);
+  const target = conv && reply(conv, runId);
+  if (!target) return null;
+  if (event.id !== null && event.id <= target.lastEventId) return event.event;
+  const data = event.data || {};
+  switch (event.event) {
+    case "delta":
+      target.text += data.text || "";
+      target.streamed = (target.streamed || "") + (data.text || "");
+      break;
+    case "run.limits":
+      target.limits = data.max_turns ? { max_turns: data.max_turns } : null;
+      break;
+    case "tool.call":
+      target.activity = [...(target.activity || []), `tool ${data.name}`].slice(-20);
+      break;
+    case "workflow.step":
+      target.activity = [...(target.activity || []), `step ${data.step}: ${data.status}`].slice(-20);
+      break;
+    case "gap":
+      target.gap = true;
+      break;
+    case "run_error":
+      target.note = "The HTTP deadline passed; following the run.";
+      break;
+    case "result":
+      applyResult(conv, runId, data);
+      break;
+    default:
+      break;
+  }
+  if (event.id !== null) target.lastEventId = event.id;
+  target.reconnecting = false;
+  target.accepted = true;
+  if (event.event === "result") {
+    persistNow();
+    if (data.replayed_from_store && !target.text) refreshFromHistory(sessionId, { quiet: true });
+  } else {
+    persistSoon();
+  }
+  drawReply(sessionId, runId);
+  return event.event;
+}
+
+async function settle(sessionId, runId) {
+  const conv = conversation(sessionId);
+  try {
+    const run = await get(`/runs/${encodeURIComponent(runId)}`);
+    if (run.status && run.status !== "running") applyResult(conv, runId, run);
+  } catch {
+    /* left as it is */
+  }
+  persistNow();
+  drawReply(sessionId, runId);
+}
+
+async function cancel(runId) {
+  try {
+    await api("POST", "/chat/cancel", { run_id: runId });
+  } catch (error) {
+    toast(`Not cancelled: ${errorText(error)}`, "error");
+  }
+}
+
+// -- drawing --------------------------------------------------------------------------------
+
+function replyElement(m) {
+  const { kind, text } = notice(m);
+  const body = h("div", { class: "text" }, m.text || (m.status === "running" ? "…" : ""));
+  const details = [];
+  if (m.limits && m.limits.max_turns) {
+    const t = m.limits.max_turns;
+    details.push(`turns: ${t.unlimited ? "unlimited" : t.value} (${t.source})`);
+  }
+  if (m.proof) details.push(`proof: ${m.proof.receipts} receipt${m.proof.receipts === 1 ? "" : "s"}, ${String(m.proof.sha256).slice(0, 12)}`);
+  if (m.gap) details.push("some events were dropped by the server; the text is the final reply");
+  if (m.note) details.push(m.note);
+  const cancelButton = m.status === "running" && !m.final && m.accepted
+    ? h("button", { type: "button", class: "small", text: "Cancel", onclick: () => cancel(m.run_id) })
+    : null;
+  return h("article", { class: "msg assistant", dataset: { runId: m.run_id, status: m.status }, "aria-label": "Reply" },
+    body,
+    h("p", { class: `notice ${kind}`, dataset: { status: m.status, verification: m.verification || "" } }, text, cancelButton ? " " : "", cancelButton),
+    details.length ? h("p", { class: "meta", text: details.join(" · ") }) : null,
+    m.activity && m.activity.length ? h("p", { class: "meta", text: m.activity.slice(-5).join(" · ") }) : null);
+}
+
+function drawReply(sessionId, runId) {
+  if (!visible() || ctx.state.current !== sessionId) return;
+  const conv = conversation(sessionId);
+  const m = conv && reply(conv, runId);
+  const old = ctx.main.querySelector(`article.assistant[data-run-id="${CSS.escape(runId)}"]`);
+  if (!m || !old) return;
+  old.replaceWith(replyElement(m));
+  const list = ctx.main.querySelector(".messages");
+  if (list) list.scrollTop = list.scrollHeight;
+}
+
+function draw() {
+  const main = ctx.main;
+  const conv = current();
+  const conversations = Object.values(ctx.state.conversations)
+    .filter((c) => c.messages.length || (conv && c.session_id === conv.session_id))
+    .sort((a, b) => b.updated - a.updated);
+  const agentSelect = h("select", { id: "chat-agent", name: "agent" },
+    ctx.agents.filter((a) => a.enabled).map((a) => h("option", { value: a.id, text: a.name || a.id })));
+  if (conv && conv.agent_id) agentSelect.value = conv.agent_id;
+  agentSelect.addEventListener("change", () => {
+    const c = current();
+    if (c && c.messages.length && c.agent_id !== agentSelect.value) {
+      startConversation(agentSelect.value);
+      draw();
+    } else if (c) {
+      c.agent_id = agentSelect.value;
+      persistNow();
+    }
+  });
+  const openInput = h("input", { id: "open-session", name: "session", autocomplete: "off", spellcheck: "false" });
+  const openForm = h("form", { class: "open" },
+    h("label", { for: "open-session", text: "Open a conversation by its session id" }), openInput,
+    h("button", { type: "submit", text: "Open" }));
+  openForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const id = openInput.value.trim();
+    if (!id) return;
+    await openSession(id);
+    draw();
+  });
+  const newButton = h("button", { type: "button", text: "New conversation" });
+  newButton.addEventListener("click", () => {
+    startConversation(agentSelect.value || (ctx.agents[0] && ctx.agents[0].id));
+    draw();
+    ctx.main.querySelector("#chat-text").focus();
+  });
+  const list = h("ul", { class: "conversation-list" }, conversations.map((c) => {
+    const link = h("a", { href: `#/chat?session=${encodeURIComponent(c.session_id)}`, text: c.title || c.session_id,
+      "aria-current": conv && c.session_id === conv.session_id ? "page" : null });
+    return h("li", {}, link, h("span", { class: "muted", text: ` ${c.agent_id || ""}` }));
+  }));
+  const messages = h("ol", { class: "messages", "aria-live": "polite", "aria-label": "Messages" },
+    conv && conv.messages.length
+      ? conv.messages.map((m) => h("li", {}, m.role === "user"
+        ? h("article", { class: "msg user", dataset: { runId: m.run_id }, "aria-label": "You" }, h("div", { class: "text", text: m.text }))
+        : replyElement(m)))
+      : h("li", { class: "empty" }, h("p", { class: "note", text: ctx.agents.length ? "Say something to start." : "No agents in this workspace." })));
+  const text = h("textarea", { id: "chat-text", name: "text", rows: 3, required: true, placeholder: "Message" });
+  const sendButton = h("button", { type: "submit", class: "primary", text: "Send" });
+  const composer = h("form", { class: "composer" },
+    h("label", { for: "chat-text", class: "visually-hidden", text: "Message" }), text, sendButton);
+  text.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      composer.requestSubmit();
+    }
+  });
+  composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = text.value.trim();
+    if (!value || !agentSelect.value) return;
+    text.value = "";
+    send(value);
+  });
+  main.replaceChildren(h("div", { class: "chat" },
+    h("aside", { class: "conversations card", "aria-labelledby": "conv-title" },
+      h("h2", { id: "conv-title", text: "Conversations" }), newButton, list, openForm),
+    h("section", { class: "thread", "aria-labelledby": "chat-title" },
+      h("div", { class: "thread-head" },
+        h("h1", { id: "chat-title", text: "Chat" }),
+        h("label", { for: "chat-agent", text: "Agent" }), agentSelect,
+        conv ? h("span", { class: "muted session", text: `session ${conv.session_id}` }) : null),
+      messages, composer)));
+  messages.scrollTop = messages.scrollHeight;
+}

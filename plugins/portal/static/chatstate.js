@@ -1,0 +1,180 @@
+// The chat's state, apart from the page: conversations in local storage (one namespace per key,
+// so that another principal on this browser does not see them), replies keyed by run id, and
+// durable history from GET /api/v1/history/{session}. A reply's status is changed only through
+// its own run id: a late result never touches another reply.
+
+const PREFIX = "soulacy-chat:";
+const MAX_CONVERSATIONS = 50;
+
+// FNV-1a, 64 bits as two halves: a name for the key's storage, not a secret.
+function fnv(text) {
+  let a = 0x811c9dc5;
+  let b = 0xcbf29ce4;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193) >>> 0;
+    b = Math.imul(b ^ c, 0x01000193 + 2) >>> 0;
+  }
+  return a.toString(16).padStart(8, "0") + b.toString(16).padStart(8, "0");
+}
+
+export async function namespace(key) {
+  if (!key) return "local";
+  if (crypto.subtle) {
+    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`soulacy:${key}`));
+    return Array.from(new Uint8Array(digest).slice(0, 8), (x) => x.toString(16).padStart(2, "0")).join("");
+  }
+  return fnv(`soulacy:${key}`);
+}
+
+export function load(ns) {
+  try {
+    const data = JSON.parse(localStorage.getItem(PREFIX + ns) || "null");
+    if (data && typeof data === "object" && data.conversations) return data;
+  } catch {
+    /* a damaged entry starts afresh */
+  }
+  return { conversations: {}, current: null };
+}
+
+export function save(ns, state) {
+  const ids = Object.keys(state.conversations);
+  if (ids.length > MAX_CONVERSATIONS) {
+    ids.sort((x, y) => state.conversations[x].updated - state.conversations[y].updated);
+    for (const id of ids.slice(0, ids.length - MAX_CONVERSATIONS)) delete state.conversations[id];
+  }
+  localStorage.setItem(PREFIX + ns, JSON.stringify(state));
+}
+
+export function newConversation(agentId, sessionId) {
+  return { session_id: sessionId, agent_id: agentId, title: "", updated: Date.now(), messages: [] };
+}
+
+export function reply(conv, runId) {
+  return conv.messages.find((m) => m.role === "assistant" && m.run_id === runId) || null;
+}
+
+export function pendingReply(runId) {
+  return {
+    role: "assistant", run_id: runId, text: "", streamed: "", status: "running", verification: null,
+    reason: null, error: null, lastEventId: 0, final: false, activity: [],
+  };
+}
+
+// A result (the SSE result event, a run record, or history metadata) for the reply of runId.
+// Returns the reply it changed, or null: no other reply is ever changed.
+export function applyResult(conv, runId, result) {
+  const target = reply(conv, runId);
+  if (!target) return null;
+  const meta = result.metadata || {};
+  target.status = result.status || meta.status || target.status;
+  target.verification = result.verification ?? meta.verification ?? target.verification;
+  target.reason = result.incomplete_reason ?? meta.incomplete_reason ?? null;
+  target.error = meta.error ?? result.error ?? null;
+  if (meta.proof) target.proof = meta.proof;
+  if (result.reply) target.text = result.reply;
+  target.final = target.status !== "running";
+  target.reconnecting = false;
+  conv.updated = Date.now();
+  return target;
+}
+
+// Durable history entries grouped by run, in order: the user's text, the reply, the metadata.
+export function runsOf(entries) {
+  const runs = new Map();
+  for (const entry of entries) {
+    const id = entry.run_id || `entry-${entry.id}`;
+    if (!runs.has(id)) runs.set(id, { run_id: id, agent_id: entry.agent_id, user: null, reply: "", metadata: null });
+    const run = runs.get(id);
+    if (entry.role === "user" && run.user === null) run.user = entry.content;
+    if (entry.role === "assistant" && entry.content) run.reply = entry.content;
+    if (entry.metadata && entry.metadata.status) run.metadata = entry.metadata;
+  }
+  return [...runs.values()];
+}
+
+// Bring a conversation up to date with its durable history: each run's reply updated by its run
+// id (a final status there wins over a local "running"), runs this browser never saw added.
+export function mergeHistory(conv, entries) {
+  const changed = [];
+  for (const run of runsOf(entries)) {
+    let target = reply(conv, run.run_id);
+    if (!target) {
+      conv.messages.push({ role: "user", text: run.user || "", run_id: run.run_id });
+      target = pendingReply(run.run_id);
+      target.text = run.reply;
+      conv.messages.push(target);
+      if (!conv.agent_id) conv.agent_id = run.agent_id;
+    }
+    if (run.metadata) {
+      const local = target.final ? { status: target.status, verification: target.verification } : null;
+      if (!local || local.status !== run.metadata.status || local.verification !== run.metadata.verification) {
+        applyResult(conv, run.run_id, { status: run.metadata.status, metadata: run.metadata, reply: run.reply });
+        changed.push(run.run_id);
+      } else if (!target.text && run.reply) {
+        target.text = run.reply;
+      }
+    } else if (!target.text && run.reply) {
+      target.text = run.reply;
+    }
+  }
+  if (!conv.title) conv.title = titleOf(conv);
+  return changed;
+}
+
+export function titleOf(conv) {
+  const first = conv.messages.find((m) => m.role === "user" && m.text);
+  return first ? first.text.slice(0, 60) : conv.session_id;
+}
+
+const REASONS = {
+  max_turns: "the turn limit was reached (max_turns)",
+  max_llm_calls: "the model-call budget was used (max_llm_calls)",
+  max_tokens: "the token budget was used (max_tokens)",
+  no_progress: "no progress: the same results kept coming (no_progress)",
+  run_timeout: "the run timeout expired",
+  step_timeout: "one step took longer than the step timeout",
+  llm_timeout: "a model call took longer than its timeout",
+  max_cost_usd: "the run's dollar budget was spent",
+  daily_cost_budget: "the daily dollar budget was spent",
+  provider_error: "the provider failed",
+  context_length: "the input was too long for the model",
+  context_overflow: "the instructions and tools alone exceed the model's input",
+  storage_error: "the store failed",
+  lease_lost: "another process took the conversation over",
+  outcome_failed: "an outcome assertion failed",
+  step_failed: "a workflow step failed",
+  cancelled: "cancelled",
+};
+
+export function reasonText(reason) {
+  if (!reason) return "";
+  if (REASONS[reason]) return REASONS[reason];
+  if (reason.startsWith("token_quota_per_")) return `the token quota per ${reason.slice(16)} was used`;
+  return reason;
+}
+
+// What a reply's notice says: {kind, text}.
+export function notice(m) {
+  if (m.status === "running") {
+    if (m.lost) return { kind: "error", text: "Connection lost: the run may still finish; reopen the conversation to see it." };
+    return { kind: "running", text: m.reconnecting ? "Running · reconnecting…" : "Running…" };
+  }
+  if (m.status === "completed") {
+    if (m.verification === "verified") return { kind: "ok", text: "Completed · verified by its outcome assertions" };
+    if (m.verification === "failed") return { kind: "warn", text: "Completed · verification failed: an outcome assertion does not hold" };
+    return { kind: "info", text: "Completed · unverified: nothing independent checked this reply" };
+  }
+  if (m.status === "incomplete") return { kind: "warn", text: `Incomplete: ${reasonText(m.reason) || "stopped before an answer"}` };
+  if (m.status === "failed") {
+    const why = [reasonText(m.reason), m.error].filter(Boolean).join(" — ");
+    return { kind: "error", text: `Failed${why ? `: ${why}` : ""}` };
+  }
+  if (m.status === "cancelled") {
+    const why = m.reason && m.reason !== "cancelled" ? `: ${reasonText(m.reason)}` : "";
+    return { kind: "muted", text: `Cancelled${why}` };
+  }
+  if (m.status === "interrupted") return { kind: "error", text: "Interrupted: the process running it stopped" };
+  if (m.status === "refused") return { kind: "error", text: `Not started: ${m.error || "refused"}` };
+  return { kind: "info", text: m.status || "unknown" };
+}
