@@ -15,7 +15,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, cast
 
@@ -319,6 +319,23 @@ class CancelRequest:
     reason: str
     run_id: str | None = None
     lease_key: str | None = None
+
+
+def run_as_read(
+    run: RunRecord,
+    lease: Lease | None,
+    gone: Callable[[LeaseOwner], bool] = LeaseOwner.provably_gone,
+) -> RunRecord:
+    """``run`` as every store reads it: a ``running`` run whose lease does not prove it alive
+    (none, released, a later run's, expired, or of an owner ``gone``) is ``interrupted``, with
+    the lease described while it is still the run's own."""
+    if run.status != "running":
+        return run
+    if lease is None or lease.holder != run.run_id:
+        return attrs.evolve(run, status="interrupted")
+    if lease.expired or gone(lease.owner):
+        return attrs.evolve(run, status="interrupted", lease=lease.describe())
+    return run
 
 
 class CheckpointStore(Protocol):

@@ -31,6 +31,7 @@ from ._store import (
     label_interrupted,
     make_proof,
     receipt,
+    run_as_read,
 )
 
 __all__ = [
@@ -61,4 +62,5 @@ __all__ = [
     "label_interrupted",
     "make_proof",
     "receipt",
+    "run_as_read",
 ]

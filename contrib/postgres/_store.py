@@ -61,6 +61,7 @@ from soulacy.kernel.store import (
     StorageError,
     ToolRecord,
     make_proof,
+    run_as_read,
 )
 
 from ._schema import SCHEMA_VERSION, Connection, migrate, schema_version
@@ -638,7 +639,7 @@ class PostgresStore:
             for row in rows:
                 run = _run(row[:width])
                 lease = _lease(run.lease_key or "", row[width:-1], float(row[-1]))
-                runs.append(_as_read(run, lease))
+                runs.append(run_as_read(run, lease))
             return runs
 
         return await self._read("read runs", read)
@@ -997,19 +998,6 @@ def _run(r: Sequence[Any]) -> RunRecord:
         int(r[11]),
         r[12],
     )
-
-
-def _as_read(run: RunRecord, lease: Lease | None) -> RunRecord:
-    """A ``running`` run whose lease does not prove it alive reads as ``interrupted`` (as the
-    SQLite store reads it): no lease, released, another holder's, expired, or of an owner
-    provably gone."""
-    if run.status != "running":
-        return run
-    if lease is None or lease.holder != run.run_id:
-        return attrs.evolve(run, status="interrupted")
-    if lease.expired or lease.owner.provably_gone():
-        return attrs.evolve(run, status="interrupted", lease=lease.describe())
-    return run
 
 
 def _lease(key: str, r: Sequence[Any], now: float) -> Lease | None:

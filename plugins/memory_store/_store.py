@@ -31,6 +31,7 @@ from soulacy.kernel.store import (
     ToolRecord,
     canonical_json,
     make_proof,
+    run_as_read,
 )
 
 CANCEL_REQUESTS_KEPT = 3600.0  # seconds a cancellation request is kept
@@ -318,16 +319,7 @@ class MemoryStore:
         if run.status != "running":
             return run
         lease = self._read_lease(run.lease_key, now) if run.lease_key is not None else None
-        if (
-            lease is not None
-            and lease.holder == run.run_id
-            and not lease.expired
-            and not self._gone(lease.owner)
-        ):
-            return run
-        # The lease tells who held the run only while it is the run's own (not a later one's).
-        own = lease if lease is not None and lease.holder == run.run_id else None
-        return attrs.evolve(run, status="interrupted", lease=own.describe() if own else None)
+        return run_as_read(run, lease, self._gone)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         run = self._runs.get(run_id)

@@ -42,6 +42,7 @@ from soulacy.kernel.store import (
     StorageError,
     ToolRecord,
     make_proof,
+    run_as_read,
 )
 
 from ._schema import SCHEMA_VERSION, migrate
@@ -635,7 +636,7 @@ class SQLiteStore:
             for row in rows:
                 run = _run(row[:width])
                 lease = _lease(run.lease_key or "", row[width:], now)
-                runs.append(_as_read(run, lease))
+                runs.append(run_as_read(run, lease))
             return runs
 
         return await self._call("read runs", read)
@@ -943,22 +944,6 @@ def _run(r: Sequence[Any]) -> RunRecord:
         int(r[11]),
         r[12],
     )
-
-
-def _as_read(run: RunRecord, lease: Lease | None) -> RunRecord:
-    """A ``running`` run whose lease does not prove it alive reads as ``interrupted``: its
-    lease released, taken by another holder, expired, or of an owner provably gone. A run
-    with no lease (started without one, or by an earlier version) has nothing to prove it
-    alive: interrupted too."""
-    if run.status != "running":
-        return run
-    if lease is None:
-        return attrs.evolve(run, status="interrupted")  # no lease, released, never held
-    if lease.holder != run.run_id:  # a later run of the conversation holds it: not this one's
-        return attrs.evolve(run, status="interrupted")
-    if lease.expired or lease.owner.provably_gone():
-        return attrs.evolve(run, status="interrupted", lease=lease.describe())
-    return run
 
 
 def _lease(key: str, r: Sequence[Any], now: float) -> Lease | None:

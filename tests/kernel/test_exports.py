@@ -146,6 +146,7 @@ SURFACE: dict[str, list[str]] = {
         "label_interrupted",
         "make_proof",
         "receipt",
+        "run_as_read",
     ],
     "soulacy.kernel.testing": [
         "STORE_CHECKS",
