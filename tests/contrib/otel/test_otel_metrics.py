@@ -166,9 +166,10 @@ async def test_open_spans_are_bounded_per_run_and_in_total(
         for n in range(3):
             nursery.start_soon(lambda n=n: t.kernel.run("slow", "hi", session_id=f"s{n}"))
     names = sorted(s.name for s in t.spans())
-    # two runs fit the total: the third is not traced; each traced run's model call is its
-    # one open child, and the second run's call finds the total full
-    assert names.count("invoke_agent slow") == 2
+    # The total holds two open spans. How many runs get one depends on scheduling: when the
+    # first run reaches its model call before the others start, its call takes the second
+    # place; otherwise the second run's span does. Either way the third run is never traced.
+    assert names.count("invoke_agent slow") in (1, 2)
     assert t.metric("soulacy.otel.spans.dropped", **{"soulacy.otel.reason": "max_open_spans"}) >= 2
     assert t.metric("soulacy.runs") == 3
     assert t.telemetry.observer.open_total == 0
