@@ -1,29 +1,43 @@
-"""The ``soulacy`` launcher: global options, then subcommands contributed by plugins."""
+"""The ``soulacy`` launcher: global options, then subcommands contributed by plugins.
+
+Start-up is part of the interface (decision 0036): this module imports argparse, attrs and the
+plugin manager, nothing of the kernel's runtime. ``soulacy --help`` (and any usage error or
+help of a subcommand) is answered from the commands' declarations, collected from the plugins
+that declare commands; the kernel, its configuration and every other plugin load only once a
+command is to run.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import inspect
-import json
-import logging
 import os
-import platform
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import attrs
-import trio
 
 from ._errors import ConfigError, PluginError, SoulacyError, UsageError
-from ._kernel import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, Kernel, LoadedPlugins, load_plugins
-from ._manager import SoulacyPluginManager
+from ._manager import COMMAND_PLUGINS, PluginSelection, SoulacyPluginManager
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ._kernel import Kernel, LoadedPlugins
 
 Runner = Callable[[argparse.Namespace, "CliContext"], Any]
+Configure = Callable[[argparse.ArgumentParser], None]
+
+# Kernel._kernel's file layout, repeated so that the launcher does not import the kernel to
+# find a workspace (tests/kernel/test_startup.py checks that they agree).
+CONFIG_FILE = "config.yaml"
+AGENT_FILE = "SOUL.yaml"
+AGENTS_DIR = "agents"
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """The default ``configure``: the command takes no arguments."""
 
 
 @attrs.frozen
@@ -33,13 +47,45 @@ class CliCommand:
     ``run(args, ctx)`` returns an exit code (None means 0); it may be ``async def``, in which
     case the launcher runs it under ``trio.run``. A ``read_only`` command only reads: its kernel
     (``ctx.kernel()``) needs a workspace, and opens stores read-only, creating no file.
+
+    ``run`` and ``configure`` may also be given as ``"package.module:function"`` strings, so
+    that a plugin declares its commands without importing what they do: the launcher imports
+    ``configure`` only to parse that command's arguments (or print its help) and ``run`` only
+    to run it. ``soulacy --help`` then costs no more than the declarations.
     """
 
     name: str
     help: str
-    run: Runner
-    configure: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+    run: Runner | str
+    configure: Configure | str = _no_arguments
     read_only: bool = False
+
+    def runner(self) -> Runner:
+        """``run``, imported first if it was declared by name."""
+        return cast("Runner", _resolve(self.run))
+
+    def configurer(self) -> Configure:
+        """``configure``, imported first if it was declared by name."""
+        return cast("Configure", _resolve(self.configure))
+
+
+def _resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
+    if not isinstance(target, str):
+        return target
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name:
+        raise PluginError(f"{target!r} is not a 'package.module:function' reference")
+    import importlib
+
+    try:
+        value: Any = importlib.import_module(module)
+        for part in name.split("."):
+            value = getattr(value, part)
+    except (ImportError, AttributeError) as exc:
+        raise PluginError(f"command function {target!r} cannot be imported: {exc}") from exc
+    if not callable(value):
+        raise PluginError(f"command function {target!r} is not callable")
+    return cast("Callable[..., Any]", value)
 
 
 KEPT_SHOWN = 3  # more kept keys than this are summarized in one warning (validate lists all)
@@ -58,6 +104,8 @@ class CliContext:
 
     def kernel(self) -> Kernel:
         if self._kernel is None:
+            from ._kernel import Kernel
+
             if self.read_only:
                 require_workspace(self.plugins.root)
             kernel = Kernel.from_plugins(self.plugins)
@@ -80,6 +128,8 @@ class CliContext:
         print(text, file=self.out)
 
     def print_json(self, data: Any) -> None:
+        import json
+
         print(json.dumps(data, indent=2, sort_keys=True, default=str), file=self.out)
 
     def warn(self, text: str) -> None:
@@ -102,11 +152,31 @@ def require_workspace(folder: Path) -> None:
 
 class _Parser(argparse.ArgumentParser):
     """A subcommand's parser reports what it does not know itself, with its own usage (argparse
-    leaves unknown arguments to the top-level parser, whose usage says nothing of them)."""
+    leaves unknown arguments to the top-level parser, whose usage says nothing of them).
+
+    A command's parser is configured (its ``configure`` imported and called) only when it is
+    used: when its arguments are parsed or its help printed, never to list it in
+    ``soulacy --help``."""
+
+    _pending: CliCommand | None = None
+
+    def _configured(self) -> None:
+        command, self._pending = self._pending, None
+        if command is not None:
+            command.configurer()(self)
+
+    def format_usage(self) -> str:
+        self._configured()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._configured()
+        return super().format_help()
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        self._configured()
         parsed, extras = super().parse_known_args(args, namespace)
         if extras and self.prog != "soulacy":
             hint = ""
@@ -120,6 +190,9 @@ _GLOBAL_OPTIONS = {"--workspace", "-w", "-p", "--debug", "--log-level", "--versi
 
 
 def _version() -> str:
+    import importlib.metadata
+    import platform
+
     try:
         version = importlib.metadata.version("soulacy")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source checkout
@@ -168,16 +241,10 @@ def _log_level(value: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a log level (choose from {', '.join(LOG_LEVELS)})"
         )
+    import logging
+
     level: int = logging.getLevelNamesMapping()[value.strip().upper()]
     return level
-
-
-class _StderrHandler(logging.StreamHandler[TextIO]):
-    """Writes to ``sys.stderr`` as it is at each record, not as it was when made."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.stream = sys.stderr
-        super().emit(record)
 
 
 @contextmanager
@@ -186,14 +253,23 @@ def logging_to_stderr(level: int | None, environ: Mapping[str, str]) -> Iterator
     stderr (the launcher's ``--log-level``, else ``SOULACY_LOG_LEVEL``, else warning).
 
     Only the ``soulacy`` logger is configured, never the root logger, and it is put back as
-    it was afterwards (``main`` may run more than once in a process, as in tests).
+    it was afterwards (``main`` may run more than once in a process, as in tests). Writes go to
+    ``sys.stderr`` as it is at each record, not as it was when the block began.
     """
+    import logging  # here, not above: `soulacy --help` logs nothing
+
     if level is None:
         try:
             level = _log_level(environ.get("SOULACY_LOG_LEVEL") or "warning")
         except argparse.ArgumentTypeError as exc:
             print(f"soulacy: warning: SOULACY_LOG_LEVEL: {exc}; using warning", file=sys.stderr)
             level = logging.WARNING
+
+    class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+        def emit(self, record: logging.LogRecord) -> None:
+            self.stream = sys.stderr
+            super().emit(record)
+
     logger = logging.getLogger("soulacy")
     handler = _StderrHandler()
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
@@ -207,8 +283,8 @@ def logging_to_stderr(level: int | None, environ: Mapping[str, str]) -> Iterator
         logger.setLevel(previous)
 
 
-def _collect_commands(loaded: LoadedPlugins) -> list[CliCommand]:
-    commands = loaded.pm.unique_contributions("soulacy_cli_commands", "command")
+def _collect_commands(pm: SoulacyPluginManager) -> list[CliCommand]:
+    commands = pm.unique_contributions("soulacy_cli_commands", "command")
     for name, (_, plugin) in commands.items():
         words = name.split()
         if not 1 <= len(words) <= 2:
@@ -219,12 +295,15 @@ def _collect_commands(loaded: LoadedPlugins) -> list[CliCommand]:
 
 def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
     """The full parser. A bare ``soulacy``, or a bare group (``soulacy config``), prints its
-    help (``_help``) and exits 0, as pip, cargo and docker do: nothing was asked amiss."""
+    help (``_help``) and exits 0, as pip, cargo and docker do: nothing was asked amiss.
+
+    Each command's parser is configured when it is used (``_Parser``), so that listing the
+    commands imports none of them."""
     parser = _global_parser(add_help=True)
     parser.set_defaults(_help=parser)
-    top = parser.add_subparsers(dest="command", metavar="COMMAND")
-    groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
-    singles: dict[str, argparse.ArgumentParser] = {}
+    top = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    groups: dict[str, argparse._SubParsersAction[_Parser]] = {}
+    singles: dict[str, _Parser] = {}
     for command in commands:  # sorted: "runs" comes before "runs show"
         words = command.name.split()
         if len(words) == 1:
@@ -238,11 +317,15 @@ def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
                 if holder is None:
                     holder = top.add_parser(words[0], help=f"{words[0]} commands")
                     holder.set_defaults(_help=holder)
-                group = holder.add_subparsers(dest=f"{words[0]}_command", metavar="COMMAND")
+                # The group's own arguments come before its subcommands: configure it now.
+                holder._configured()
+                group = holder.add_subparsers(
+                    dest=f"{words[0]}_command", metavar="COMMAND", parser_class=_Parser
+                )
                 groups[words[0]] = group
             sub = group.add_parser(words[1], help=command.help, description=command.help)
-        command.configure(sub)
-        sub.set_defaults(_run=command.run, _read_only=command.read_only, _help=None)
+        sub._pending = command
+        sub.set_defaults(_command=command, _help=None)
     return parser
 
 
@@ -256,44 +339,18 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     if early.version:
         print(_version())
         return 0
-    with logging_to_stderr(early.log_level, os.environ if environ is None else environ):
-        return _main(args_list, early, environ)
-
-
-def _main(
-    args_list: list[str], early: argparse.Namespace, environ: Mapping[str, str] | None
-) -> int:
-    loaded: LoadedPlugins | None = None
+    launch = _Launch(args_list, early, environ)
     try:
-        loaded = load_plugins(early.workspace, plugins=early.plugins, environ=environ)
-        for warning in _unknown_blocks(loaded, early.plugins):
-            print(f"soulacy: warning: {warning}", file=sys.stderr)
-        if loaded.issues:
-            Kernel.from_plugins(loaded)  # raises every problem of config.yaml together
-        parser = _build_parser(_collect_commands(loaded))
-        try:
-            args = parser.parse_args(args_list)
-        except SystemExit as exited:  # argparse has printed the usage and the error (or help)
-            return int(exited.code or 0)
-        if args._help is not None:
-            args._help.print_help()
-            return 0
-        ctx = CliContext(loaded, read_only=args._read_only)
-        run: Runner = args._run
-        code = trio.run(run, args, ctx) if inspect.iscoroutinefunction(run) else run(args, ctx)
-        return int(code or 0)
+        # First from the declarations alone: help and usage errors need no kernel, no logging.
+        declared = declared_commands(early, environ)
+        if declared is not None:
+            parsed = _parse(_build_parser(declared), args_list)
+            if isinstance(parsed, int):
+                return parsed
+        with logging_to_stderr(early.log_level, os.environ if environ is None else environ):
+            return launch.run(warn=declared is None)
     except (SoulacyError, BaseExceptionGroup) as raised:
-        exc = _soulacy_error(raised)
-        if isinstance(exc, ConfigError) and loaded is not None:
-            exc = explain_disabled_owners(exc, loaded.pm, early.plugins)
-        if isinstance(exc, KeyboardInterrupt):
-            return 130
-        if exc is None:
-            raise
-        if early.debug:
-            traceback.print_exception(raised)
-        print(f"soulacy: error: {exc}", file=sys.stderr)
-        return int(exc.exit_code)
+        return launch.report(raised)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `soulacy … | head`: the reader left; that is not an error
@@ -302,13 +359,123 @@ def _main(
         return 0
 
 
-def _unknown_blocks(loaded: LoadedPlugins, cli: Sequence[str]) -> list[str]:
+def _parse(parser: argparse.ArgumentParser, args_list: list[str]) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit code when argparse has answered (help, usage error)
+    or the command line names no command (then its help is printed)."""
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exited:  # argparse has printed the usage and the error (or help)
+        return int(exited.code or 0)
+    if args._help is not None:
+        args._help.print_help()
+        return 0
+    return args
+
+
+class _Launch:
+    """One command line, once it is to run: every plugin loaded, then the command."""
+
+    def __init__(
+        self, args_list: list[str], early: argparse.Namespace, environ: Mapping[str, str] | None
+    ) -> None:
+        self.args_list, self.early, self.environ = args_list, early, environ
+        self.loaded: LoadedPlugins | None = None
+
+    def run(self, warn: bool) -> int:
+        from ._kernel import Kernel, load_plugins
+
+        early = self.early
+        loaded = load_plugins(early.workspace, plugins=early.plugins, environ=self.environ)
+        self.loaded = loaded
+        if warn:  # (declared_commands has warned already when it ran)
+            for warning in _unknown_blocks(loaded.pm, early.plugins):
+                print(f"soulacy: warning: {warning}", file=sys.stderr)
+        if loaded.issues:
+            Kernel.from_plugins(loaded)  # raises every problem of config.yaml together
+        parsed = _parse(_build_parser(_collect_commands(loaded.pm)), self.args_list)
+        if isinstance(parsed, int):
+            return parsed
+        command: CliCommand = parsed._command
+        ctx = CliContext(loaded, read_only=command.read_only)
+        run = command.runner()
+        import inspect
+
+        if inspect.iscoroutinefunction(run):
+            import trio
+
+            return int(trio.run(run, parsed, ctx) or 0)
+        return int(run(parsed, ctx) or 0)
+
+    def report(self, raised: BaseException) -> int:
+        """Print a SoulacyError (or one raised through a nursery) and return its exit code;
+        re-raise anything else, which is a bug."""
+        exc = _soulacy_error(raised)
+        if isinstance(exc, ConfigError) and self.loaded is not None:
+            exc = explain_disabled_owners(exc, self.loaded.pm, self.early.plugins)
+        if isinstance(exc, KeyboardInterrupt):
+            return 130
+        if exc is None:
+            raise raised
+        if self.early.debug:
+            import traceback
+
+            traceback.print_exception(raised)
+        print(f"soulacy: error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def declared_commands(
+    early: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> list[CliCommand] | None:
+    """Every command, collected from the plugins that declare commands only: the builtins in
+    ``COMMAND_PLUGINS``, the installed plugins and those named with ``-p`` (decision 0036).
+
+    That is the list that loading every plugin gives when config.yaml cannot change which
+    plugins load. Otherwise (config.yaml mentions ``plugins``, a ``SOULACY_PLUGINS__*``
+    variable is set, hook tracing is on, the workspace is not a folder) returns None, and the
+    launcher loads everything first, as it does to run a command.
+    """
+    env = os.environ if environ is None else environ
+    if _truthy(env.get("SOULACY_TRACE_PLUGINS")):
+        return None
+    if any(key.startswith("SOULACY_PLUGINS__") for key in env):
+        return None
+    root = early.workspace or env.get("SOULACY_WORKSPACE") or os.getcwd()
+    if not os.path.isdir(root):
+        return None  # loading reports it
+    try:
+        # Not parsed: a file that never says "plugins" has no plugins section.
+        with open(os.path.join(root, CONFIG_FILE), "rb") as file:
+            if b"plugins" in file.read():
+                return None
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    enable, blocked = PluginSelection(cli=early.plugins).resolve()
+    pm = SoulacyPluginManager()
+    pm.block(blocked)
+    pm.load_builtins(COMMAND_PLUGINS)
+    if not _truthy(env.get("SOULACY_DISABLE_PLUGIN_AUTOLOAD")):
+        pm.load_entry_points()
+    for name, origin in enable:
+        pm.enable(name, origin)
+    for warning in _unknown_blocks(pm, early.plugins):
+        print(f"soulacy: warning: {warning}", file=sys.stderr)
+    return _collect_commands(pm)
+
+
+def _unknown_blocks(pm: SoulacyPluginManager, cli: Sequence[str]) -> list[str]:
     """Warnings for names blocked with ``-p no:NAME`` (or ``plugins.disable``) that name no
     plugin: a typo there silently disables nothing (pytest accepts it silently too)."""
     warnings = []
     from_cli = {value[3:] for value in cli if value.startswith("no:")}
-    for name in loaded.pm.blocked_names():
-        problem = loaded.pm.unknown_plugin(name)
+    for name in pm.blocked_names():
+        problem = pm.unknown_plugin(name)
         if problem:
             where = f"-p no:{name}" if name in from_cli else f"plugins.disable: {name}"
             warnings.append(f"{where}: no plugin named {name!r} to disable; {problem}")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from ._approvals import approvals_of, wait_counts_against_timeout
 from ._contracts import (
     Compactor,
     ContextOverflow,
@@ -35,6 +36,7 @@ from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
 from ._redact import redact_text
 from ._store import (
+    ApprovalRequest,
     ConversationStore,
     Lease,
     LeaseLost,
@@ -245,6 +247,16 @@ class Run:
         self.held: HeldLease | None = None  # the conversation's lease: the fence of its writes
         self.done = False  # how it ended is stored (or said to be unstorable) and published
         self.retry = False  # its run id was stored before: this is a later attempt
+        # The run timeout's scope, once the strategy runs: a wait for an approval that does
+        # not count against the timeout (approvals.wait_counts_against_timeout) moves it.
+        self.timeout_scope: trio.CancelScope | None = None
+        # The deadline of the step a strategy is in (the classic loop's step timeout): an
+        # operation timeout, which a person's decision never uses up.
+        self.step_scope: trio.CancelScope | None = None
+        self.awaiting: str | None = None  # the call id it waits to have approved, meanwhile
+        # Stopped from outside (its process shutting down) while it waited for approval: it is
+        # left as the store reads a crashed run (interrupted), so a decision resumes it.
+        self.suspended = False
 
     def fence(self) -> Lease | None:
         """The lease this run's writes are made under (its conversation's), once it holds it."""
@@ -372,6 +384,8 @@ class Engine:
                     self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
                 else:  # a parent's cancellation or an engine bug
                     cancelled = isinstance(exc, trio.Cancelled | KeyboardInterrupt)
+                    if cancelled and run.awaiting is not None:
+                        run.suspended = True
                     self._finish(
                         run,
                         "cancelled" if cancelled else "failed",
@@ -432,6 +446,7 @@ class Engine:
         )
 
         with trio.move_on_after(_seconds(policy.run_timeout)) as run_scope:
+            run.timeout_scope = run_scope
             try:
                 await strategy(run)
             except RunStop as stop:
@@ -597,7 +612,13 @@ class Engine:
                 if retried or exc.limit is None:
                     raise RunStop("failed", "context_length", error=str(exc)) from exc
                 retried, reported = True, exc.limit  # compact to the actual limit, retry once
-                allowance = max(0, exc.limit - (policy.max_output_tokens.value or 0))
+                allowance = _refit(
+                    max(0, exc.limit - (policy.max_output_tokens.value or 0)),
+                    compactor,
+                    view,
+                    specs,
+                    exc.requested,
+                )
                 continue
             except ProviderError as exc:
                 raise RunStop("failed", "provider_error", error=str(exc)) from exc
@@ -707,6 +728,9 @@ class Engine:
         )
         if False in answers:  # every plugin is asked, and one deny wins over any allow
             return ToolOutcome(f"error: permission denied for tool {call.name!r}", True)
+        refusal = await self._approve(run, call)
+        if refusal is not None:
+            return refusal
         timeout = run.policy.tool_timeout
         with trio.move_on_after(_seconds(timeout)) as scope:
             try:
@@ -726,6 +750,92 @@ class Engine:
             return ToolOutcome(_render(value), False, value)
         assert scope.cancelled_caught
         return ToolOutcome(f"error: tool {call.name!r} timed out after {timeout.value}s", True)
+
+    async def _approve(self, run: Run, call: ToolCall) -> ToolOutcome | None:
+        """Whether a person must approve the call (``soulacy_tool_approval``); if so, wait
+        for the decision, durably. None: the call may run; else the refusal the model gets.
+
+        The decision goes into the proof as a receipt of its own (call id
+        ``approval:<call id>``, tool ``soulacy.approval``), just before the call's.
+        """
+        kernel = self.kernel
+        reasons = [
+            str(reason)
+            for reason in kernel.hook.soulacy_tool_approval(
+                kernel=kernel,
+                run=run,
+                tool_name=call.name,
+                arguments=call.arguments,
+                call_id=call.id,
+            )
+            if reason
+        ]
+        if not reasons:
+            return None
+        # What led to this call is stored before the run waits: a retry in another process
+        # (this one may die while it waits) replays up to here.
+        await self._record(run)
+        gate = approvals_of(kernel)
+        request = run.request
+        asked = ApprovalRequest(
+            run.run_id,
+            call.id,
+            call.name,
+            dict(call.arguments),
+            run.agent_id,
+            run.session_id,
+            request.principal,
+            request.user_id,
+            {"text": request.text, "overrides": dict(request.overrides), "mode": request.mode},
+            tuple(reasons),
+        )
+        stored = await gate.request(asked, run.fence())
+        if stored.pending:  # a retry may find the decision made while no process waited
+            await self._emit(run, "tool.approval", _approval_event(run, stored))
+            # Deadlines the wait does not use up move by it: the step's always, the run's
+            # unless approvals.wait_counts_against_timeout.
+            paused = [s for s in (run.step_scope,) if s is not None]
+            if run.timeout_scope is not None and not wait_counts_against_timeout(kernel):
+                paused.append(run.timeout_scope)
+            began, deadlines = trio.current_time(), [s.deadline for s in paused]
+            for scope in paused:
+                scope.deadline = math.inf
+            run.awaiting = call.id  # left set when the wait is cancelled: see _guarded
+            try:
+                stored = await gate.wait_decision(run.run_id, call.id)
+            finally:
+                waited = trio.current_time() - began
+                for scope, deadline in zip(paused, deadlines, strict=True):
+                    scope.deadline = deadline + waited
+            run.awaiting = None
+        decision = stored.decision
+        assert decision is not None
+        await self._emit(run, "tool.approval", _approval_event(run, stored))
+        described = stored.describe()
+        run.pending_tools.append(
+            ToolRecord(
+                run.run_id,
+                f"approval:{call.id}",
+                APPROVAL_RECEIPT_TOOL,
+                {"call_id": call.id, "tool": call.name, "arguments": dict(call.arguments)},
+                json.dumps(
+                    {k: described[k] for k in APPROVAL_RECEIPT_FIELDS},
+                    ensure_ascii=False,
+                    sort_keys=True,
+                ),
+                not decision.approved,
+            )
+        )
+        if decision.approved:
+            return None
+        by = decision.approver
+        if decision.decided_by and decision.decided_by != decision.approver:
+            by += f" (principal {decision.decided_by})"
+        note = f": {decision.note}" if decision.note else ""
+        return ToolOutcome(
+            f"error: the call of tool {call.name!r} was denied by {by}{note}; it did not run",
+            True,
+        )
 
     # -- endings ---------------------------------------------------------------------------
 
@@ -770,6 +880,9 @@ class Engine:
         finally:
             if run.held is not None:
                 await self.kernel.leases.release(run.held)
+        if run.suspended:  # not ended: it resumes, as its next attempt, once decided
+            await self._emit(run, "run.suspended", {"awaiting": run.awaiting})
+            return
         metadata = run.result.metadata()
         if proof is not None:
             metadata["proof"] = {"sha256": proof.sha256, "receipts": proof.receipts}
@@ -785,6 +898,8 @@ class Engine:
         store, fence = self.kernel.store(), run.fence()
         try:
             await self._record(run)
+            if run.suspended:  # stored as far as it went; how it ends is its retry's
+                return None
             await store.finish_run(run.run_id, run.result.metadata(), fence)
             return await store.finalize_proof(
                 run.run_id, run.result.metadata(), run.result.assertions, fence
@@ -803,6 +918,22 @@ class Engine:
         await self.kernel.events.emit(type, data, run_id=run.run_id)
 
 
+APPROVAL_RECEIPT_TOOL = "soulacy.approval"  # the tool name of a decision's proof receipt
+APPROVAL_RECEIPT_FIELDS = ("status", "approver", "decided_by", "note", "reasons", "decided_at")
+
+
+def _approval_event(run: Run, request: ApprovalRequest) -> dict[str, Any]:
+    """The data of a ``tool.approval`` event: the call, why it waits, and its status
+    (``pending``, then ``approved`` or ``denied`` with who decided)."""
+    described = request.describe()
+    return {
+        "turn": run.result.turns,
+        "id": request.call_id,
+        "name": request.tool,
+        **{k: v for k, v in described.items() if k not in ("call_id", "tool")},
+    }
+
+
 def _required(answer: Any, hook: str, role: str, builtin: str) -> Any:
     """``answer``, or a PluginError naming the role nobody plays: never a silent default."""
     if answer is None:
@@ -815,6 +946,35 @@ def _required(answer: Any, hook: str, role: str, builtin: str) -> Any:
 
 def _conversation(request: RunRequest, session_id: str) -> ConversationKey:
     return ConversationKey(request.agent_id, session_id, request.principal, request.user_id)
+
+
+# Of the allowance after a provider stated its limit: the compactor's estimate is no tokenizer,
+# and the one retry must fit. The provider's count shrinks the allowance at most eightfold, so
+# that a count of something else (a server's cached or multimodal input) cannot zero it.
+REFIT_MARGIN = 0.9
+REFIT_MIN_SCALE = 0.125
+
+
+def _refit(
+    allowance: int,
+    compactor: Any,
+    view: Sequence[Message],
+    tools: Sequence[Any],
+    counted: int | None,
+) -> int:
+    """The input allowance of the retry after the provider refused ``view`` as too long.
+
+    When the provider said how many tokens it ``counted`` in ``view`` and the compactor can
+    ``estimate(view, tools)`` (as the builtin one can), the allowance is scaled by estimate over
+    count: a tokenizer that counts more than the estimate (llama.cpp's, for one) still gets a
+    prompt that fits. A margin is kept either way.
+    """
+    estimate = getattr(compactor, "estimate", None)
+    if counted and estimate is not None:
+        estimated = estimate(view, tools)
+        if 0 < estimated < counted:
+            allowance = allowance * max(REFIT_MIN_SCALE, estimated / counted)
+    return math.floor(allowance * REFIT_MARGIN)
 
 
 def _input_allowance(policy: ExecutionPolicy) -> int | None:

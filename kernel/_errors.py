@@ -52,7 +52,10 @@ class ConfigIssue:
     has_value: bool = False
 
     def __str__(self) -> str:
-        got = f" (got {self.value!r})" if self.has_value else ""
+        from ._redact import redact  # errors are printed and logged: never a secret in them
+
+        shown = redact(self.value, self.path.rsplit(".", 1)[-1]) if self.has_value else None
+        got = f" (got {shown!r})" if self.has_value else ""
         where = f"{self.location}: " if self.location.file else ""
         key = f"{self.path}: " if self.path else ""
         return f"{where}{key}{self.message}{got}"

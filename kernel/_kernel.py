@@ -8,7 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import attrs
 import trio
@@ -35,7 +35,13 @@ DEFAULT_GRACE_PERIOD = 5.0
 
 
 class Service(Protocol):
-    """A long-lived task contributed through ``soulacy_services`` (a transport, a scheduler)."""
+    """A long-lived task contributed through ``soulacy_services`` (a transport, a scheduler).
+
+    A service that runs need wherever they run (the ``mcp`` plugin's servers) also says
+    ``needed_by_runs = True``: ``soulacy run`` and ``soulacy demo`` start those, and only those
+    (``open_kernel(services="runs")``), so that a one-off run serves no port and ticks no
+    schedule.
+    """
 
     name: str
 
@@ -458,14 +464,25 @@ class Kernel:
 
     def tools_for(self, agent: AgentSpec) -> list[Tool]:
         """The tools an agent's SOUL.yaml lists, by name or as ``file.py:function`` (the
-        builtin ``file_tools`` plugin's), every one contributed through ``soulacy_tools``."""
-        listed: list[str] = agent.section("tools")
-        if not listed:
-            return []
+        builtin ``file_tools`` plugin's), every one contributed through ``soulacy_tools``; then
+        the tools a plugin offers as ``chosen`` by the agent's other keys (``mcp_servers``)."""
+        listed: list[str] = agent.section("tools") or []
         contributed: dict[str, Tool] = {}
         for tools in self.hook.soulacy_tools(kernel=self, agent_id=agent.id, agent=agent):
             for tool in tools or ():
                 contributed.setdefault(tool.listed_as or tool.name, tool)
+        chosen = self._listed_tools(agent, listed, contributed)
+        names = {tool.name for tool in chosen}
+        for tool in contributed.values():
+            if tool.chosen and tool.name not in names:
+                chosen.append(tool)
+                names.add(tool.name)
+        return chosen
+
+    @staticmethod
+    def _listed_tools(
+        agent: AgentSpec, listed: list[str], contributed: dict[str, Tool]
+    ) -> list[Tool]:
         chosen = []
         for entry in listed:
             if entry in contributed:
@@ -619,9 +636,11 @@ async def open_kernel(
     *,
     grace_period: float = DEFAULT_GRACE_PERIOD,
     kernel: Kernel | None = None,
+    services: Literal["all", "runs"] = "all",
     **load_options: Any,
 ) -> AsyncIterator[Kernel]:
-    """Load a kernel (or take ``kernel``) and run its services for the duration of the block.
+    """Load a kernel (or take ``kernel``) and run its services for the duration of the block
+    (``services="runs"``: only those with ``needed_by_runs``, for a one-off run).
 
     Every service is started with ``await nursery.start(service.serve)``, so the block begins
     once all are ready. On exit ``kernel.stopping`` is set, services get ``grace_period`` seconds
@@ -629,14 +648,16 @@ async def open_kernel(
     """
     kernel = kernel or Kernel.load(workspace, **load_options)
     try:
-        async with trio.open_nursery() as services:
+        async with trio.open_nursery() as nursery:
             for service in kernel.services():
-                kernel.started[service.name] = await services.start(_serve, service)
+                if services == "runs" and not getattr(service, "needed_by_runs", False):
+                    continue
+                kernel.started[service.name] = await nursery.start(_serve, service)
             try:
                 yield kernel
             finally:
                 kernel.stopping.set()
-                services.cancel_scope.deadline = trio.current_time() + grace_period
+                nursery.cancel_scope.deadline = trio.current_time() + grace_period
     finally:
         with trio.CancelScope(shield=True):  # after the services, which may still use them
             await kernel.aclose()

@@ -194,8 +194,8 @@ async def _current(store: Store, key: str) -> Lease | None:
 
 class CancelWatcher:
     """Brings cancellations asked from other processes (``Store.request_cancel``) to this
-    kernel's runs: one read every ``leases.cancel_poll`` while runs are reserved, none when
-    the store is single-process or nothing runs."""
+    kernel's runs: one read every ``leases.cancel_poll`` while runs are reserved, or as soon as
+    the store announces a request; none when the store is single-process or nothing runs."""
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
@@ -220,7 +220,8 @@ class CancelWatcher:
                     if request.lease_key is not None:
                         kernel.conversations.cancel_lease(request.lease_key, request.reason)
                 cursor = max([cursor or -1, *(request.id for request in requests)])
-                await trio.sleep(poll)
+                # A store that announces requests (PostgreSQL's NOTIFY) wakes this at once.
+                await store.wait_cancel_requests(cursor, poll)
         except Exception as exc:  # a system task must not raise; the next run restarts it
             log.warning("watching for cancellations failed: %s", exc)
         finally:

@@ -13,22 +13,27 @@ code) answers before them, as pluggy orders later registrations.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
-import importlib.metadata
-import importlib.util
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import pluggy
 
 from . import hookspecs
 from ._errors import PluginError
+
+if TYPE_CHECKING:
+    import importlib.metadata
+
+# importlib.metadata (≈ 4x the start of a bare interpreter: email, zipfile, csv …) and
+# importlib.util are imported where entry points are read, not here: `soulacy --help` reads
+# none when no installed distribution declares the group (see may_have_entry_points).
 
 ENTRY_POINT_GROUP = "soulacy"
 HOOK_PREFIX = "soulacy_"
@@ -44,12 +49,14 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("http", "soulacy.plugins.http"),
     ("portal", "soulacy.plugins.portal"),
     ("scheduler", "soulacy.plugins.scheduler"),
+    ("mcp", "soulacy.plugins.mcp"),
     ("costs", "soulacy.plugins.costs"),
     ("reasoning", "soulacy.plugins.reasoning"),
     ("studio", "soulacy.plugins.studio"),
     ("providers", "soulacy.plugins.providers"),
     ("scripted", "soulacy.plugins.scripted"),
     ("openai", "soulacy.plugins.openai"),
+    ("approvals", "soulacy.plugins.approvals"),
     # Defaults that answer trylast: a plugin that answers the same hook replaces them.
     ("classic", "soulacy.plugins.classic"),
     ("file_tools", "soulacy.plugins.file_tools"),
@@ -64,6 +71,10 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
 FALLBACK_PLUGINS = frozenset({"classic", "file_tools", "memory_store", "passthrough"})
 # Plugins the kernel cannot work without; they cannot be disabled.
 ESSENTIAL_PLUGINS = frozenset({"core"})
+# The builtins that implement ``soulacy_cli_commands``: to list the commands (``soulacy
+# --help``), the launcher imports these, not every builtin (decision 0036).
+# tests/kernel/test_startup.py checks the set against the hooks each builtin implements.
+COMMAND_PLUGINS = frozenset({"core", "policy", "workflows", "scheduler", "studio", "approvals"})
 
 
 @attrs.frozen
@@ -166,6 +177,10 @@ class SoulacyPluginManager(pluggy.PluginManager):
 
     def load_entry_points(self) -> None:
         """Register every installed plugin (autoloading)."""
+        if not may_have_entry_points():
+            return
+        import importlib.metadata
+
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             self._load_entry_point(ep, autoloaded=True)
 
@@ -203,6 +218,8 @@ class SoulacyPluginManager(pluggy.PluginManager):
         if builtin is not None:
             self.add(_import(builtin, name, origin), PluginInfo(name, "builtin", builtin))
             return
+        import importlib.metadata
+
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
             self._load_entry_point(ep, autoloaded=False)
             return
@@ -231,6 +248,8 @@ class SoulacyPluginManager(pluggy.PluginManager):
             for impl in caller.get_hookimpls():
                 if impl.optionalhook:
                     continue
+                import difflib
+
                 close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 problems.append(
@@ -345,15 +364,20 @@ class SoulacyPluginManager(pluggy.PluginManager):
         """Every plugin name this manager could load: builtins, installed entry points, and
         what is registered."""
         names = dict.fromkeys(name for name, _ in BUILTIN_PLUGINS)
-        names.update(dict.fromkeys(ep.name for ep in _entry_points()))
+        if may_have_entry_points():
+            names.update(dict.fromkeys(ep.name for ep in _entry_points()))
         names.update(dict.fromkeys(n for n, p in self.list_name_plugin() if p is not None))
         return list(names)
 
     def unknown_plugin(self, name: str) -> str | None:
         """None when ``name`` names a plugin (or an importable module); else what to say."""
+        if name in dict(BUILTIN_PLUGINS):
+            return None
         known = self.known_names()
         if name in known or name in dict(BUILTIN_PLUGINS).values() or _importable(name):
             return None
+        import difflib
+
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         if close:
             return f"did you mean {close[0]!r}?"
@@ -367,6 +391,8 @@ class SoulacyPluginManager(pluggy.PluginManager):
             if top == name:
                 return name
             module = dict(BUILTIN_PLUGINS).get(name)
+            if module is None and "." in name and _importable(name):
+                module = name  # a plugin enabled by its module (soulacy.contrib.postgres)
             if module is None:
                 continue
             sections = getattr(_import(module, name, "builtin"), "soulacy_config_sections", None)
@@ -378,12 +404,54 @@ class SoulacyPluginManager(pluggy.PluginManager):
 
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    import importlib.metadata
+
     return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
+def may_have_entry_points(path: Sequence[str] | None = None) -> bool:
+    """False only when no distribution on ``path`` (``sys.path``) can declare an entry point of
+    the group ``soulacy``: no ``entry_points.txt`` of a ``*.dist-info`` or ``*.egg-info`` folder
+    there mentions ``[soulacy]``. True when one does, or when it cannot tell cheaply (a zip or
+    egg file on the path, an unreadable folder); then importlib.metadata decides.
+
+    importlib.metadata finds distributions the same way (a folder per distribution on the
+    path), but importing it costs about four times the start of a bare interpreter, so a
+    launcher with no installed plugins does not pay for it (decision 0036).
+    """
+    marker = f"[{ENTRY_POINT_GROUP}]"
+    for entry in sys.path if path is None else path:
+        folder = entry or "."
+        try:
+            with os.scandir(folder) as found:
+                names = [e.name for e in found]
+        except NotADirectoryError:
+            return True  # a zip archive on the path: let importlib.metadata read it
+        except OSError:
+            continue  # a missing folder holds no distribution (importlib.metadata agrees)
+        for name in names:
+            if name.endswith((".egg", ".egg-link")):
+                return True
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(folder, name, "entry_points.txt"), "rb") as file:
+                    if marker.encode() in file.read():
+                        return True
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return True
+    return False
+
+
 def _importable(name: str) -> bool:
-    if not name.isidentifier():  # a dotted module: its parents would be imported to find it
+    # A dotted module's parent packages are imported to find it: a name the user wrote as a
+    # plugin (``-p no:soulacy.contrib.postgres``), so a module meant to be loaded anyway.
+    if not all(part.isidentifier() for part in name.split(".")):
         return False
+    import importlib.util
+
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):

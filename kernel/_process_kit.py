@@ -20,7 +20,9 @@ protocol only:
 * ``kill_takeover``: the lease of a process killed with SIGKILL is taken over at once (its
   owner is provably gone), and its run reads as interrupted;
 * ``counters``: two processes spend against one limit: exactly the limit is granted;
-* ``cancel_requests``: a request made by one process is seen by the other.
+* ``cancel_requests``: a request made by one process is seen by the other;
+* ``run_events``: a run's stream events appended by one process wake a waiter in the other,
+  which reads them as written.
 
 ``opener`` is ``"module:callable"``: ``callable(*args)`` (or the awaitable it returns) is the
 store, in this process and in each child (which imports with this process's ``sys.path``), so
@@ -53,7 +55,16 @@ import trio
 
 from ._conversations import ConversationKey
 from ._messages import Message, ToolCall
-from ._store import Checkpoint, Lease, LeaseLost, LeaseOwner, RunRecord, ToolRecord
+from ._store import (
+    Checkpoint,
+    Lease,
+    LeaseLost,
+    LeaseOwner,
+    RunEvent,
+    RunEventBatch,
+    RunRecord,
+    ToolRecord,
+)
 from ._store_kit import expect, expect_that, run_metadata, show
 
 DEFAULT_TIMEOUT = 60.0  # seconds a check may take before it is failed (and its children killed)
@@ -295,6 +306,10 @@ class _Worker:
     async def cancel_requests(self, after: int) -> list[list[Any]]:
         found = await self.store.cancel_requests(after)
         return [[r.id, r.reason, r.run_id, r.lease_key] for r in found]
+
+    async def append_run_events(self, run_id: str, ids: list[int], restart: bool) -> None:
+        events = [RunEvent(i, "delta", {"text": f"{run_id}:{i}"}) for i in ids]
+        await self.store.append_run_events([RunEventBatch(run_id, "kit", events, restart)], 100)
 
 
 async def _serve(spec: Mapping[str, Any], out: IO[str]) -> None:
@@ -779,6 +794,29 @@ async def _cancel_requests(run: _Run) -> None:
         )
 
 
+async def _run_events(run: _Run) -> None:
+    """A run's events appended by one process wake a waiter in another and read the same."""
+    child = await run.child()
+    run_id = run.key("events")
+    async with run.store() as store:
+        woke: list[bool] = []
+
+        async def wait() -> None:
+            woke.append(await store.wait_run_events(run_id, 0, 30.0))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            await trio.sleep(0.2)  # waiting (and, where the store listens, listening) by now
+            await child.call("append_run_events", run_id=run_id, ids=[1, 2], restart=True)
+        found = await store.run_events(run_id, 0)
+        read = (found.principal, [(e.id, e.data) for e in found.events]) if found else None
+        expect(
+            (woke, read),
+            ([True], ("kit", [(1, {"text": f"{run_id}:1"}), (2, {"text": f"{run_id}:2"})])),
+            "another process's appended events: (the waiter woke, (principal, events read))",
+        )
+
+
 CHECKS: tuple[tuple[str, Callable[[_Run], Awaitable[None]], bool], ...] = (
     ("exclusive", _exclusive, False),
     ("expiry_takeover", _expiry_takeover, True),  # True: needs SIGSTOP
@@ -788,6 +826,7 @@ CHECKS: tuple[tuple[str, Callable[[_Run], Awaitable[None]], bool], ...] = (
     ("kill_takeover", _kill_takeover, False),
     ("counters", _counters, False),
     ("cancel_requests", _cancel_requests, False),
+    ("run_events", _run_events, False),
 )
 
 

@@ -218,6 +218,16 @@ def _process_start(pid: int) -> str:
     return "exited" if fields[0] in ("Z", "X") else fields[19]
 
 
+HOST_ID_VARIABLE = "SOULACY_HOST_ID"
+
+
+def host_id() -> str:
+    """The name of this host in leases: ``SOULACY_HOST_ID``, else the host name. Processes
+    that share a host name but not a process table (containers on the host network) must set
+    distinct ids, or one would take another's live pid for its own dead one."""
+    return os.environ.get(HOST_ID_VARIABLE) or socket.gethostname()
+
+
 @attrs.frozen
 class LeaseOwner:
     """Who holds a lease: a kernel (``id``, random) in a process (``pid`` on ``host``) of one
@@ -232,12 +242,12 @@ class LeaseOwner:
     @classmethod
     def current(cls, owner_id: str) -> LeaseOwner:
         pid = os.getpid()
-        return cls(owner_id, pid, socket.gethostname(), f"{_boot_id()}:{_process_start(pid)}")
+        return cls(owner_id, pid, host_id(), f"{_boot_id()}:{_process_start(pid)}")
 
     def provably_gone(self) -> bool:
         """True only when this owner's process is known to have exited: same host, and no
         process with its pid, or another boot, or another process under its pid."""
-        if self.host != socket.gethostname():
+        if self.host != host_id():
             return False  # another machine's process cannot be proven gone from here
         boot, _, started = self.boot.partition(":")
         if boot and boot != _boot_id():
@@ -412,6 +422,63 @@ class CounterStore(Protocol):
         """The counter's total (0 for an unknown key)."""
 
 
+@attrs.frozen
+class RunEvent:
+    """One event of a run's stream as its transport numbered it: ``id`` counts from 1 in each
+    attempt's log; ``data`` is JSON."""
+
+    id: int
+    name: str
+    data: Mapping[str, Any]
+
+
+@attrs.frozen
+class RunEventBatch:
+    """Events of one run to append, in order. ``restart``: a new attempt of the run began its
+    log (ids from 1 again), so the events of earlier attempts are dropped first."""
+
+    run_id: str
+    principal: str | None
+    events: Sequence[RunEvent]
+    restart: bool = False
+
+
+@attrs.frozen
+class RunEvents:
+    """The stored events of a run after some id: ``first_kept`` is the lowest id still stored
+    (a long run's earliest events are dropped), so a reader knows how many it missed."""
+
+    run_id: str
+    principal: str | None
+    first_kept: int
+    events: list[RunEvent]
+
+
+class RunEventStore(Protocol):
+    """Each run's stream events, shared by every process on the store: a client that reconnects
+    to another process than the one running its run still gets every event it missed.
+
+    Bounded like a transport's own log (the last ``keep`` events of a run), kept about a day.
+    """
+
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+        """Append every batch in one transaction (committed before returning), keep at most
+        ``keep`` events of each run (the oldest are dropped; the newest, a ``result``, never
+        is), and wake the :meth:`wait_run_events` callers of those runs in every process."""
+
+    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
+        """The run's stored events with an id greater than ``after``, at most ``limit`` of
+        them in id order; None when nothing is stored for the run."""
+
+    async def wait_run_events(self, run_id: str, after: int, seconds: float) -> bool:
+        """Wait until the run has an event with an id greater than ``after`` (True) or
+        ``seconds`` pass (False). A store that cannot be notified polls."""
+
+    async def wait_cancel_requests(self, after: int, seconds: float) -> None:
+        """Return once a cancellation request with an id greater than ``after`` may exist, or
+        after ``seconds`` (a store that cannot be notified just sleeps)."""
+
+
 class EveryPrincipal(enum.Enum):
     """The ``principal`` of a history read that is not limited to one principal (an operator's
     ``soulacy history``); a transport always passes the caller's principal instead."""
@@ -420,6 +487,130 @@ class EveryPrincipal(enum.Enum):
 
 
 EVERY_PRINCIPAL = EveryPrincipal.EVERY
+
+
+# -- human approval of tool calls (docs/approvals.md, decision 0034) ------------------------
+
+
+@attrs.frozen
+class ApprovalDecision:
+    """What a person decided about one tool call: ``approver`` as they named themselves,
+    ``decided_by`` the principal that sent the decision (None: the operator's command line),
+    ``note`` why (optional). ``decided_at`` is set by the store, by its clock."""
+
+    approved: bool
+    approver: str
+    decided_by: str | None = None
+    note: str | None = None
+    decided_at: float = 0.0
+
+
+@attrs.frozen
+class ApprovalRequest:
+    """A tool call a run waits to have approved, keyed by (run id, call id).
+
+    It carries the run's request (``agent_id`` … ``request``: its text, overrides and mode),
+    so that whichever process receives the decision can retry the run under the same id when
+    the process that waited is gone. ``decision`` is None while it is pending.
+    """
+
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    agent_id: str
+    session_id: str
+    principal: str | None = None
+    user_id: str | None = None
+    request: Mapping[str, Any] = attrs.field(factory=dict)
+    reasons: Sequence[str] = ()
+    requested_at: float = attrs.field(factory=time.time)
+    decision: ApprovalDecision | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.decision is None
+
+    def describe(self) -> dict[str, Any]:
+        """Plain data, as the API, the command line and the events show it."""
+        decision = self.decision
+        return {
+            "run_id": self.run_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": dict(self.arguments),
+            "reasons": list(self.reasons),
+            "requested_at": self.requested_at,
+            "status": "pending" if decision is None else _decided(decision),
+            "approver": None if decision is None else decision.approver,
+            "decided_by": None if decision is None else decision.decided_by,
+            "note": None if decision is None else decision.note,
+            "decided_at": None if decision is None else decision.decided_at,
+        }
+
+
+def _decided(decision: ApprovalDecision) -> str:
+    return "approved" if decision.approved else "denied"
+
+
+class AlreadyDecided(SoulacyError):
+    """A second decision of a tool call: the first one stands (``request`` shows it)."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        decision = request.decision
+        assert decision is not None
+        super().__init__(
+            f"call {request.call_id!r} of run {request.run_id!r} was already"
+            f" {_decided(decision)} by {decision.approver}"
+        )
+        self.request = request
+
+
+class ApprovalStore(Protocol):
+    """Pending approvals of tool calls and their decisions, shared by every process on the
+    store: a run waits for one durably, and any process may decide it.
+
+    Reads and decisions know their principal: ``principal`` limits them to the requests of
+    runs of that principal (``None`` matches only ``None``), or ``EVERY_PRINCIPAL`` (an
+    operator's command line).
+    """
+
+    async def request_approval(
+        self, request: ApprovalRequest, fence: Lease | None = None
+    ) -> ApprovalRequest:
+        """Store ``request`` (committed before returning) unless one of the same (run id,
+        call id) is stored; return the stored one, so that a retry finds the decision already
+        made. Under ``fence`` only while its token holds (else :class:`LeaseLost`)."""
+
+    async def decide_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: ApprovalDecision,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        """Record ``decision`` atomically if the call is pending, with ``decided_at`` by the
+        store's clock, and return the request as decided. A call decided already raises
+        :class:`AlreadyDecided` and nothing changes (of two concurrent decisions exactly one
+        wins). None when there is no such request visible to ``principal``."""
+
+    async def get_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        """The request of (run, call) with its decision, or None (none, or not visible)."""
+
+    async def list_approvals(
+        self,
+        run_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+        *,
+        pending: bool = False,
+    ) -> list[ApprovalRequest]:
+        """Requests (of one run, or of every run) in the order they were made; ``pending``:
+        only those not decided yet."""
 
 
 class ConversationStore(Protocol):
@@ -502,7 +693,16 @@ class ProofStore(Protocol):
         started)."""
 
 
-class Store(ConversationStore, ProofStore, CheckpointStore, LeaseStore, CounterStore, Protocol):
+class Store(
+    ConversationStore,
+    ProofStore,
+    CheckpointStore,
+    LeaseStore,
+    CounterStore,
+    RunEventStore,
+    ApprovalStore,
+    Protocol,
+):
     """Everything a run stores, in one place (``soulacy_store``): the writes made under a
     lease check its token in the same transaction, so one store plays every role
     (docs/decisions/0029-leases-and-one-store.md).

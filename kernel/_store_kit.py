@@ -17,25 +17,32 @@ import inspect
 import itertools
 import json
 import os
-import socket
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import attrs
 import trio
 
 from ._messages import Message, ToolCall
 from ._store import (
     EVERY_PRINCIPAL,
     RECEIPT_FIELD_CHARS,
+    AlreadyDecided,
+    ApprovalDecision,
+    ApprovalRequest,
     Checkpoint,
     Lease,
     LeaseLost,
     LeaseOwner,
+    RunEvent,
+    RunEventBatch,
     RunRecord,
     StorageError,
     ToolRecord,
+    host_id,
 )
 
 StoreFactory = Callable[[], Any]  # returns a store, or an awaitable of one
@@ -134,7 +141,7 @@ def live_owner(owner_id: str) -> LeaseOwner:
 
 def gone_owner(owner_id: str) -> LeaseOwner:
     """An owner on this host whose process has exited: provably gone."""
-    return LeaseOwner(owner_id, dead_pid(), socket.gethostname())
+    return LeaseOwner(owner_id, dead_pid(), host_id())
 
 
 def far_owner(owner_id: str) -> LeaseOwner:
@@ -828,7 +835,7 @@ async def _lease_gone_owner(store: Any) -> None:
         taken.lease.token,
     )
     # This very pid, but of another boot of the host: a process that is no more.
-    rebooted = LeaseOwner("kit-rebooted", os.getpid(), socket.gethostname(), "another-boot:1")
+    rebooted = LeaseOwner("kit-rebooted", os.getpid(), host_id(), "another-boot:1")
     old = (await store.acquire_lease("r", rebooted, LONG_TTL)).lease
     taken = await store.acquire_lease("r", me, LONG_TTL)
     expect(
@@ -1259,6 +1266,259 @@ async def _cancel_requests(store: Any) -> None:
     expect(await store.cancel_requests(second.id), [], "cancel_requests(after the last's id)")
 
 
+def _stored(found: Any) -> tuple[Any, ...] | None:
+    if found is None:
+        return None
+    events = [(e.id, e.name, dict(e.data)) for e in found.events]
+    return (found.run_id, found.principal, found.first_kept, events)
+
+
+def _events(*ids: int, name: str = "delta") -> list[RunEvent]:
+    return [RunEvent(i, name, {"text": f"t{i}", "n": i}) for i in ids]
+
+
+async def _run_events(store: Any) -> None:
+    """A run's stream events: appended in batches, read after an id, bounded, restarted by a
+    new attempt, kept apart per run with their principal."""
+    expect(await store.run_events("kit-ev", 0), None, "run_events of a run with none stored")
+    await store.append_run_events(
+        [RunEventBatch("kit-ev", "alice", _events(1, 2, 3), restart=True)], 100
+    )
+    expected = [(i, "delta", {"text": f"t{i}", "n": i}) for i in (1, 2, 3)]
+    expect(
+        _stored(await store.run_events("kit-ev", 0)),
+        ("kit-ev", "alice", 1, expected),
+        "run_events(after 0) of three appended events: (run, principal, first kept, events)",
+    )
+    expect(
+        _stored(await store.run_events("kit-ev", 2)),
+        ("kit-ev", "alice", 1, expected[2:]),
+        "run_events(after 2): the events after id 2 only",
+    )
+    expect(
+        _stored(await store.run_events("kit-ev", 0, limit=2)),
+        ("kit-ev", "alice", 1, expected[:2]),
+        "run_events(after 0, limit=2): the first two",
+    )
+    await store.append_run_events(
+        [
+            RunEventBatch("kit-ev", "alice", _events(4, 5)),
+            RunEventBatch("kit-other", "bob", [RunEvent(1, "result", {"status": "completed"})]),
+        ],
+        3,
+    )
+    found = await store.run_events("kit-ev", 0)
+    expect(
+        (found.first_kept, [e.id for e in found.events]) if found else None,
+        (3, [3, 4, 5]),
+        "a run's events bounded to keep=3: (first kept, ids)",
+    )
+    expect(
+        _stored(await store.run_events("kit-other", 0)),
+        ("kit-other", "bob", 1, [(1, "result", {"status": "completed"})]),
+        "another run's events, appended in the same call, with its own principal",
+    )
+    await store.append_run_events([RunEventBatch("kit-ev", "alice", _events(1), restart=True)], 100)
+    expect(
+        _stored(await store.run_events("kit-ev", 0)),
+        ("kit-ev", "alice", 1, [(1, "delta", {"text": "t1", "n": 1})]),
+        "a restarted log (a new attempt): the earlier attempt's events are gone",
+    )
+    expect(
+        await store.wait_run_events("kit-ev", 0, 5.0),
+        True,
+        "wait_run_events after an id below the newest: True at once",
+    )
+    expect(
+        await store.wait_run_events("kit-ev", 1, 0.2),
+        False,
+        "wait_run_events with nothing newer within 0.2 s: False",
+    )
+    woke: list[tuple[bool, float]] = []
+
+    async def wait() -> None:
+        started = trio.current_time()
+        found = await store.wait_run_events("kit-ev", 1, 10.0)
+        woke.append((found, trio.current_time() - started))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.sleep(0.05)
+        await store.append_run_events([RunEventBatch("kit-ev", "alice", _events(2))], 100)
+    expect_that(
+        woke[0][0] and woke[0][1] < 10.0,
+        "wait_run_events while another task appends",
+        "True, well before its 10 s timeout",
+        woke,
+    )
+    cancels = await store.cancel_requests(0)
+    after = max((r.id for r in cancels), default=0)
+    waited: list[float] = []
+
+    async def wait_cancel() -> None:
+        started = trio.current_time()
+        await store.wait_cancel_requests(after, 0.2)
+        waited.append(trio.current_time() - started)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait_cancel)
+    expect_that(
+        waited[0] < 5.0, "wait_cancel_requests with no request", "back after its timeout", waited
+    )
+
+
+def _approval(run_id: str, call_id: str, principal: str | None = "alice") -> ApprovalRequest:
+    return ApprovalRequest(
+        run_id,
+        call_id,
+        "delete",
+        {"path": "a.txt", "n": 1},
+        "agent",
+        f"s-{run_id}",
+        principal,
+        "u1",
+        {"text": "clean up", "overrides": {"max_turns": 3}, "mode": "auto"},
+        ("confirm_tools lists 'delete'",),
+    )
+
+
+def _decision(request: ApprovalRequest | None) -> tuple[Any, ...] | None:
+    if request is None or request.decision is None:
+        return None
+    d = request.decision
+    return (d.approved, d.approver, d.decided_by, d.note)
+
+
+async def _approvals(store: Any) -> None:
+    """Approval requests are stored once per (run, call), read and decided by principal; a
+    decision is atomic (of several at once exactly one wins) and a second is refused."""
+    asked = _approval("kit-a1", "c1")
+    expect(
+        await store.request_approval(asked),
+        asked,
+        "request_approval: the request as stored (every field, pending)",
+    )
+    expect(await store.get_approval("kit-a1", "c1"), asked, "get_approval of a pending request")
+    again = attrs.evolve(asked, arguments={"path": "other"}, reasons=("later",))
+    expect(
+        await store.request_approval(again),
+        asked,
+        "request_approval of a (run, call) already stored: the first request, unchanged",
+    )
+    expect(await store.get_approval("kit-a1", "c2"), None, "get_approval of an unknown call")
+    await store.request_approval(_approval("kit-a1", "c2"))
+    await store.request_approval(_approval("kit-a2", "c1", principal=None))
+    expect(
+        [(r.run_id, r.call_id) for r in await store.list_approvals()],
+        [("kit-a1", "c1"), ("kit-a1", "c2"), ("kit-a2", "c1")],
+        "list_approvals(): every request, in the order they were made",
+    )
+    expect(
+        [r.call_id for r in await store.list_approvals("kit-a1", "alice")],
+        ["c1", "c2"],
+        "list_approvals(run, 'alice'): that run's requests of that principal",
+    )
+    expect(await store.list_approvals("kit-a1", "bob"), [], "list_approvals by another principal")
+    expect(
+        [r.run_id for r in await store.list_approvals(principal=None)],
+        ["kit-a2"],
+        "list_approvals(principal=None): None matches only None",
+    )
+    expect(await store.get_approval("kit-a1", "c1", "bob"), None, "get_approval by another")
+    decision = ApprovalDecision(True, "carol", "alice", "fine")
+    expect(
+        await store.decide_approval("kit-a1", "c1", decision, "bob"),
+        None,
+        "decide_approval by another principal: None (it sees no such request)",
+    )
+    expect(
+        await store.decide_approval("kit-a1", "c9", decision),
+        None,
+        "decide_approval of an unknown call: None",
+    )
+    expect(
+        _decision(await store.get_approval("kit-a1", "c1")),
+        None,
+        "the request after refused decisions: still pending",
+    )
+    before = time.time()
+    decided = await store.decide_approval("kit-a1", "c1", decision, "alice")
+    first = (True, "carol", "alice", "fine")
+    expect(_decision(decided), first, "decide_approval: the decision it returns")
+    at = decided.decision.decided_at
+    expect_that(
+        before - CLOCK_SLACK <= at <= time.time() + CLOCK_SLACK,
+        "decide_approval: decided_at",
+        "the store's time of the decision (epoch seconds)",
+        at,
+    )
+    expect(_decision(await store.get_approval("kit-a1", "c1")), first, "get_approval, decided")
+    try:
+        await store.decide_approval("kit-a1", "c1", ApprovalDecision(False, "mallory"))
+    except AlreadyDecided as exc:
+        expect(
+            _decision(exc.request),
+            first,
+            "AlreadyDecided of a second decision: the first decision, in its request",
+        )
+    else:
+        raise AssertionError("a second decide_approval of one call: expected AlreadyDecided")
+    expect(
+        _decision(await store.get_approval("kit-a1", "c1")),
+        first,
+        "the request after a second decision was refused: the first one stands",
+    )
+    expect(
+        _decision(await store.request_approval(asked)),
+        first,
+        "request_approval of a decided call (a retry): the request with its decision",
+    )
+    expect(
+        [(r.run_id, r.call_id) for r in await store.list_approvals(pending=True)],
+        [("kit-a1", "c2"), ("kit-a2", "c1")],
+        "list_approvals(pending=True): the requests not decided yet",
+    )
+    outcomes: list[str] = []
+
+    async def decide(n: int) -> None:
+        try:
+            await store.decide_approval("kit-a1", "c2", ApprovalDecision(n % 2 == 0, f"p{n}"))
+            outcomes.append(f"p{n}")
+        except AlreadyDecided:
+            outcomes.append("refused")
+
+    async with trio.open_nursery() as nursery:  # four decisions of one call at once
+        for n in range(4):
+            nursery.start_soon(decide, n)
+    expect(outcomes.count("refused"), 3, "four concurrent decisions of one call: the refusals")
+    stored = await store.get_approval("kit-a1", "c2")
+    winner = [o for o in outcomes if o != "refused"]
+    expect(
+        None if stored is None or stored.decision is None else [stored.decision.approver],
+        winner,
+        "four concurrent decisions: the approver stored is the one whose decision won",
+    )
+
+
+async def _approvals_fenced(store: Any) -> None:
+    """An approval request made under a lease is refused (nothing stored) once it is lost."""
+    stale = (await store.acquire_lease("f-ap", gone_owner("kit-stale"), LONG_TTL)).lease
+    current = (await store.acquire_lease("f-ap", live_owner("kit-new"), LONG_TTL)).lease
+    asked = _approval("kit-af", "c1")
+    await expect_lease_lost(
+        "request_approval", lambda: store.request_approval(asked, stale), stale, current
+    )
+    expect(await store.get_approval("kit-af", "c1"), None, "a request refused under a lost lease")
+    expect(
+        await store.request_approval(asked, current),
+        asked,
+        "request_approval under the current lease",
+    )
+
+
+APPROVAL_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (_approvals, _approvals_fenced)
+
+
 STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _declares_multi_process,
     _history_round_trip,
@@ -1281,6 +1541,8 @@ STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _interrupted_runs,
     _counters,
     _cancel_requests,
+    _run_events,
+    *APPROVAL_CHECKS,
 )
 
 
@@ -1309,10 +1571,29 @@ async def _failures_raise(store: Any) -> None:
         ("cancel_requests", lambda: store.cancel_requests(0)),
         ("spend", lambda: store.spend("cost", 1.0, limit=10.0)),
         ("counter", lambda: store.counter("cost")),
+        (
+            "append_run_events",
+            lambda: store.append_run_events([RunEventBatch("kit-f1", None, _events(1))], 10),
+        ),
+        ("run_events", lambda: store.run_events("kit-f1", 0)),
+        ("wait_run_events", lambda: store.wait_run_events("kit-f1", 0, 1.0)),
     ]
     for what, call in calls:
         await expect_storage_error(what, call)
     await _checkpoint_failures_raise(store)
+    await _approval_failures_raise(store)
+
+
+async def _approval_failures_raise(store: Any) -> None:
+    asked = _approval("kit-f1", "c1")
+    decision = ApprovalDecision(True, "kit")
+    for what, call in (
+        ("request_approval", lambda: store.request_approval(asked)),
+        ("decide_approval", lambda: store.decide_approval("kit-f1", "c1", decision)),
+        ("get_approval", lambda: store.get_approval("kit-f1", "c1")),
+        ("list_approvals", lambda: store.list_approvals()),
+    ):
+        await expect_storage_error(what, call)
 
 
 async def check_store(factory: StoreFactory, *, failing: StoreFactory | None = None) -> None:
@@ -1321,11 +1602,12 @@ async def check_store(factory: StoreFactory, *, failing: StoreFactory | None = N
     A store that serves ``soulacy_store`` must pass: history, runs and attempts, tool records,
     proofs, checkpoints and plugin state, leases (exclusive, renewed, released, tokens never
     reused, takeover after expiry or of an owner provably gone, queues), fenced writes,
-    interrupted runs, counters and cancellation requests, in one process (the checks that need
-    several are :func:`check_store_processes`'s). A failure raises AssertionError naming the
-    check, what was expected and what came back. ``failing``, when given, makes a store whose
-    storage fails on every call (for a file store, a file that is not a database): each of its
-    calls must raise StorageError, never answer as if there were no data.
+    interrupted runs, counters, cancellation requests and run events, in one process (the
+    checks that need several are :func:`check_store_processes`'s). A failure raises
+    AssertionError naming the check, what was expected and what came back. ``failing``, when
+    given, makes a store whose storage fails on every call (for a file store, a file that is
+    not a database): each of its calls must raise StorageError, never answer as if there were
+    no data.
     """
     await run_checks("store", factory, STORE_CHECKS)
     if failing is not None:

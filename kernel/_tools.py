@@ -30,7 +30,8 @@ class Tool:
     ``normalize`` optionally maps a result to what counts for progress detection (a tool whose
     results carry a timestamp can strip it). ``listed_as`` is the SOUL.yaml ``tools:`` entry
     that selects the tool when that is not its name (the ``file_tools`` plugin's
-    ``file.py:function``).
+    ``file.py:function``). ``chosen``: the plugin offers it because other keys of the agent's
+    SOUL.yaml chose it (the ``mcp`` plugin's ``mcp_servers``), without a ``tools:`` entry.
     """
 
     name: str
@@ -39,6 +40,7 @@ class Tool:
     function: Callable[..., Any]
     normalize: Callable[[Any], Any] | None = None
     listed_as: str | None = None
+    chosen: bool = False
 
     @classmethod
     def from_function(

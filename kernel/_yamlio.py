@@ -18,12 +18,43 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.representer import RoundTripRepresenter
 
 from ._errors import ConfigError, ConfigIssue, Location
+
+_NULL = "tag:yaml.org,2002:null"
+
+
+class _SpelledNull:
+    """A None that the file spelled out (``null``, ``~``, ``Null``): written back as it was.
+
+    ruamel.yaml loads ``key:`` and ``key: null`` alike as None and writes every None of a
+    mapping as ``key:``, so a rewrite would change each ``key: null`` line of a file. Only for
+    the time of a dump, such a None is stood in for by this marker, which the representer below
+    writes with the file's own text.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _Representer(RoundTripRepresenter):
+    pass
+
+
+def _represent_spelled_null(representer: RoundTripRepresenter, data: _SpelledNull) -> Any:
+    return representer.represent_scalar(_NULL, data.text)
+
+
+_Representer.add_representer(_SpelledNull, _represent_spelled_null)
 
 
 def _round_trip(mapping: int = 2, sequence: int = 4, offset: int = 2) -> YAML:
     yaml = YAML(typ="rt")
+    yaml.Representer = _Representer
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap a person's long lines
     yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
@@ -129,10 +160,71 @@ def iter_leaves(node: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, 
         yield prefix
 
 
+def spelled_nulls(text: str) -> dict[tuple[str | int, ...], str]:
+    """Where the YAML ``text`` spells a null out (``key: null``, ``- ~``), by key path (mapping
+    keys as written, sequence indexes as ints), with the text used; ``key:`` is not listed."""
+    try:
+        root = _round_trip().compose(text)
+    except (YAMLError, RecursionError):  # not this function's to report
+        return {}
+    found: dict[tuple[str | int, ...], str] = {}
+    stack: list[tuple[Node | None, tuple[str | int, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, MappingNode):
+            stack.extend(
+                (value, (*path, str(key.value)))
+                for key, value in node.value
+                if isinstance(key, ScalarNode)
+            )
+        elif isinstance(node, SequenceNode):
+            stack.extend((value, (*path, n)) for n, value in enumerate(node.value))
+        elif isinstance(node, ScalarNode) and str(node.tag) == _NULL and node.value:
+            found[path] = str(node.value)
+    return found
+
+
+def _mark_spelled_nulls(
+    doc: CommentedMap, spelled: Mapping[tuple[str | int, ...], str]
+) -> list[tuple[Any, Any]]:
+    """Stand markers in for the Nones of ``doc`` that the original spelled out; returns the
+    (container, key) pairs changed, for :func:`dump_round_trip` to put None back."""
+    changed: list[tuple[Any, Any]] = []
+    if not spelled:
+        return changed
+    prefixes = {path[:n] for path in spelled for n in range(len(path))}
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(doc, ())]
+    while stack:
+        node, path = stack.pop()
+        if path not in prefixes:
+            continue
+        items: Any = (
+            ((key, str(key)) for key in node)
+            if isinstance(node, CommentedMap)
+            else ((n, n) for n in range(len(node)))
+            if isinstance(node, CommentedSeq)
+            else ()
+        )
+        for key, part in items:
+            value, here = node[key], (*path, part)
+            if value is None and here in spelled:
+                node[key] = _SpelledNull(spelled[here])
+                changed.append((node, key))
+            elif isinstance(value, CommentedMap | CommentedSeq):
+                stack.append((value, here))
+    return changed
+
+
 def dump_round_trip(doc: CommentedMap, original_text: str) -> str:
-    """Serialize ``doc`` with the indentation that the original file used."""
+    """Serialize ``doc`` with the indentation that the original file used, and each null as
+    the original spelled it: ``key: null`` stays ``key: null``, ``key:`` stays ``key:``."""
     out = io.StringIO()
-    _round_trip(*guess_indentation(original_text)).dump(doc, out)
+    marked = _mark_spelled_nulls(doc, spelled_nulls(original_text))
+    try:
+        _round_trip(*guess_indentation(original_text)).dump(doc, out)
+    finally:
+        for node, key in marked:
+            node[key] = None
     return out.getvalue()
 
 

@@ -206,6 +206,23 @@ def soulacy_tool_permission(
     """
 
 
+@hookspec
+def soulacy_tool_approval(
+    kernel: Kernel, run: Run, tool_name: str, arguments: Mapping[str, Any], call_id: str
+) -> str | None:
+    """Say why a tool call needs a person's approval before it runs (a reason, such as
+    ``"confirm_tools lists 'delete'"``), or ``None`` when it does not as far as this plugin is
+    concerned.
+
+    Called before every tool call that validated and that ``soulacy_tool_permission`` allowed,
+    never for a call replayed from its stored record. Every plugin is asked and any reason
+    wins: the run stores an approval request, emits ``tool.approval`` and waits, durably,
+    until the call is approved (it runs) or denied (the model gets a refusal naming who
+    denied it). The builtin ``approvals`` plugin answers for the tools an agent's
+    ``confirm_tools`` lists; see docs/approvals.md.
+    """
+
+
 # --------------------------------------------------------------------------------------------
 # Budgets and accounting
 # --------------------------------------------------------------------------------------------

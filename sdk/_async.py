@@ -61,6 +61,18 @@ class AsyncClient(
         body = _calls.chat_body(agent_id, text, session_id, run_id, user_id, overrides)
         return await self._call(_calls.chat(body))
 
+    async def confirm(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        approver: str | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        """Approve or deny a tool call the run waits on; the decision as stored."""
+        return await self._call(_calls.confirm(run_id, call_id, approved, approver, note))
+
     async def cancel(self, run_id: str) -> bool:
         """Cancel a running run; False when it had already finished."""
         return await self._call(_calls.cancel(run_id))

@@ -135,6 +135,22 @@ def events(run_id: str, last_event_id: int | None) -> Request:
     return Request("GET", f"{PREFIX}/runs/{segment(run_id)}/events", headers=headers)
 
 
+def confirm(
+    run_id: str,
+    call_id: str,
+    approved: bool,
+    approver: str | None = None,
+    note: str | None = None,
+) -> Call[dict[str, Any]]:
+    """``POST /chat/confirm``: decide a tool call the run waits on (docs/approvals.md)."""
+    body: dict[str, Any] = {"run_id": run_id, "call_id": call_id, "approved": approved}
+    if approver is not None:
+        body["approver"] = approver
+    if note is not None:
+        body["note"] = note
+    return Call(Request("POST", f"{PREFIX}/chat/confirm", body), _dict)
+
+
 def cancel(run_id: str) -> Call[bool]:
     request = Request("POST", f"{PREFIX}/chat/cancel", {"run_id": run_id})
     return Call(request, lambda b: bool(_dict(b)["cancelled"]))

@@ -69,6 +69,19 @@ class Client(ClientBase[httpx.BaseTransport, httpx.Client, "EventStream"], Closi
         body = _calls.chat_body(agent_id, text, session_id, run_id, user_id, overrides)
         return self._call(_calls.chat(body))
 
+    def confirm(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        approver: str | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        """Approve or deny a tool call the run waits on (its agent's ``confirm_tools``); the
+        decision as stored. A second decision is a SoulacyError with status 409."""
+        return self._call(_calls.confirm(run_id, call_id, approved, approver, note))
+
     def cancel(self, run_id: str) -> bool:
         """Cancel a running run; False when it had already finished."""
         return self._call(_calls.cancel(run_id))

@@ -55,7 +55,12 @@ def build(folder: Path, args: argparse.Namespace, turns: int, counters: _common.
 
     tool = Tool.from_function(step)  # built once, as the peers build theirs
     workspace = Workspace(folder)
-    config = "runtime:\n  default_max_turns: 0\n"  # unlimited: the run decides
+    # Unlimited turns (the run decides) and no cap on concurrent runs (the defaults, 100 and 50
+    # per principal, are a server's admission limits; no peer has one, and W3 runs 1,000).
+    config = (
+        "runtime:\n  default_max_turns: 0\n  max_concurrent_sessions: 0\n"
+        "  max_concurrent_sessions_per_principal: 0\n"
+    )
     if durable(args):
         config += f"store:\n  synchronous: {args.synchronous}\n"
     workspace.write_config(config)

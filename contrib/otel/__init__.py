@@ -12,12 +12,14 @@ extra: ``pip install 'soulacy[otel]'``)::
       sampling: 0.25                      # unset: OTEL_TRACES_SAMPLER
       capture_content: false              # request, reply, tool arguments and results
       metrics_bind: 127.0.0.1:9464        # GET /metrics (Prometheus text); unset: off
+      http_metrics: true                  # GET /metrics on the HTTP transport, admins only
 
 It observes the kernel's event stream (``soulacy_event``): a span per run (``invoke_agent``),
 child spans per model call (``chat``) and tool call (``execute_tool``) with the GenAI semantic
-conventions, per workflow step and reasoning step; and metrics of runs, calls, tokens, cost
-and durations through the SDK's MeterProvider. Written only against public APIs, as a
-third-party plugin would be. See docs/observability.md.
+conventions, per workflow step and reasoning step; and metrics of runs, calls, tokens, cost,
+compactions and durations through the SDK's MeterProvider, served as Prometheus text at
+``GET /metrics`` on the HTTP transport (admins) and on ``metrics_bind``. Written only against
+public APIs, as a third-party plugin would be. See docs/observability.md.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from soulacy.kernel import (
 from soulacy.kernel.engine import Run
 
 from ._config import SECTION, OtelConfig, Resolved, parse_bind, resolve, validate
+from ._prometheus import CONTENT_TYPE
 from ._prometheus import render as render_prometheus
 from ._service import MetricsApp, MetricsService
 from ._telemetry import Telemetry
@@ -53,6 +56,8 @@ from ._telemetry import Telemetry
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace.export import SpanExporter
+
+    from soulacy.plugins.http import HttpRequest, HttpResponse, HttpRoute
 
 __all__ = [
     "MetricsApp",
@@ -154,6 +159,30 @@ def soulacy_services(kernel: Kernel) -> Sequence[Service]:
     if config.metrics_bind is None or parse_bind(config.metrics_bind) is None:
         return []
     return [MetricsService(kernel, config.metrics_bind, lambda: telemetry(kernel))]
+
+
+@hookimpl(optionalhook=True)  # the HTTP plugin's hook: absent when that plugin is disabled
+def soulacy_http_routes(kernel: Kernel) -> Sequence[HttpRoute]:
+    """``GET /metrics`` on the HTTP transport's own port, for admins (``server.admins``, or
+    keyless loopback mode's ``local``): the same text as ``otel.metrics_bind`` serves."""
+    config: OtelConfig = kernel.config.section(SECTION)
+    if not config.http_metrics:
+        return []
+    from soulacy.plugins.http import HttpError, HttpResponse, HttpRoute
+
+    async def metrics(request: HttpRequest) -> HttpResponse:
+        try:
+            text = telemetry(kernel).prometheus_text()
+        except Exception:
+            log.warning("could not collect the metrics for GET /metrics", exc_info=True)
+            raise HttpError(
+                503, "the metrics could not be collected (see the server's log)"
+            ) from None
+        return HttpResponse(
+            200, text.encode(), {"content-type": CONTENT_TYPE, "cache-control": "no-store"}
+        )
+
+    return [HttpRoute("GET", "/metrics", metrics, auth="admin", api=False)]
 
 
 @hookimpl

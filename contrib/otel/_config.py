@@ -35,7 +35,8 @@ class OtelConfig:
     never logged); ``sampling`` the ratio of runs traced (their children follow them);
     ``capture_content`` records the request, the reply, tool arguments and results on spans
     (off: they may be private); ``metrics_bind`` serves ``/metrics`` in the Prometheus text
-    format on ``host:port`` (off when unset). Unset keys fall back to the ``OTEL_*`` variables.
+    format on ``host:port`` (off when unset); ``http_metrics`` also serves it on the HTTP
+    transport, to admins only. Unset keys fall back to the ``OTEL_*`` variables.
     """
 
     exporter: str | None = None
@@ -46,6 +47,7 @@ class OtelConfig:
     capture_content: bool = False
     max_content_chars: int = 4096
     metrics_bind: str | None = None
+    http_metrics: bool = True
     max_open_spans: int = 4096
     max_open_spans_per_run: int = 256
     max_spans_per_run: int = 10_000

@@ -84,6 +84,7 @@ class Metrics:
         self.progress_stops = Sums((n.AGENT, n.PROGRESS_KIND))
         self.verdicts = Sums((n.AGENT, n.TOOL_NAME, n.VERDICT))
         self.steps = Sums((n.AGENT, n.STEP_STATUS))
+        self.compactions = Sums((n.AGENT,))
         self.dropped = Sums((n.DROP_REASON,))
         self.export_failures = export_failures
         counters = (
@@ -100,6 +101,12 @@ class Metrics:
                 "Tool results judged repeated or stalled",
             ),
             ("soulacy.workflow.steps", self.steps, "{step}", "Workflow steps ended, by status"),
+            (
+                "soulacy.compactions",
+                self.compactions,
+                "{compaction}",
+                "Model calls whose view the compactor shortened",
+            ),
             ("soulacy.otel.spans.dropped", self.dropped, "{span}", "Spans not made: a cap"),
             (
                 "soulacy.otel.exports.failed",

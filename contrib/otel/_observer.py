@@ -45,7 +45,7 @@ NS = 1_000_000_000
 class Pending:
     """A model call or a tool call in progress: its span is made when it ends."""
 
-    __slots__ = ("attributes", "chunk", "parent", "start", "traced")
+    __slots__ = ("attributes", "chars", "chunk", "parent", "start", "text", "traced")
 
     def __init__(self, start: int, parent: Context | None, traced: bool, attributes: Attributes):
         self.start = start
@@ -53,6 +53,8 @@ class Pending:
         self.traced = traced  # admitted under the bounds, for a recording run
         self.attributes = attributes
         self.chunk = 0  # when the first streamed text arrived (ns), 0 before
+        self.text: list[str] = []  # a streamed reply's text, with capture_content (bounded)
+        self.chars = 0
 
 
 class RunState:
@@ -61,6 +63,7 @@ class RunState:
     __slots__ = (
         "active",
         "agent_id",
+        "compacted",
         "created",
         "ctx",
         "limits",
@@ -107,6 +110,7 @@ class RunState:
         self.rstep_ctx: Context | None = None
         self.rsteps = 0
         self.open = 0  # open children (steps, calls in progress) admitted under the bounds
+        self.compacted = False  # the next model call's view was compacted
         self.created = 0  # spans made or admitted for this run, its own included
 
     def parent(self) -> Context | None:
@@ -135,6 +139,7 @@ class Observer:
             "tool.call": self._tool_call,
             "tool.result": self._tool_result,
             "workflow.step": self._step,
+            "context.compacted": self._compacted,
             "run.completed": self._completed,
         }
 
@@ -383,11 +388,36 @@ class Observer:
                 attributes[n.PROVIDER] = attributes[n.SYSTEM] = state.provider
             if state.max_output:
                 attributes[n.REQUEST_MAX_TOKENS] = state.max_output
+            if state.compacted:
+                attributes[n.COMPACTED] = True
+        state.compacted = False
         state.llm = Pending(now, state.parent(), traced, attributes)
 
     def _delta(self, state: RunState | None, event: Event, now: int) -> None:
-        if state is not None and state.llm is not None and not state.llm.chunk:
-            state.llm.chunk = now
+        pending = state.llm if state is not None else None
+        if pending is None:
+            return
+        if not pending.chunk:
+            pending.chunk = now
+        if pending.traced and self.config.capture_content:
+            text = event.data.get("text")
+            room = self.config.max_content_chars + 256 - pending.chars  # redacted, then clipped
+            if isinstance(text, str) and room > 0:
+                pending.text.append(text[:room])
+                pending.chars += min(len(text), room)
+
+    def _compacted(self, state: RunState | None, event: Event, now: int) -> None:
+        """The compactor shortened the view of the run's next model call."""
+        if state is None:
+            return
+        self.metrics.compactions.add((state.agent_id,))
+        state.compacted = True
+        if state.span is not None and state.recording:
+            attributes: Attributes = {"soulacy.event.seq": event.seq}
+            for key, value in event.data.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    attributes[n.TURN if key == "turn" else n.COMPACTION + key] = value
+            state.span.add_event(event.type, attributes, now)
 
     def _llm_result(self, state: RunState | None, event: Event, now: int) -> None:
         if state is not None and state.llm is not None:
@@ -441,6 +471,13 @@ class Observer:
         if pending.chunk:
             attributes[n.REQUEST_STREAM] = True
             attributes[n.TIME_TO_FIRST_CHUNK] = (pending.chunk - pending.start) / NS
+        if pending.text and data is not None:
+            # Only a streamed reply's text is in the events (text.delta); llm.call carries the
+            # number of messages sent, not the messages, so there is no gen_ai.input.messages.
+            finish = str(data.get("finish_reason") or "stop")
+            attributes[n.OUTPUT_MESSAGES] = self._messages(
+                "assistant", "".join(pending.text), finish
+            )
         if retried:
             attributes[n.RETRIED] = True
         if error is not None:
@@ -658,10 +695,14 @@ class Observer:
             return agent_id
         return str(name) if name else agent_id
 
-    def _messages(self, role: str, text: str) -> str:
-        """One message as the GenAI conventions write ``gen_ai.{input,output}.messages``."""
+    def _messages(self, role: str, text: str, finish_reason: str | None = None) -> str:
+        """One message as the GenAI conventions write ``gen_ai.{input,output}.messages`` (an
+        output message of a model call says its ``finish_reason``)."""
         part = {"type": "text", "content": self._clip(redact_text(text))}
-        return json.dumps([{"role": role, "parts": [part]}], ensure_ascii=False)
+        message: dict[str, Any] = {"role": role, "parts": [part]}
+        if finish_reason is not None:
+            message["finish_reason"] = finish_reason
+        return json.dumps([message], ensure_ascii=False)
 
     def _clip(self, text: str) -> str:
         limit = self.config.max_content_chars

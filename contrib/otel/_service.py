@@ -1,10 +1,10 @@
 """``GET /metrics`` in the Prometheus text format, on a bind of its own (``otel.metrics_bind``).
 
-The builtin HTTP transport has no way for another plugin to add a route (its routes are a
-fixed list in ``plugins/http/_app.py``), so the plugin serves its own small ASGI app with
-hypercorn, as the transport does, in the kernel's nursery (``soulacy serve``). No
-authentication: bind it to loopback (the default host) or to a network only the scraper
-reaches.
+Beside the admin-only ``GET /metrics`` the plugin adds to the HTTP transport (through the HTTP
+plugin's ``soulacy_http_routes``), this serves the same text to a scraper that cannot send a
+key: the plugin's own small ASGI app with hypercorn, as the transport does, in the kernel's
+nursery (``soulacy serve``). No authentication: bind it to loopback (the default host) or to a
+network only the scraper reaches.
 """
 
 from __future__ import annotations

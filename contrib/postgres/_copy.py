@@ -1,6 +1,6 @@
 """``soulacy store copy``: a SQLite workspace file's data, copied into a PostgreSQL database.
 
-The SQLite file is read by its documented format (docs/storage.md, "Schema", version 6), with
+The SQLite file is read by its documented format (docs/storage.md, "Schema", version 8), with
 the ``sqlite3`` module; the SQLite store plugin is not imported (plugins never import each
 other). A file of an older version is refused: the SQLite store migrates it in place the first
 time it opens it for writing, and that migration is the SQLite plugin's to run.
@@ -42,7 +42,7 @@ from soulacy.kernel.store import LeaseOwner
 from ._schema import Connection
 from ._store import PostgresStore
 
-SQLITE_VERSION = 6  # the SQLite file format this copy reads (docs/storage.md, "Schema")
+SQLITE_VERSION = 8  # the SQLite file format this copy reads (docs/storage.md, "Schema")
 LOCK_TIMEOUT = "10s"  # how long the copy waits for the target's tables before giving up
 
 # Every Soulacy table of the target, in the order they are locked (``leases`` first: the
@@ -59,6 +59,8 @@ TARGET_TABLES = (
     "plugin_state",
     "cancel_requests",
     "counters",
+    "run_events",
+    "tool_approvals",
 )
 
 
@@ -77,7 +79,7 @@ class Table:
     sequence: str | None = None  # the identity column set past the file's last value
 
 
-TABLES = (
+TABLES: tuple[Table, ...] = (
     Table(
         "runs",
         "runs",
@@ -190,10 +192,44 @@ TABLES = (
     ),
 )
 
+# Approval requests, pending ones included: a run interrupted while it waited is resumed by a
+# decision made on the new store (docs/approvals.md).
+TABLES = (
+    *TABLES,
+    Table(
+        "tool_approvals",
+        "approval requests",
+        (
+            "seq",
+            "run_id",
+            "call_id",
+            "tool",
+            "arguments",
+            "agent_id",
+            "session_id",
+            "principal",
+            "user_id",
+            "request",
+            "reasons",
+            "requested_at",
+            "approved",
+            "approver",
+            "decided_by",
+            "note",
+            "decided_at",
+        ),
+        "SELECT rowid, run_id, call_id, tool, arguments, agent_id, session_id, principal,"
+        " user_id, request, reasons, requested_at, approved, approver, decided_by, note,"
+        " decided_at FROM tool_approvals ORDER BY rowid",
+        sequence="seq",
+    ),
+)
+
 # In the file, not copied, and why (for the report).
 LEFT_OUT = {
     "lease_waiters": "kept only while the processes waiting for a lease ask again",
     "cancel_requests": "asked of processes running on the SQLite file",
+    "run_events": "streams' events, kept a day for clients that reconnect to a running server",
     "legacy_proofs": "the original system's, never read by the store",
 }
 
@@ -420,6 +456,21 @@ def _convert(table: str, r: Sequence[Any]) -> tuple[Any, ...]:
         )
     if table == "counters":
         return (_str(r[0]), float(r[1] or 0.0), _epoch(r[2]))
+    if table == "tool_approvals":
+        return (
+            int(r[0]),
+            *(_str(v) for v in r[1:7]),
+            _text(r[7]),
+            _text(r[8]),
+            _str(r[9]),
+            _str(r[10]),
+            _epoch(r[11]),
+            None if r[12] is None else bool(r[12]),
+            _text(r[13]),
+            _text(r[14]),
+            _text(r[15]),
+            _maybe_epoch(r[16]),
+        )
     raise AssertionError(table)
 
 

@@ -99,6 +99,32 @@ MIGRATIONS: tuple[Migration, ...] = (
         " cancellation requests, counters",
         _V1,
     ),
+    Migration(
+        2,
+        "each run's stream events, announced with NOTIFY",
+        (
+            """CREATE TABLE IF NOT EXISTS run_events (
+                run_id TEXT NOT NULL, id BIGINT NOT NULL, name TEXT NOT NULL,
+                data TEXT NOT NULL, principal TEXT, created_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (run_id, id))""",
+            "CREATE INDEX IF NOT EXISTS run_events_by_age ON run_events (created_at)",
+        ),
+    ),
+    Migration(
+        3,
+        "approval requests of tool calls and their decisions",
+        (
+            """CREATE TABLE IF NOT EXISTS tool_approvals (
+                seq BIGINT GENERATED ALWAYS AS IDENTITY, run_id TEXT NOT NULL,
+                call_id TEXT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
+                agent_id TEXT NOT NULL, session_id TEXT NOT NULL, principal TEXT, user_id TEXT,
+                request TEXT NOT NULL, reasons TEXT NOT NULL,
+                requested_at DOUBLE PRECISION NOT NULL, approved BOOLEAN, approver TEXT,
+                decided_by TEXT, note TEXT, decided_at DOUBLE PRECISION,
+                PRIMARY KEY (run_id, call_id))""",
+            "CREATE INDEX IF NOT EXISTS tool_approvals_in_order ON tool_approvals (seq)",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

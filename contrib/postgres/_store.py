@@ -48,6 +48,9 @@ from soulacy.kernel import redact_text
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
+    AlreadyDecided,
+    ApprovalDecision,
+    ApprovalRequest,
     CancelRequest,
     Checkpoint,
     EveryPrincipal,
@@ -57,6 +60,9 @@ from soulacy.kernel.store import (
     LeaseLost,
     LeaseOwner,
     ProofRecord,
+    RunEvent,
+    RunEventBatch,
+    RunEvents,
     RunRecord,
     StorageError,
     ToolRecord,
@@ -64,6 +70,7 @@ from soulacy.kernel.store import (
     run_as_read,
 )
 
+from ._notify import CANCELS, RUN_EVENTS, Listener
 from ._schema import SCHEMA_VERSION, Connection, migrate, schema_version
 
 if TYPE_CHECKING:
@@ -77,6 +84,9 @@ QUICK_CHECKOUT = 1.0  # seconds waited for a pooled connection before connecting
 CANCEL_KEPT = 3600.0  # seconds a cancellation request is kept
 COUNTERS_KEPT = 2 * 86400.0  # seconds a counter not written to is kept
 HOUSEKEEPING_EVERY = 600.0  # seconds between two sweeps of old counters by one store
+RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream event is kept
+POLL_LISTENING = 5.0  # seconds between two looks while notifications arrive (a safety net)
+POLL_DEAF = 0.25  # seconds between two looks while the listening connection is down
 # Cancellation requests are inserted one at a time (their ids then commit in order, and a
 # poller that saw id n never misses a smaller id committed later).
 CANCEL_LOCK = 0x736F756C61637902
@@ -221,6 +231,8 @@ class PostgresStore:
         self._opening = trio.Lock()
         self._limiter = trio.CapacityLimiter(pool_size)  # one thread per pooled connection
         self._swept_at = -math.inf  # time.monotonic() of the last sweep of old counters
+        self._events_swept_at = -math.inf  # the same, for old run events
+        self._listener = Listener(lambda: psycopg.connect(self._dsn, **self._connect_args()))
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -392,6 +404,7 @@ class PostgresStore:
         return int(self.migrated_from or 0)
 
     async def aclose(self) -> None:
+        self._listener.close()
         async with self._opening:
             pool, self._pool = self._pool, None
             if pool is not None:
@@ -875,6 +888,7 @@ class PostgresStore:
                 (_text(reason), run_id, lease_key),
             ).fetchone()
             assert row is not None
+            conn.execute("SELECT pg_notify(%s, %s)", (CANCELS, str(row[0])))  # sent on COMMIT
             return CancelRequest(int(row[0]), reason, run_id, lease_key)
 
         return await self._write("request cancel", write)
@@ -889,6 +903,92 @@ class PostgresStore:
             return [CancelRequest(int(r[0]), r[1], r[2], r[3]) for r in rows]
 
         return await self._read("read cancel requests", read)
+
+    async def wait_cancel_requests(self, after: int, seconds: float) -> None:
+        await self._listener.start()
+        with trio.move_on_after(seconds):
+            await self._listener.cancel_event().wait()
+
+    # -- run events ----------------------------------------------------------------------------
+
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+        sweep = time.monotonic() - self._events_swept_at >= HOUSEKEEPING_EVERY
+
+        def write(conn: Connection) -> None:
+            if sweep:
+                conn.execute(
+                    f"DELETE FROM run_events WHERE created_at < {_NOW} - %s", (RUN_EVENTS_KEPT,)
+                )
+            with conn.cursor() as cursor:
+                for batch in batches:
+                    if batch.restart:
+                        cursor.execute("DELETE FROM run_events WHERE run_id = %s", (batch.run_id,))
+                    cursor.executemany(
+                        "INSERT INTO run_events (run_id, id, name, data, principal, created_at)"
+                        f" VALUES (%s, %s, %s, %s, %s, {_NOW}) ON CONFLICT (run_id, id) DO UPDATE"
+                        " SET name = excluded.name, data = excluded.data,"
+                        " principal = excluded.principal, created_at = excluded.created_at",
+                        [
+                            (
+                                batch.run_id,
+                                e.id,
+                                e.name,
+                                _text(json.dumps(dict(e.data), sort_keys=True, default=str)),
+                                batch.principal,
+                            )
+                            for e in batch.events
+                        ],
+                    )
+                    if batch.events:
+                        cursor.execute(
+                            "DELETE FROM run_events WHERE run_id = %s AND id <= %s",
+                            (batch.run_id, batch.events[-1].id - keep),
+                        )
+                for run_id in dict.fromkeys(b.run_id for b in batches):  # sent on COMMIT
+                    cursor.execute("SELECT pg_notify(%s, %s)", (RUN_EVENTS, run_id))
+
+        await self._write("append run events", write)
+        if sweep:
+            self._events_swept_at = time.monotonic()
+
+    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
+        def read(conn: Connection) -> RunEvents | None:
+            first = conn.execute(
+                "SELECT id, principal FROM run_events WHERE run_id = %s ORDER BY id LIMIT 1",
+                (run_id,),
+            ).fetchone()
+            if first is None:
+                return None
+            rows = conn.execute(
+                "SELECT id, name, data FROM run_events WHERE run_id = %s AND id > %s"
+                " ORDER BY id LIMIT %s",
+                (run_id, after, limit),
+            ).fetchall()
+            events = [RunEvent(int(r[0]), r[1], json.loads(r[2])) for r in rows]
+            return RunEvents(run_id, first[1], int(first[0]), events)
+
+        return await self._read("read run events", read)
+
+    async def wait_run_events(self, run_id: str, after: int, seconds: float) -> bool:
+        def newest(conn: Connection) -> int:
+            row = conn.execute(
+                "SELECT max(id) FROM run_events WHERE run_id = %s", (run_id,)
+            ).fetchone()
+            return int(row[0]) if row and row[0] is not None else 0
+
+        await self._listener.start()
+        with trio.move_on_after(seconds):
+            while True:
+                announced = self._listener.run_event(run_id)  # taken before the look
+                try:
+                    if await self._read("read run events", newest) > after:
+                        return True
+                    poll = POLL_LISTENING if self._listener.listening else POLL_DEAF
+                    with trio.move_on_after(poll):
+                        await announced.wait()
+                finally:
+                    self._listener.forget(run_id, announced)
+        return False
 
     # -- counter store -----------------------------------------------------------------------------
 
@@ -948,6 +1048,145 @@ class PostgresStore:
             return float(row[0]) if row else 0.0
 
         return await self._read("read counter", read)
+
+    # -- approval store --------------------------------------------------------------------------
+
+    async def request_approval(
+        self, request: ApprovalRequest, fence: Lease | None = None
+    ) -> ApprovalRequest:
+        r = request
+        row = (
+            r.run_id,
+            r.call_id,
+            _text(r.tool),
+            _text(json.dumps(dict(r.arguments), sort_keys=True, default=str)),
+            r.agent_id,
+            r.session_id,
+            r.principal,
+            r.user_id,
+            _text(json.dumps(dict(r.request), sort_keys=True, default=str)),
+            _text(json.dumps(list(r.reasons))),
+            r.requested_at,
+        )
+
+        def write(conn: Connection) -> ApprovalRequest:
+            _check_fence(conn, fence)
+            conn.execute(
+                "INSERT INTO tool_approvals (run_id, call_id, tool, arguments, agent_id,"
+                " session_id, principal, user_id, request, reasons, requested_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (run_id, call_id) DO NOTHING",
+                row,
+            )
+            return _approvals(conn, "run_id = %s AND call_id = %s", (r.run_id, r.call_id))[0]
+
+        return await self._write("request approval", write)
+
+    async def decide_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: ApprovalDecision,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        where, args = _approval_where(run_id, call_id, principal)
+
+        def write(conn: Connection) -> ApprovalRequest | None:
+            if not _approvals(conn, where, args):
+                return None
+            # The row lock orders two deciders: the second's UPDATE, re-checked after the
+            # first commits, finds the call decided and changes nothing.
+            cursor = conn.execute(
+                "UPDATE tool_approvals SET approved = %s, approver = %s, decided_by = %s,"
+                f" note = %s, decided_at = {_NOW} WHERE run_id = %s AND call_id = %s"
+                " AND approved IS NULL",
+                (
+                    decision.approved,
+                    _text(decision.approver),
+                    decision.decided_by,
+                    None if decision.note is None else _text(decision.note),
+                    run_id,
+                    call_id,
+                ),
+            )
+            found = _approvals(conn, where, args)[0]
+            if cursor.rowcount != 1:
+                raise AlreadyDecided(found)
+            return found
+
+        return await self._write("decide approval", write)
+
+    async def get_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        where, args = _approval_where(run_id, call_id, principal)
+        found = await self._read("read approval", lambda conn: _approvals(conn, where, args))
+        return found[0] if found else None
+
+    async def list_approvals(
+        self,
+        run_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+        *,
+        pending: bool = False,
+    ) -> list[ApprovalRequest]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if run_id is not None:
+            clauses.append("run_id = %s")
+            args.append(run_id)
+        if not isinstance(principal, EveryPrincipal):
+            clauses.append("principal IS NOT DISTINCT FROM %s")
+            args.append(principal)
+        if pending:
+            clauses.append("approved IS NULL")
+        where = " AND ".join(clauses) or "TRUE"
+        return await self._read("read approvals", lambda conn: _approvals(conn, where, tuple(args)))
+
+
+_APPROVAL_COLUMNS = (
+    "run_id, call_id, tool, arguments, agent_id, session_id, principal, user_id, request,"
+    " reasons, requested_at, approved, approver, decided_by, note, decided_at"
+)
+
+
+def _approval_where(
+    run_id: str, call_id: str, principal: str | EveryPrincipal | None
+) -> tuple[str, tuple[Any, ...]]:
+    if isinstance(principal, EveryPrincipal):
+        return "run_id = %s AND call_id = %s", (run_id, call_id)
+    return (
+        "run_id = %s AND call_id = %s AND principal IS NOT DISTINCT FROM %s",
+        (run_id, call_id, principal),
+    )
+
+
+def _approvals(conn: Connection, where: str, args: tuple[Any, ...]) -> list[ApprovalRequest]:
+    rows = conn.execute(
+        f"SELECT {_APPROVAL_COLUMNS} FROM tool_approvals WHERE {where} ORDER BY seq", args
+    ).fetchall()
+    return [
+        ApprovalRequest(
+            r[0],
+            r[1],
+            r[2],
+            json.loads(r[3]),
+            r[4],
+            r[5],
+            r[6],
+            r[7],
+            json.loads(r[8]),
+            tuple(json.loads(r[9])),
+            float(r[10]),
+            None
+            if r[11] is None
+            else ApprovalDecision(bool(r[11]), r[12] or "", r[13], r[14], float(r[15] or 0.0)),
+        )
+        for r in rows
+    ]
 
 
 def _columns(table: str, columns: str) -> str:

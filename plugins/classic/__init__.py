@@ -63,6 +63,7 @@ async def tool_loop(run: Run, limit: Literal["turns", "steps"] = "turns") -> Non
     while True:
         await run.turn(limit)
         with trio.move_on_after(seconds) as step_scope:
+            run.step_scope = step_scope  # a wait for approval in this step does not use it up
             message = (await run.call_model()).message
             if message.tool_calls:
                 for call in message.tool_calls:

@@ -14,11 +14,15 @@ docs/compaction.md. Configure it in config.yaml::
       keep_recent_exchanges: 2      # newest exchanges always kept (results cut if needed)
       excerpt_chars: 1000           # at most this much of each older message is excerpted
       max_excerpts: 8
+
+Each model call whose view was compacted is announced by a ``context.compacted`` event of the
+run, before its ``llm.call``: ``{"turn", "messages_before", "messages_after", "tokens_before",
+"tokens_after", "allowance"}`` (tokens are the compactor's calibrated estimates).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 import pluggy
 
@@ -26,16 +30,18 @@ from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Settings, hookimp
 from soulacy.kernel.engine import Run
 
 from . import hookspecs
-from ._compactor import ExtractiveCompactor
+from ._compactor import Compaction, ExtractiveCompactor
 from ._config import MIN_KEPT_CHARS, CompactionConfig, validate
 from ._excerpt import Excerpt, cut, omission_line
 from ._markers import PREFIX
 from ._tokens import CharEstimate, TokenCounter, render
 
 __all__ = [
+    "COMPACTED",
     "MIN_KEPT_CHARS",
     "PREFIX",
     "CharEstimate",
+    "Compaction",
     "CompactionConfig",
     "Excerpt",
     "ExtractiveCompactor",
@@ -44,6 +50,9 @@ __all__ = [
     "omission_line",
     "render",
 ]
+
+
+COMPACTED = "context.compacted"
 
 
 @hookimpl
@@ -75,3 +84,21 @@ def soulacy_make_compactor(kernel: Kernel, run: Run) -> ExtractiveCompactor:
         window=policy.context_window.value,
         reserve=policy.max_output_tokens.value,
     )
+
+
+@hookimpl
+def soulacy_admit_model_call(kernel: Kernel, run: Run) -> Awaitable[None] | None:
+    """Never refuses: this is the engine's awaited moment between building a call's view and the
+    call (the compactor itself is synchronous), where a compaction is announced as an event."""
+    setup = run.model_setup
+    compactor = setup.compactor if setup is not None else None
+    if not isinstance(compactor, ExtractiveCompactor):
+        return None
+    compaction = compactor.take_compaction()
+    if compaction is None:
+        return None
+    return _announce(run, compaction)
+
+
+async def _announce(run: Run, compaction: Compaction) -> None:
+    await run.emit(COMPACTED, {"turn": run.result.turns, **compaction.to_dict()})

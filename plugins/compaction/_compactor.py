@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
 
 from soulacy.kernel.messages import Message, ToolSpec
 
@@ -10,6 +13,21 @@ from ._config import CompactionConfig
 from ._ledger import Ledger
 from ._plan import Plan
 from ._tokens import Calibration, CharEstimate, Measure, TokenCounter
+
+
+@attrs.frozen
+class Compaction:
+    """One view that was shorter than the run's messages: what the ``context.compacted`` event
+    says. Tokens are the compactor's calibrated estimates, the tool schemas included."""
+
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    allowance: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
 
 
 class ExtractiveCompactor:
@@ -20,7 +38,8 @@ class ExtractiveCompactor:
     (the last user message) and the newest exchanges, and replaces each run of older messages
     by a marker message with exact counts and excerpts. Nothing in ``messages`` is changed.
 
-    One instance serves one run: it measures each message once (see :class:`Ledger`).
+    One instance serves one run: it measures each message once (see :class:`Ledger`). The last
+    compaction not yet announced is :attr:`unannounced` (see :meth:`take_compaction`).
     """
 
     def __init__(
@@ -46,6 +65,7 @@ class ExtractiveCompactor:
         self._tools_len = -1
         self._tools_cost = 0
         self._last: tuple[Sequence[Message], int, int] | None = None  # a view, its length, cost
+        self.unannounced: Compaction | None = None
 
     def compact(
         self, messages: Sequence[Message], allowance: int | None, tools: Sequence[ToolSpec] = ()
@@ -59,7 +79,17 @@ class ExtractiveCompactor:
         limit = self.calibration.budget(allowance)
         view, cost = Plan(self, messages, fixed, limit, allowance).build()
         self._last = (view, len(view), cost)
+        tokens = self.calibration.tokens
+        self.unannounced = Compaction(
+            len(messages), len(view), tokens(total), tokens(cost), allowance
+        )
         return view
+
+    def take_compaction(self) -> Compaction | None:
+        """The compaction of the last :meth:`compact` call, once (None when it sent the
+        messages as they are, or was taken already)."""
+        found, self.unannounced = self.unannounced, None
+        return found
 
     def calibrate(self, view: Sequence[Message], reported_input_tokens: int) -> None:
         """Learn from the provider's count of what ``view`` (a result of :meth:`compact`) cost."""

@@ -13,38 +13,50 @@ builtin ``providers`` plugin's (:mod:`soulacy.plugins.providers`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from soulacy.kernel import CliCommand, ConfigSection, PluginsConfig, hookimpl
+from soulacy.kernel import CliCommand, hookimpl
 
-from ._commands import (
-    _agents_list,
-    _agents_new,
-    _config_get,
-    _config_set,
-    _config_show,
-    _config_validate,
+from ._args import (
     _configure_cancel,
+    _configure_demo,
     _configure_get,
     _configure_history,
     _configure_new,
     _configure_plugin_new,
+    _configure_run,
     _configure_runs,
     _configure_set,
     _configure_show,
-    _history,
     _json_flag,
-    _plugin_new,
-    _plugins,
-    _run_cancel,
-    _run_show,
-    _runs,
-    new_agent,
 )
-from ._run import RUN_EXIT_CODES, _configure_demo, _configure_run, _demo, _run, _serve
+
+if TYPE_CHECKING:
+    from soulacy.kernel import ConfigSection
+
+    from ._commands import new_agent
+    from ._run import RUN_EXIT_CODES
 
 __all__ = ["RUN_EXIT_CODES", "AgentLLM", "new_agent"]
+
+# What the commands do is imported when one runs (decision 0036): by name, not by value.
+_COMMANDS = "soulacy.plugins.core._commands:"
+_RUN = "soulacy.plugins.core._run:"
+_LAZY = {"RUN_EXIT_CODES": "._run", "new_agent": "._commands"}
+
+
+def __getattr__(name: str) -> Any:
+    """``RUN_EXIT_CODES`` and ``new_agent`` are imported on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 
 @attrs.frozen
@@ -66,6 +78,8 @@ class AgentLLM:
 
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from soulacy.kernel import ConfigSection, PluginsConfig
+
     return [
         ConfigSection("plugins", PluginsConfig, doc="plugins to enable and disable"),
         ConfigSection("id", str | None, scope="agent", doc="the agent's id (its folder name)"),
@@ -81,58 +95,87 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 @hookimpl
 def soulacy_cli_commands() -> Sequence[CliCommand]:
     return [
-        CliCommand("serve", "run the kernel and its services until SIGINT or SIGTERM", _serve),
         CliCommand(
-            "plugins", "list loaded plugins and the hooks they implement", _plugins, _json_flag
+            "serve", "run the kernel and its services until SIGINT or SIGTERM", _RUN + "_serve"
         ),
-        CliCommand("config show", "print the effective configuration", _config_show, _json_flag),
-        CliCommand("config get", "print one configuration value", _config_get, _configure_get),
+        CliCommand(
+            "plugins",
+            "list loaded plugins and the hooks they implement",
+            _COMMANDS + "_plugins",
+            _json_flag,
+        ),
+        CliCommand(
+            "config show",
+            "print the effective configuration",
+            _COMMANDS + "_config_show",
+            _json_flag,
+        ),
+        CliCommand(
+            "config get", "print one configuration value", _COMMANDS + "_config_get", _configure_get
+        ),
         CliCommand(
             "config set",
             "change one value of config.yaml (validated, atomic)",
-            _config_set,
+            _COMMANDS + "_config_set",
             _configure_set,
         ),
-        CliCommand("config validate", "check config.yaml and every SOUL.yaml", _config_validate),
         CliCommand(
-            "run", "run one request of a conversation and print the reply", _run, _configure_run
+            "config validate",
+            "check config.yaml and every SOUL.yaml",
+            _COMMANDS + "_config_validate",
+        ),
+        CliCommand(
+            "run",
+            "run one request of a conversation and print the reply",
+            _RUN + "_run",
+            _configure_run,
         ),
         CliCommand(
             "demo",
             "run the demo agent on the scripted model (no network, no key)",
-            _demo,
+            _RUN + "_demo",
             _configure_demo,
         ),
         CliCommand(
             "plugin new",
             "start a plugin project from plugin-template/",
-            _plugin_new,
+            _COMMANDS + "_plugin_new",
             _configure_plugin_new,
         ),
-        CliCommand("agents list", "list the workspace's agents", _agents_list, _json_flag),
+        CliCommand(
+            "agents list", "list the workspace's agents", _COMMANDS + "_agents_list", _json_flag
+        ),
         CliCommand(
             "history",
             "a conversation's stored messages with their reply metadata",
-            _history,
+            _COMMANDS + "_history",
             _configure_history,
             read_only=True,
         ),
         CliCommand(
-            "runs", "recent runs and how they ended", _runs, _configure_runs, read_only=True
+            "runs",
+            "recent runs and how they ended",
+            _COMMANDS + "_runs",
+            _configure_runs,
+            read_only=True,
         ),
         CliCommand(
-            "runs show", "one run: metadata and proof", _run_show, _configure_show, read_only=True
+            "runs show",
+            "one run: metadata and proof",
+            _COMMANDS + "_run_show",
+            _configure_show,
+            read_only=True,
         ),
         CliCommand(
             "runs cancel",
             "cancel a run, in whichever process sharing the store runs it",
-            _run_cancel,
+            _COMMANDS + "_run_cancel",
             _configure_cancel,
         ),
         CliCommand(
             "agents new",
             "create agents/ID/SOUL.yaml that inherits the workspace policy",
-            _agents_new,
+            _COMMANDS + "_agents_new",
             _configure_new,
         ),
     ]

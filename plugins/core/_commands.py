@@ -37,23 +37,6 @@ from soulacy.kernel.yamlio import atomic_write
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
-def _json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _configure_get(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("key", help="dotted key, e.g. runtime.timeouts.run")
-    _json_flag(parser)
-
-
-def _configure_set(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("key", help="dotted key, e.g. runtime.default_max_turns")
-    # REMAINDER: a value that starts with '-' (-5s, -1) is a value, not an option
-    parser.add_argument(
-        "value", nargs=argparse.REMAINDER, help="a YAML value: 300, 48h, -1, false, '[a, b]'"
-    )
-
-
 def _yaml_text(data: Any) -> str:
     out = io.StringIO()
     yaml = YAML(typ="safe", pure=True)
@@ -168,12 +151,6 @@ def _agents_list(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _configure_new(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("id", help="agent id: letters, digits, '-' and '_'")
-    parser.add_argument("--name", help="display name (default: the id)")
-    parser.add_argument("--description", default="", help="one line on what the agent is for")
-
-
 def _agents_new(args: argparse.Namespace, ctx: CliContext) -> int:
     kernel = ctx.kernel()
     path = new_agent(kernel, args.id, name=args.name, description=args.description)
@@ -226,23 +203,6 @@ def store_label(kernel: Kernel, hook: str, store: Any) -> str:
     describe = getattr(store, "describe", None)
     where = describe() if callable(describe) else None
     return f"{plugin} at {where}" if where else plugin
-
-
-def _configure_history(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", help="session id")
-    parser.add_argument("--agent", help="only this agent's messages")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _configure_runs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", help="only this agent's runs")
-    parser.add_argument("--limit", type=int, default=20, help="how many (default 20)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _configure_show(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_id", help="run id")
-    parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 async def _history(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -371,11 +331,6 @@ async def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _configure_cancel(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_id", help="run id")
-    parser.add_argument("--reason", default="cancelled", help="why (default: cancelled)")
-
-
 async def _run_cancel(args: argparse.Namespace, ctx: CliContext) -> int:
     kernel = ctx.kernel()
     try:
@@ -393,11 +348,6 @@ async def _run_cancel(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "plugin-template"
-
-
-def _configure_plugin_new(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="plugin name: lowercase letters, digits, underscores")
-    parser.add_argument("--dest", help="folder to create (default: ./soulacy-NAME)")
 
 
 def _plugin_new(args: argparse.Namespace, ctx: CliContext) -> int:

@@ -65,20 +65,6 @@ async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
 RUN_EXIT_CODES = {"completed": 0, "failed": 1, "incomplete": 3, "cancelled": 4}
 
 
-def _configure_run(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("agent", help="agent id")
-    parser.add_argument("text", help="the request; '-' reads it from standard input")
-    parser.add_argument("--session", help="conversation id (default: a new one)")
-    parser.add_argument("--run-id", help="run id (default: a new one)")
-    parser.add_argument("--stream", action="store_true", help="print the reply as it arrives")
-    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")
-
-
-def _configure_demo(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--keep", metavar="DIR", help="write the demo workspace here and keep it")
-    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")
-
-
 async def _run(args: argparse.Namespace, ctx: CliContext) -> int:
     text = args.text
     if text == "-":
@@ -134,18 +120,20 @@ async def _run_and_print(
     show_limits: bool = False,
     **options: Any,
 ) -> int:
-    """Run once and print how it ended; then close the kernel, so that every plugin's
-    ``soulacy_unconfigure`` runs (a store closes, a tracer flushes its spans)."""
+    """Run once, with the services runs need (the mcp plugin's servers; never the HTTP
+    transport or the scheduler), and print how it ended; then close the kernel, so that every
+    plugin's ``soulacy_unconfigure`` runs (a store closes, a tracer flushes its spans)."""
+    code: int | None = None
     try:
-        return await _run_once(kernel, ctx, agent_id, text, json_out, show_limits, options)
-    finally:
-        with trio.CancelScope(shield=True):
-            try:
-                await kernel.aclose()
-            except Exception as exc:  # the run is over and said so: a plugin failing to close
-                log.warning(
-                    "closing the kernel after the run failed: %s: %s", type(exc).__name__, exc
-                )
+        async with open_kernel(kernel=kernel, services="runs"):
+            code = await _run_once(kernel, ctx, agent_id, text, json_out, show_limits, options)
+    except Exception as exc:
+        if code is None:
+            raise
+        # The run is over and said so: a plugin (or service) failing to close is a warning.
+        log.warning("closing the kernel after the run failed: %s: %s", type(exc).__name__, exc)
+    assert code is not None
+    return code
 
 
 async def _run_once(
@@ -299,6 +287,17 @@ async def _watch(
                     file=ctx.err,
                     flush=True,
                 )
+        elif event.type == "tool.approval" and event.data.get("status") == "pending":
+            # Said even with --json (on stderr): otherwise the command just seems to hang.
+            run, call = event.run_id, event.data["id"]
+            clear = "\r\x1b[K" if live else ""
+            print(
+                f"{clear}soulacy: run {run} waits for approval of call {call} (tool"
+                f" {event.data['name']}): `soulacy runs approve {run} {call}` or"
+                f" `soulacy runs deny {run} {call}`",
+                file=ctx.err,
+                flush=True,
+            )
         elif event.type == "tool.call":
             arguments = json.dumps(event.data["arguments"], sort_keys=True)
             calls[event.data["id"]] = f"{event.data['name']}({arguments})"

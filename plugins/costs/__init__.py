@@ -264,19 +264,21 @@ def _estimate(kernel: Kernel, run: Any, ledger: _Ledger, budget: _RunBudget) -> 
 
 
 @hookimpl
-def soulacy_admit_model_call(kernel: Kernel, run: Any) -> Awaitable[str | None]:
+def soulacy_admit_model_call(kernel: Kernel, run: Any) -> Awaitable[str | None] | None:
+    # Nothing to reserve or settle (no shared budget, no call of this run admitted): answered
+    # without a coroutine, as most runs' calls are.
+    if run.run_id not in _ledger(kernel).runs and not _limits(kernel, _now()):
+        return None
     return _reserve(kernel, run.run_id)
 
 
 @hookimpl
 def soulacy_event(kernel: Kernel, event: Event) -> Awaitable[None] | None:
-    if event.run_id is None:
+    if event.run_id is None or event.type not in ("llm.result", "run.completed"):
         return None
-    if event.type == "llm.result":
-        return _settle(kernel, event.run_id, ended=False)
-    if event.type == "run.completed":
-        return _settle(kernel, event.run_id, ended=True)
-    return None
+    if event.run_id not in _ledger(kernel).runs:
+        return None  # nothing was reserved for this run: nothing to settle
+    return _settle(kernel, event.run_id, ended=event.type == "run.completed")
 
 
 async def _reserve(kernel: Kernel, run_id: str) -> str | None:

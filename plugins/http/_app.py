@@ -9,6 +9,7 @@ import re
 import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,7 +27,7 @@ from soulacy.kernel import (
     redact_text,
     structure,
 )
-from soulacy.kernel.store import RunRecord, label_interrupted
+from soulacy.kernel.store import RunEvents, RunRecord, label_interrupted
 
 from ._asgi import (
     HttpError,
@@ -44,6 +45,7 @@ from ._guard import Guard
 from ._limits import check_depth, check_json_type, check_unicode, last_event_id
 from ._principals import Principals
 from ._runlog import RunLog, RunLogs
+from ._shared import PAGE, pump_stored
 from ._tokens import EventTokens
 from .hookspecs import HttpRequest, HttpRoute
 
@@ -309,6 +311,11 @@ class Api:
 
         return answer
 
+    @property
+    def shared(self) -> bool:
+        """Whether runs' events are shared through the store (processes share the store)."""
+        return self.config.share_events and self.kernel.store().multi_process
+
     def _principal(self, request: Request, auth: Auth) -> str:
         # A token only where the route takes one, and only without Authorization: a client
         # that can send the header uses its key.
@@ -504,43 +511,67 @@ class Api:
                 return
             await self._stream(request, log, last_id, math.inf)
             return
-        stored = await self.kernel.store().get_run(run_id)
-        if stored is None or not self._visible(stored.principal, request):
+        store = self.kernel.store()
+        stored = await store.get_run(run_id)
+        shared = await store.run_events(run_id, last_id, PAGE) if self.shared else None
+        if shared is not None and stored is None:  # its run record not written yet
+            stored = RunRecord(run_id, "", "", principal=shared.principal, status="running")
+        if (
+            stored is None
+            or not self._visible(stored.principal, request)
+            or (shared is not None and not self._visible(shared.principal, request))
+        ):
             raise HttpError(404, f"no run {run_id!r}")
         if last_id >= REPLAYED_RESULT_ID:
             await send_empty(request.send, 204)
             return
+        if shared is None and self.shared and stored.status == "running":
+            shared = RunEvents(run_id, stored.principal, last_id + 1, [])  # none written yet
+        if shared is not None:  # another process runs it, or ran it: its events are shared
+            if not shared.events and await self._ended_at(run_id, last_id):
+                await send_empty(request.send, 204)  # seen the end
+                return
+
+            async def final() -> dict[str, Any] | None:
+                record = await store.get_run(run_id)
+                if record is not None and record.status == "running":
+                    return None
+                return {"id": REPLAYED_RESULT_ID, "data": _replayed(record or stored)}
+
+            pump = partial(pump_stored, store=store, found=shared, final=final)
+            await self._stream(request, None, last_id, math.inf, pump=pump)
+            return
         # A run from before a restart: its terminal event is rebuilt from the store.
-        meta = dict(stored.metadata or {"status": stored.status})
-        result = {
-            "reply": "",
-            "run_id": run_id,
-            "session_id": stored.session_id,
-            "status": stored.status,
-            "verification": stored.verification,
-            "metadata": meta,
-            "replayed_from_store": True,
-        }
         await _sse_start(request)
-        await request.send(
-            {"type": "http.response.body", "body": sse(REPLAYED_RESULT_ID, "result", result)}
-        )
+        body = sse(REPLAYED_RESULT_ID, "result", _replayed(stored))
+        await request.send({"type": "http.response.body", "body": body})
+
+    async def _ended_at(self, run_id: str, last_id: int) -> bool:
+        """Whether the event ``last_id`` of a stored log is its ``result``."""
+        around = await self.kernel.store().run_events(run_id, last_id - 1, 1)
+        return bool(around and around.events and around.events[0].name == "result")
 
     async def _stream(
         self,
         request: Request,
-        log: RunLog,
+        log: RunLog | None,
         last_id: int,
         deadline: float,
         headers: dict[str, str] | None = None,
+        pump: Callable[..., Awaitable[None]] | None = None,
     ) -> None:
+        """Stream a run's events after ``last_id``: from this process's ``log``, or with
+        ``pump`` (the store's shared copy of a run another process runs)."""
         await _sse_start(request, headers)
         with trio.move_on_after(deadline) as scope:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_on_disconnect, request.receive, nursery.cancel_scope)
-                await self._pump(request.send, log, last_id)
+                if log is not None:
+                    await self._pump(request.send, log, last_id)
+                elif pump is not None:
+                    await pump(request.send, last_id=last_id)
                 nursery.cancel_scope.cancel()
-        if scope.cancelled_caught:
+        if scope.cancelled_caught and log is not None:
             data = {"error": "HTTP deadline passed", "run_id": log.run_id}
             await request.send(
                 {"type": "http.response.body", "body": sse(None, DEADLINE_EVENT, data)}
@@ -614,7 +645,10 @@ class Api:
         if (record is None and log is None) or not self._visible(principal, request):
             raise HttpError(404, f"no run {run_id!r}")
         proof = await self.kernel.store().get_proof(run_id)
-        body: dict[str, Any] = {"run_id": run_id, "running": log is not None and not log.finished}
+        running = (log is not None and not log.finished) or (
+            log is None and record is not None and record.status == "running"
+        )  # by another process on the store
+        body: dict[str, Any] = {"run_id": run_id, "running": running}
         if record is not None:
             body.update(
                 status=record.status,
@@ -718,6 +752,20 @@ async def _sse_start(request: Request, headers: dict[str, str] | None = None) ->
     ]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await request.send({"type": "http.response.start", "status": 200, "headers": raw})
+
+
+def _replayed(stored: RunRecord) -> dict[str, Any]:
+    """The terminal event of a run whose log is gone (a restart) or whose process died,
+    rebuilt from its record."""
+    return {
+        "reply": "",
+        "run_id": stored.run_id,
+        "session_id": stored.session_id,
+        "status": stored.status,
+        "verification": stored.verification,
+        "metadata": dict(stored.metadata or {"status": stored.status}),
+        "replayed_from_store": True,
+    }
 
 
 def _principal_of(run: RunRecord | None) -> str | None:

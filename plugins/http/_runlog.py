@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -25,6 +25,7 @@ STREAMED = {
     "text.delta": "delta",
     "tool.call": "tool.call",
     "tool.result": "tool.result",
+    "tool.approval": "tool.approval",  # a call waits for a person's decision, then has it
     "workflow.step": "workflow.step",
     "run.completed": "result",
 }
@@ -47,6 +48,8 @@ class RunLog:
     next_id: int = 1
     result: SseEvent | None = None
     changed: trio.Event = attrs.Factory(trio.Event)
+    # told of every event appended (the store's shared copy, when processes share the store)
+    publish: Callable[[RunLog, SseEvent], None] | None = None
 
     @property
     def finished(self) -> bool:
@@ -64,6 +67,8 @@ class RunLog:
                 self.first_kept = self.events[0].id
         self.changed.set()
         self.changed = trio.Event()
+        if self.publish is not None:
+            self.publish(self, event)
 
     def after(self, last_id: int) -> tuple[int, list[SseEvent]]:
         """(how many events after ``last_id`` were dropped, the kept ones after it)."""
@@ -82,16 +87,18 @@ class RunLogs:
         self.finished_kept = finished_kept
         self._logs: OrderedDict[str, RunLog] = OrderedDict()
         self._finished = 0
+        self.publish: Callable[[RunLog, SseEvent], None] | None = None  # see RunLog.publish
 
     def open(self, run_id: str, principal: str | None) -> RunLog:
         log = self._logs.get(run_id)
         if log is None or log.finished:  # a retry with the same run id starts a new log
-            log = RunLog(run_id, principal, self.events_per_run)
+            log = RunLog(run_id, principal, self.events_per_run, publish=self.publish)
             self._logs[run_id] = log
         return log
 
     def _replace(self, run_id: str, principal: str | None) -> RunLog:
-        log = self._logs[run_id] = RunLog(run_id, principal, self.events_per_run)
+        log = RunLog(run_id, principal, self.events_per_run, publish=self.publish)
+        self._logs[run_id] = log
         self._logs.move_to_end(run_id)
         return log
 

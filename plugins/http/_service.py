@@ -12,6 +12,7 @@ from soulacy.kernel import Kernel
 from ._app import Api
 from ._config import ServerConfig
 from ._runlog import RunLogs
+from ._shared import Publisher
 
 if TYPE_CHECKING:  # imported when the service starts: `soulacy --help` need not load hypercorn
     import hypercorn.config
@@ -39,12 +40,18 @@ class HttpService:
                 file=sys.stderr,
                 flush=True,
             )
-        async with trio.open_nursery() as runs:
-            self.api.runs = runs  # runs outlive the requests that started them
-            binds = await runs.start(self._serve_http, config)
-            task_status.started([b.replace("0.0.0.0", "127.0.0.1") for b in binds])
-            await self.kernel.stopping.wait()
-            runs.cancel_scope.cancel()
+        async with trio.open_nursery() as sharing:
+            if self.api.shared:  # other processes on the store serve these runs' streams too
+                publisher = Publisher(self.kernel.store(), self.config.events_per_run)
+                self.api.logs.publish = publisher.add
+                sharing.start_soon(publisher.run)
+            async with trio.open_nursery() as runs:
+                self.api.runs = runs  # runs outlive the requests that started them
+                binds = await runs.start(self._serve_http, config)
+                task_status.started([b.replace("0.0.0.0", "127.0.0.1") for b in binds])
+                await self.kernel.stopping.wait()
+                runs.cancel_scope.cancel()
+            sharing.cancel_scope.cancel()  # after the runs' last events: it writes them first
 
     async def _serve_http(
         self,

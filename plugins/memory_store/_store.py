@@ -13,10 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
+import trio
 
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
+    AlreadyDecided,
+    ApprovalDecision,
+    ApprovalRequest,
     CancelRequest,
     Checkpoint,
     ConversationKey,
@@ -27,6 +31,9 @@ from soulacy.kernel.store import (
     LeaseLost,
     LeaseOwner,
     ProofRecord,
+    RunEvent,
+    RunEventBatch,
+    RunEvents,
     RunRecord,
     ToolRecord,
     canonical_json,
@@ -35,6 +42,7 @@ from soulacy.kernel.store import (
 )
 
 CANCEL_REQUESTS_KEPT = 3600.0  # seconds a cancellation request is kept
+RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream events are kept after its last one
 
 
 @attrs.define
@@ -73,6 +81,10 @@ class MemoryStore:
         self._cancels: list[tuple[float, CancelRequest]] = []
         self._last_cancel_id = 0
         self._counters: dict[str, float] = {}
+        self._approvals: dict[tuple[str, str], ApprovalRequest] = {}  # in request order
+        # run id -> (principal, its events in id order, when the last was appended)
+        self._run_events: dict[str, tuple[str | None, list[RunEvent], float]] = {}
+        self._appended = trio.Event()  # set, and replaced, on every append or cancel request
 
     # -- leases --------------------------------------------------------------------------------
 
@@ -187,10 +199,54 @@ class MemoryStore:
         self._last_cancel_id += 1
         request = CancelRequest(self._last_cancel_id, reason, run_id, lease_key)
         self._cancels.append((now, request))
+        self._wake()
         return request
 
     async def cancel_requests(self, after: int) -> list[CancelRequest]:
         return [r for _, r in self._cancels if r.id > after]  # appended in id order
+
+    async def wait_cancel_requests(self, after: int, seconds: float) -> None:
+        with trio.move_on_after(seconds):
+            while not (self._cancels and self._cancels[-1][1].id > after):
+                await self._appended.wait()
+
+    # -- run events ----------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        self._appended.set()
+        self._appended = trio.Event()
+
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+        now = self._now()
+        for batch in batches:
+            _, events, _ = self._run_events.get(batch.run_id, (None, [], now))
+            if batch.restart:
+                events = []
+            events = [*events, *batch.events][-keep:]
+            self._run_events.pop(batch.run_id, None)  # re-inserted last: oldest first below
+            self._run_events[batch.run_id] = (batch.principal, events, now)
+        for run_id, (_, _, at) in list(self._run_events.items()):
+            if now - at < RUN_EVENTS_KEPT:
+                break
+            del self._run_events[run_id]
+        self._wake()
+
+    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
+        found = self._run_events.get(run_id)
+        if found is None:
+            return None
+        principal, events, _ = found
+        first = events[0].id if events else 1
+        return RunEvents(run_id, principal, first, [e for e in events if e.id > after][:limit])
+
+    async def wait_run_events(self, run_id: str, after: int, seconds: float) -> bool:
+        with trio.move_on_after(seconds):
+            while True:
+                found = self._run_events.get(run_id)
+                if found is not None and found[1] and found[1][-1].id > after:
+                    return True
+                await self._appended.wait()
+        return False
 
     # -- counters ------------------------------------------------------------------------------
 
@@ -373,3 +429,61 @@ class MemoryStore:
     ) -> None:
         self._check_fence(fence)
         self._state[key] = canonical_json(value)  # stored as JSON, as a durable store would
+
+    # -- approvals -----------------------------------------------------------------------------
+
+    async def request_approval(
+        self, request: ApprovalRequest, fence: Lease | None = None
+    ) -> ApprovalRequest:
+        self._check_fence(fence)
+        key = (request.run_id, request.call_id)
+        if key not in self._approvals:
+            self._approvals[key] = attrs.evolve(
+                request, arguments=json.loads(canonical_json(request.arguments)), decision=None
+            )
+        return self._approvals[key]
+
+    async def decide_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: ApprovalDecision,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        found = self._approvals.get((run_id, call_id))
+        if found is None or not _sees(principal, found.principal):
+            return None
+        if found.decision is not None:
+            raise AlreadyDecided(found)
+        decided = attrs.evolve(found, decision=attrs.evolve(decision, decided_at=self._now()))
+        self._approvals[(run_id, call_id)] = decided
+        return decided
+
+    async def get_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        found = self._approvals.get((run_id, call_id))
+        return found if found is not None and _sees(principal, found.principal) else None
+
+    async def list_approvals(
+        self,
+        run_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+        *,
+        pending: bool = False,
+    ) -> list[ApprovalRequest]:
+        return [
+            r
+            for r in self._approvals.values()
+            if (run_id is None or r.run_id == run_id)
+            and _sees(principal, r.principal)
+            and not (pending and r.decision is not None)
+        ]
+
+
+def _sees(principal: str | EveryPrincipal | None, owner: str | None) -> bool:
+    """Whether a read limited to ``principal`` sees what ``owner`` owns (None only None)."""
+    return isinstance(principal, EveryPrincipal) or principal == owner

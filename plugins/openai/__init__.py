@@ -70,7 +70,8 @@ class OpenAIProvider(HTTPProvider):
             body = {"error": {"message": str(body)[:500]}}
         exceeded, limit, requested = _wire.context_limit(status, body)
         error = body.get("error")
-        detail = error.get("message") if isinstance(error, dict) else text[:500]
+        detail = error.get("message") if isinstance(error, dict) else body.get("message")
+        detail = detail or (error if isinstance(error, str) else text[:500])
         return Refusal(str(detail), exceeded, limit, requested)
 
 

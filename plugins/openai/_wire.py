@@ -8,10 +8,34 @@ from collections.abc import Mapping
 from typing import Any
 
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, Usage
-from soulacy.plugins.providerkit import tool_arguments
+from soulacy.plugins.providerkit import json_text, tool_arguments
 
-_LIMIT = re.compile(r"maximum context length is (\d+)")
-_REQUESTED = re.compile(r"(?:resulted in|requested) (\d+) tokens")
+# Context-length refusals of the servers that speak Chat Completions (see ``context_limit``).
+_CODES = re.compile(r"context_length_exceeded|exceed_context_size|ContextWindowExceeded", re.I)
+_WORDINGS = re.compile(
+    r"maximum context length"  # OpenAI, vLLM, LiteLLM passing either on
+    r"|context window (?:exceeded|of this model)"  # LiteLLM, OpenAI
+    r"|exceeds? the (?:available )?context (?:size|length|window)"  # llama.cpp, Ollama
+    r"|input length exceeds the context length"  # Ollama
+    r"|exceeded max context length"  # Ollama's runner
+    r"|truncating input prompt",  # Ollama, when it says it cut the prompt
+    re.I,
+)
+_LIMIT = (
+    re.compile(r"maximum context length is (\d+)", re.I),  # OpenAI, vLLM
+    re.compile(r"available context size \((\d+) tokens\)"),  # llama.cpp
+    re.compile(r"\blimit=(\d+)"),  # Ollama's truncation
+    re.compile(r"Max Input Tokens=(\d+)"),  # LiteLLM's pre-call check
+)
+_PROMPT = (  # the prompt's tokens: a total that includes the completion is not it
+    re.compile(r"\((\d+) in the messages"),  # OpenAI, vLLM: "requested N tokens (M in the ..."
+    re.compile(r"messages resulted in (\d+) tokens"),  # OpenAI
+    re.compile(r"request has (\d+) input tokens"),  # vLLM
+    re.compile(r"prompt contains at least (\d+) input tokens"),  # vLLM
+    re.compile(r"request \((\d+) tokens\) exceeds"),  # llama.cpp
+    re.compile(r"\bprompt=(\d+)"),  # Ollama's truncation
+    re.compile(r"Max Input Tokens=\d+, Got=(\d+)"),  # LiteLLM's pre-call check
+)
 
 
 def request_body(
@@ -54,7 +78,11 @@ def message(m: Message) -> dict[str, Any]:
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))},
+                # Arguments that are not finite numbers are sent as the parser marks them.
+                "function": {
+                    "name": c.name,
+                    "arguments": json_text(tool_arguments(dict(c.arguments))),
+                },
             }
             for c in m.tool_calls
         ]
@@ -138,20 +166,33 @@ class StreamAssembler:
 
 
 def context_limit(status: int, body: Mapping[str, Any]) -> tuple[bool, int | None, int | None]:
-    """Is this a context-length error, and what limit and request size did the server state?"""
-    error = body.get("error") if isinstance(body.get("error"), Mapping) else body
-    error = error or {}
-    text = str(error.get("message") or "")
-    code = str(error.get("code") or error.get("type") or "")
-    exceeded = status == 400 and (
-        "context_length" in code
-        or "exceed_context" in code
-        or "maximum context length" in text
-        or "context size" in text
-    )
-    if not exceeded:
+    """Is this a context-length refusal, and what limit and prompt size (tokens) did it state?
+
+    Recognised from a structured code (OpenAI's ``context_length_exceeded``, llama.cpp's
+    ``exceed_context_size_error``, LiteLLM's ``ContextWindowExceededError``) or from the
+    wording of OpenAI, vLLM, LiteLLM, llama.cpp and Ollama; any error status but 429, since
+    a rate limit may also speak of tokens requested. The size is the prompt's, not the total.
+    """
+    if status < 400 or status == 429:
         return False, None, None
-    limit_match, requested_match = _LIMIT.search(text), _REQUESTED.search(text)
-    limit = int(limit_match.group(1)) if limit_match else error.get("n_ctx")
-    requested = int(requested_match.group(1)) if requested_match else error.get("n_prompt_tokens")
-    return True, int(limit) if limit else None, int(requested) if requested else None
+    raw = body.get("error", body)
+    error: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {"message": raw}
+    text = str(error.get("message") or "")
+    code = f"{error.get('code') or ''} {error.get('type') or ''}"
+    if not (_CODES.search(code) or _CODES.search(text) or _WORDINGS.search(text)):
+        return False, None, None
+    limit = _number(error.get("n_ctx")) or _first(_LIMIT, text)
+    requested = _number(error.get("n_prompt_tokens")) or _first(_PROMPT, text)
+    return True, limit, requested
+
+
+def _number(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _first(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
+    for pattern in patterns:
+        found = pattern.search(text)
+        if found:
+            return int(found.group(1))
+    return None

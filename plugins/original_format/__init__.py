@@ -7,7 +7,8 @@ another name or shape, and keys it does not implement at all. This plugin declar
 * handled: ``llm.default_provider`` is ``llm.default.provider``, ``runtime.tool_timeout`` is
   ``runtime.timeouts.tool``, a provider without ``type:`` gets the type its id implies (and the
   endpoint the original used), ``costs.pricing`` by model becomes the price list, a tool
-  defined in SOUL.yaml is offered by its name, Go's empty strings mean "not set";
+  defined in SOUL.yaml is offered by its name, an MCP server's ``transport: streamable-http``
+  is ``http``, Go's empty strings mean "not set";
 * kept: every other key of the original formats stays in the file, has no effect, and is
   reported once as a warning naming its line and "not implemented by any loaded plugin".
 
@@ -51,7 +52,6 @@ WORKSPACE_TOP = {
     "voice": "",
     "packages": "",
     "channels": "",
-    "mcp": "",
     "plugin_dirs": "plugins are Python packages; see docs/plugins.md",
     "plugins_config": "",
     "registries": "",
@@ -65,6 +65,7 @@ WORKSPACE_TOP = {
     "server": "",
     "runtime": "",
     "costs": "",
+    "mcp": "",
     "rate_limit": "",
     "llm.studio": "",
     "llm.reasoner": "",
@@ -187,6 +188,19 @@ def _pricing(value: Any, path: KeyPath, keep: Keep) -> Any:
     return prices
 
 
+# The original's spellings of an MCP server's transport; this runtime's are stdio and http.
+MCP_TRANSPORTS = {"streamable-http": "http", "streamable_http": "http", "streamablehttp": "http"}
+
+
+def _mcp_server(value: Any, path: KeyPath, keep: Keep) -> Any:
+    """``mcp.servers.<id>``: Go's empty strings are unset, a streamable HTTP transport is
+    ``http``."""
+    value = _without_empty_strings(value, ("transport", "command", "url", "cwd"))
+    if isinstance(value, Mapping) and value.get("transport") in MCP_TRANSPORTS:
+        value = {**value, "transport": MCP_TRANSPORTS[value["transport"]]}
+    return value
+
+
 # -- SOUL.yaml --------------------------------------------------------------------------------
 
 AGENT_TOP = {
@@ -208,8 +222,6 @@ AGENT_TOP = {
     "parallel_peer_calls": "",
     "structured_peer_results": "",
     "builtins": "",
-    "mcp_servers": "",
-    "mcp_tools": "",
     "plugin_tools": "",
     "system_tools": "",
     "allow_shell": "",
@@ -232,6 +244,8 @@ AGENT_TOP = {
     # keys that builtin plugins own, kept when that plugin is disabled
     "max_turns": "",
     "budget": "",
+    "mcp_servers": "",
+    "mcp_tools": "",
     "run_timeout": "",
     "reasoning": "",
     "schedule": "",
@@ -333,6 +347,7 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
         ConfigSection.alias("runtime.tool_timeout", "runtime.timeouts.tool"),
         ConfigSection.adapter("llm.providers.*", _provider),
         ConfigSection.adapter("costs.pricing", _pricing),
+        ConfigSection.adapter("mcp.servers.*", _mcp_server),
         ConfigSection.adapter("tools", _tools, "agent"),
         ConfigSection.adapter("llm", _agent_llm, "agent"),
         ConfigSection.adapter("reasoning", _reasoning, "agent"),

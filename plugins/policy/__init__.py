@@ -9,54 +9,62 @@ deployment policy wraps that hook in a plugin of its own.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pluggy
-
-from soulacy.kernel import (
-    AgentSpec,
-    CliCommand,
-    CliContext,
-    ConfigError,
-    ConfigIssue,
-    ConfigSection,
-    Duration,
-    Kernel,
-    Location,
-    Settings,
-    format_duration,
-    hookimpl,
-    structure,
-)
-from soulacy.kernel.policy import (
-    ExecutionPolicy,
-    Limit,
-    ModelCapacity,
-    PolicyLimit,
-    declared_limits,
-)
+from soulacy.kernel import CliCommand, hookimpl
 
 from . import hookspecs
-from ._model import (
-    AgentBudget,
-    Budget,
-    CostsConfig,
-    Price,
-    Reasoning,
-    RequestOverrides,
-    RuntimeConfig,
-    Timeouts,
-)
-from ._resolve import declared_limit, resolve
-from ._validate import (
-    AGENT_RANGES,
-    WORKSPACE_RANGES,
-    check_ranges,
-    check_timeout_order,
-    declared_ranges,
-)
+
+if TYPE_CHECKING:
+    import argparse
+
+    import pluggy
+
+    from soulacy.kernel import AgentSpec, CliContext, ConfigIssue, ConfigSection, Kernel, Settings
+    from soulacy.kernel.policy import ExecutionPolicy, Limit, ModelCapacity, PolicyLimit
+
+    from ._model import (
+        AgentBudget,
+        Budget,
+        CostsConfig,
+        Price,
+        Reasoning,
+        RequestOverrides,
+        RuntimeConfig,
+        Timeouts,
+    )
+    from ._resolve import declared_limit, resolve
+
+# Imported on first use (PEP 562): declaring the plugin's hooks and command imports neither the
+# models nor the configuration machinery (decision 0036).
+_LAZY = {
+    "AgentBudget": "._model",
+    "Budget": "._model",
+    "CostsConfig": "._model",
+    "Price": "._model",
+    "Reasoning": "._model",
+    "RequestOverrides": "._model",
+    "RuntimeConfig": "._model",
+    "Timeouts": "._model",
+    "declared_limit": "._resolve",
+    "resolve": "._resolve",
+    "ExecutionPolicy": "soulacy.kernel.policy",
+    "Limit": "soulacy.kernel.policy",
+    "ModelCapacity": "soulacy.kernel.policy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AgentBudget",
@@ -84,11 +92,17 @@ def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 def soulacy_workspace_limit(config: Settings, declared: PolicyLimit) -> Limit[Any] | None:
     """The policy's own reading of a declared limit's workspace value, for plugins that need
     one outside a run (studio, for a build of an agent whose file does not load)."""
+    from ._resolve import declared_limit
+
     return declared_limit(config, declared)
 
 
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from soulacy.kernel import ConfigSection, Duration
+
+    from ._model import AgentBudget, CostsConfig, Reasoning, RuntimeConfig
+
     return [
         ConfigSection("runtime", RuntimeConfig, doc="turns, budgets and timeouts"),
         ConfigSection("costs", CostsConfig, doc="per-response output allowances"),
@@ -103,6 +117,10 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 @hookimpl
 def soulacy_validate_config(kernel: Kernel, config: Settings) -> Sequence[ConfigIssue]:
     """The policy's ranges and timeout order, then the declared limits' ranges and rules."""
+    from soulacy.kernel.policy import declared_limits
+
+    from ._validate import WORKSPACE_RANGES, check_ranges, check_timeout_order, declared_ranges
+
     declared = list(declared_limits(kernel).values())
     return [
         *check_ranges(config, WORKSPACE_RANGES),
@@ -114,10 +132,16 @@ def soulacy_validate_config(kernel: Kernel, config: Settings) -> Sequence[Config
 
 @hookimpl
 def soulacy_validate_agent(agent: AgentSpec) -> Sequence[ConfigIssue]:
+    from ._validate import AGENT_RANGES, check_ranges
+
     return list(check_ranges(agent.settings, AGENT_RANGES))
 
 
 def _overrides(raw: Mapping[str, Any] | RequestOverrides | None) -> RequestOverrides:
+    from soulacy.kernel import ConfigError, structure
+
+    from ._model import RequestOverrides
+
     if isinstance(raw, RequestOverrides):
         return raw
     overrides: RequestOverrides = structure(
@@ -131,6 +155,10 @@ def _overrides(raw: Mapping[str, Any] | RequestOverrides | None) -> RequestOverr
 
 def check_ranges_of(overrides: RequestOverrides) -> list[ConfigIssue]:
     """The same ranges as the agent keys of the same meaning."""
+    from soulacy.kernel import ConfigIssue, Location
+
+    from ._model import AgentBudget
+
     budget = overrides.budget or AgentBudget()
     checks = {
         "max_turns": (overrides.max_turns, -1),
@@ -151,6 +179,10 @@ def check_ranges_of(overrides: RequestOverrides) -> list[ConfigIssue]:
 
 @hookimpl
 def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> ExecutionPolicy:
+    from soulacy.kernel.policy import declared_limits
+
+    from ._resolve import resolve
+
     agent = kernel.agent(agent_id)
     llm = agent.section("llm")
     capacity = kernel.hook.soulacy_model_capacity(
@@ -168,7 +200,7 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
         CliCommand(
             "policy show",
             "the resolved execution policy of an agent, with sources",
-            _policy_show,
+            "soulacy.plugins.policy:_policy_show",
             _configure_show,
         )
     ]
@@ -198,6 +230,8 @@ def _policy_show(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _shown(policy: ExecutionPolicy, name: str, limit: Limit[Any]) -> str:
+    from soulacy.kernel import format_duration
+
     if limit.value is None:
         return "unlimited"
     if policy.is_duration(name):

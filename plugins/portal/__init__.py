@@ -11,14 +11,18 @@ plugin disabled the portal is simply not served.
   routes it needed that the API lacked (agents create/read/update, configuration sources,
   plugins, a support bundle, a runs list) are added here (``_api.py``) and documented in
   ``plugins/http/openapi.json``.
+- While it is served, each run's limits (its ``run.limits`` event) are kept in the store for the
+  Runs page (``_limits.py``); an admin reconciles an in-progress workflow step from that page.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from soulacy.kernel import Kernel, hookimpl
+from soulacy.kernel import Event, Kernel, hookimpl
+
+from . import _limits
 
 if TYPE_CHECKING:
     from soulacy.plugins.http import HttpRoute
@@ -34,6 +38,7 @@ def soulacy_http_routes(kernel: Kernel) -> Sequence[HttpRoute]:
     from ._static import StaticFiles
 
     static = StaticFiles()
+    kernel.stash[_limits.SERVED] = True  # from now on, each run's limits are kept for Runs
     routes: list[Any] = [
         HttpRoute("GET", "/", static.index, auth="none", api=False),
         HttpRoute("GET", "/portal/", static.index, auth="none", api=False),
@@ -43,6 +48,11 @@ def soulacy_http_routes(kernel: Kernel) -> Sequence[HttpRoute]:
         *api_routes(kernel),
     ]
     return routes
+
+
+@hookimpl
+def soulacy_event(kernel: Kernel, event: Event) -> Awaitable[None] | None:
+    return _limits.observe(kernel, event)
 
 
 @hookimpl

@@ -10,6 +10,7 @@ and documented in the HTTP plugin's OpenAPI document (plugins/http/openapi.json)
 | ``GET /plugins`` | admins | the loaded plugins, their hooks and configuration sections |
 | ``GET /support/bundle`` | admins | a diagnostic bundle: redacted config, versions, errors |
 | ``GET /runs`` | every principal | its own recent runs with status, limits and proof |
+| ``POST /runs/{run_id}/reconcile`` | admins | an in-progress workflow step: happened or not |
 """
 
 from __future__ import annotations
@@ -23,16 +24,19 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from soulacy.kernel import Kernel, StashKey, redact, redact_text
+from soulacy.kernel import Kernel, StashKey, UsageError, redact, redact_text
 from soulacy.kernel.yamlio import load_yaml_file, plain
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
 
+from . import _limits
 from ._agents import AgentPatch, _structure, create_agent, describe_agent, parse_changes
 from ._agents import update_agent as _update
 
 PACKAGES = ("attrs", "cattrs", "httpx", "hypercorn", "pluggy", "ruamel.yaml", "trio")
 RECENT_ERRORS = 50
 RUNS_LIMIT = 200
+DECISIONS = ("completed", "failed")
+ENDED = ("interrupted", "failed", "cancelled", "incomplete")  # may have left a step in progress
 
 
 class RecentErrors(logging.Handler):
@@ -153,6 +157,10 @@ async def _runs(kernel: Kernel, request: HttpRequest, limit: int) -> list[dict[s
     for record in visible:
         proof = await store.get_proof(record.run_id)
         meta = dict(record.metadata or {})
+        in_progress: list[str] = []
+        if record.status in ENDED:  # a workflow's step an operator must decide on
+            checkpoints = await store.load_checkpoints(record.run_id)
+            in_progress = [c.step_id for c in checkpoints if c.status == "in_progress"]
         out.append(
             {
                 "run_id": record.run_id,
@@ -169,6 +177,8 @@ async def _runs(kernel: Kernel, request: HttpRequest, limit: int) -> list[dict[s
                 "tokens": (meta.get("tokens") or {}).get("total"),
                 "proof": {"sha256": proof.sha256, "receipts": proof.receipts} if proof else None,
                 "lease": record.lease if record.status == "interrupted" else None,
+                "limits": await _limits.load(kernel, record.run_id),
+                "steps_in_progress": in_progress,
             }
         )
     return out
@@ -221,7 +231,44 @@ class PortalApi:
                     422, "invalid query", {"limit": f"expected an integer from 1 to {RUNS_LIMIT}"}
                 )
             limit = int(raw)
-        return HttpResponse.json({"runs": await _runs(self.kernel, request, limit)})
+        runs = await _runs(self.kernel, request, limit)
+        return HttpResponse.json({"runs": runs, "can_reconcile": request.is_admin})
+
+    async def reconcile(self, request: HttpRequest) -> HttpResponse:
+        """An operator's decision on a workflow step found in progress: its action happened
+        (``completed``: not run again) or did not (``failed``: run again on retry). The
+        workflows plugin decides, under the run's lease, as ``soulacy runs reconcile`` does."""
+        run_id = request.params["run_id"]
+        body = await request.json()
+        problems: dict[str, str] = {}
+        if not isinstance(body, dict):
+            raise HttpError(422, "invalid request body", {"body": "expected a JSON object"})
+        step, decision = body.get("step"), body.get("decision")
+        if not isinstance(step, str) or not 1 <= len(step) <= 200:
+            problems["step"] = "expected the id of the step in progress (1-200 characters)"
+        if decision not in DECISIONS:
+            problems["decision"] = "expected 'completed' (it happened) or 'failed' (it did not)"
+        for key in sorted(set(body) - {"step", "decision"}):
+            problems[key] = "unknown field"
+        if problems:
+            raise HttpError(422, "invalid request body", problems)
+        # The workflows plugin's hook (defined by it: absent when it is not loaded).
+        decide = getattr(self.kernel.hook, "soulacy_reconcile_step", None)
+        if decide is None:
+            raise HttpError(
+                404, "the workflows plugin is not loaded: there are no steps to reconcile"
+            )
+        try:
+            pending = decide(kernel=self.kernel, run_id=run_id, step=step, decision=decision)
+            if pending is None:
+                raise HttpError(404, "no loaded plugin reconciles workflow steps")
+            said = await pending
+        except UsageError as exc:
+            message = str(exc)
+            raise HttpError(404 if " has no " in message else 409, message) from None
+        return HttpResponse.json(
+            {"run_id": run_id, "step": step, "decision": decision, "said": said}
+        )
 
     async def support_bundle(self, request: HttpRequest) -> HttpResponse:
         kernel = self.kernel
@@ -276,4 +323,5 @@ def api_routes(kernel: Kernel) -> Sequence[Any]:
         HttpRoute("GET", "/plugins", api.plugins, auth="admin"),
         HttpRoute("GET", "/support/bundle", api.support_bundle, auth="admin"),
         HttpRoute("GET", "/runs", api.runs),
+        HttpRoute("POST", "/runs/(?P<run_id>[^/]+)/reconcile", api.reconcile, auth="admin"),
     ]

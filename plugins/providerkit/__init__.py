@@ -10,7 +10,7 @@ The builtin ``openai`` provider and the contrib ``anthropic`` provider are both 
 a third-party provider may be too. Importing it registers nothing.
 """
 
-from ._http import HTTPProvider, Refusal, StreamReader, tool_arguments
+from ._http import HTTPProvider, Refusal, StreamReader, json_text, tool_arguments
 from ._retries import (
     MAX_BACKOFF,
     SentText,
@@ -29,6 +29,7 @@ __all__ = [
     "api_key",
     "backoff_delay",
     "call_with_retries",
+    "json_text",
     "retry_after_seconds",
     "tool_arguments",
 ]

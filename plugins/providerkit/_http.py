@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import json
+import math
 import os
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -27,6 +28,21 @@ if TYPE_CHECKING:
     import httpx
 
     from soulacy.kernel import Kernel
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def _request_json(name: str, body: Mapping[str, Any]) -> bytes:
+    """The body as httpx would encode it, but never with ``NaN`` or ``Infinity`` in it."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        found = ", ".join(_not_finite(dict(body))) or str(exc)
+        raise ProviderError(
+            f"provider {name!r}: the request is not valid JSON, not a finite number at {found}"
+        ) from exc
+    return text.encode("utf-8")
 
 
 @attrs.frozen
@@ -121,21 +137,25 @@ class HTTPProvider(abc.ABC):
     async def send(
         self, body: Mapping[str, Any], on_text: TextSink | None, *, stream: bool
     ) -> ModelReply:
-        """POST ``body`` to ``path`` and return the reply, retrying as the class says."""
+        """POST ``body`` to ``path`` and return the reply, retrying as the class says. A body
+        that is not valid JSON (a number that is not finite) is an error, and is not sent."""
+        content = _request_json(self.name, body)
 
         async def attempt_once(sent: SentText) -> ModelReply:
             if stream:
-                return await self._stream(body, sent)
-            response = await self._client.post(self.path, json=body)
+                return await self._stream(content, sent)
+            response = await self._client.post(self.path, content=content, headers=_JSON)
             if response.status_code == 200:
                 return self.parse_reply(response.json())
             raise self.failure(response.status_code, response.text, response.headers)
 
         return await call_with_retries(self.name, self.config.max_retries, on_text, attempt_once)
 
-    async def _stream(self, body: Mapping[str, Any], sent: SentText) -> ModelReply:
+    async def _stream(self, content: bytes, sent: SentText) -> ModelReply:
         reader = self.stream_reader()
-        async with self._client.stream("POST", self.path, json=body) as response:
+        async with self._client.stream(
+            "POST", self.path, content=content, headers=_JSON
+        ) as response:
             if response.status_code != 200:
                 text = (await response.aread()).decode("utf-8", "replace")
                 raise self.failure(response.status_code, text, response.headers)
@@ -171,16 +191,70 @@ class HTTPProvider(abc.ABC):
         await self._client.aclose()
 
 
+class _NotFinite:
+    """A number JSON cannot carry, as the model wrote it (``1e999``, ``NaN``, ``Infinity``)."""
+
+    __slots__ = ("literal",)
+
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
+def _finite_or_marked(literal: str) -> float | _NotFinite:
+    value = float(literal)
+    return value if math.isfinite(value) else _NotFinite(literal)
+
+
+def _not_finite(value: object, where: str = "") -> list[str]:
+    """``path: literal`` of every number in ``value`` that is not finite, in document order."""
+    if isinstance(value, _NotFinite):
+        return [f"{where}: {value.literal}"]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{where}: {value!r}"]
+    if isinstance(value, dict):
+        return [
+            found
+            for key, item in value.items()
+            for found in _not_finite(item, f"{where}.{key}" if where else str(key))
+        ]
+    if isinstance(value, (list, tuple)):
+        return [
+            found for n, item in enumerate(value) for found in _not_finite(item, f"{where}[{n}]")
+        ]
+    return []
+
+
 def tool_arguments(raw: object) -> dict[str, Any]:
     """A tool call's arguments: an object, or the JSON text of one. Anything else goes back to
-    the model as ``{"_unparsable_arguments": text}`` rather than being guessed at."""
+    the model as ``{"_unparsable_arguments": text}`` rather than being guessed at.
+
+    A number that is not finite (``1e999`` overflows a double; ``NaN`` and ``Infinity`` are
+    not JSON although Python reads them) becomes ``{"_not_a_finite_number": "path: literal,
+    ..."}``: the tool rejects that as an argument error the model sees, and the call, kept in
+    the history, can still be sent as JSON (a server such as llama.cpp's refuses ``Infinity``).
+    """
     if isinstance(raw, dict):
-        return raw
-    if raw is None or raw == "":
+        value: object = raw
+    elif raw is None or raw == "":
         return {}
-    text = raw if isinstance(raw, str) else json.dumps(raw)
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"_unparsable_arguments": text}
-    return value if isinstance(value, dict) else {"_unparsable_arguments": text}
+    else:
+        try:
+            text = raw if isinstance(raw, str) else json_text(raw)
+        except ValueError:  # a non-finite number in a list of arguments: not an object anyway
+            return {"_unparsable_arguments": repr(raw)}
+        try:
+            value = json.loads(text, parse_float=_finite_or_marked, parse_constant=_NotFinite)
+        except ValueError:
+            return {"_unparsable_arguments": text}
+        if not isinstance(value, dict):
+            return {"_unparsable_arguments": text}
+    found = _not_finite(value)
+    if found:
+        return {"_not_a_finite_number": ", ".join(found)}
+    return cast("dict[str, Any]", value)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text; a number that is not finite is a ``ValueError`` (JSON has no
+    infinity or NaN: ``json.dumps`` would write ``Infinity``, which servers refuse)."""
+    return json.dumps(value, allow_nan=False)

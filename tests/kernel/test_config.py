@@ -168,15 +168,15 @@ def test_a_bad_environment_override_names_the_variable(load: Callable[..., Kerne
 def test_agent_files_are_validated_against_agent_sections(
     workspace: Workspace, load: Callable[..., Kernel]
 ) -> None:
-    workspace.write_agent("bot", "name: Bot\nsample_key: {retries: 2}\nconfirm_tools: [x]\n")
+    workspace.write_agent("bot", "name: Bot\nsample_key: {retries: 2}\nunattended: true\n")
     kernel = load("")
     agent = kernel.agent("bot")
     assert agent.section("sample_key").retries == 2
     assert agent.section("name") == "Bot"
     assert agent.section("enabled") is True
-    # confirm_tools belongs to the original agent format but no plugin handles it: a warning.
+    # unattended belongs to the original agent format but no plugin handles it: a warning.
     assert any(
-        "confirm_tools: not implemented by any loaded plugin" in w for w in agent.settings.warnings
+        "unattended: not implemented by any loaded plugin" in w for w in agent.settings.warnings
     )
 
 

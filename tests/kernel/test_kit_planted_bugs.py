@@ -39,6 +39,8 @@ from soulacy.kernel.store import (
     LeaseLost,
     LeaseOwner,
     ProofRecord,
+    RunEventBatch,
+    RunEvents,
     RunRecord,
     StorageError,
     ToolRecord,
@@ -775,6 +777,33 @@ class CancelRequestsNewestFirst(MemoryStore):
         return list(reversed(await super().cancel_requests(after)))
 
 
+class RunEventsUnbounded(MemoryStore):
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+        await super().append_run_events(batches, 1_000_000)  # the bug: keep ignored
+
+
+class RunEventsNotRestarted(MemoryStore):
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+        await super().append_run_events([attrs.evolve(b, restart=False) for b in batches], keep)
+
+
+class RunEventsFromTheStart(MemoryStore):
+    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
+        return await super().run_events(run_id, 0, limit)  # the bug: `after` ignored
+
+
+class RunEventsWaitSleeps(MemoryStore):
+    async def wait_run_events(self, run_id: str, after: int, seconds: float) -> bool:
+        await trio.sleep(seconds)  # the bug: not woken by an append
+        found = await self.run_events(run_id, after)
+        return bool(found and found.events)
+
+
+class FailedRunEventsReadEmpty(FailingStore):
+    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
+        return None  # the bug: a broken store looks like a run with no events
+
+
 class FailedAcquireIsARefusal(FailingStore):
     async def acquire_lease(self, *args: Any, **kwargs: Any) -> LeaseGrant:
         return LeaseGrant(False, None)  # the bug: a broken store looks like a busy lease
@@ -870,6 +899,11 @@ LEASE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
         "cancel_requests",
     ),
     "cancel_requests newest first": (CancelRequestsNewestFirst, None, "cancel_requests"),
+    "run events unbounded": (RunEventsUnbounded, None, "run_events"),
+    "run events of an earlier attempt kept": (RunEventsNotRestarted, None, "run_events"),
+    "run events read from the start": (RunEventsFromTheStart, None, "run_events"),
+    "a waiter for run events not woken": (RunEventsWaitSleeps, None, "run_events"),
+    "a failed run events read is empty": (MemoryStore, FailedRunEventsReadEmpty, "failures_raise"),
     "a failed acquire_lease is a refusal": (MemoryStore, FailedAcquireIsARefusal, "failures_raise"),
     "a failed spend is a refusal": (MemoryStore, FailedSpendIsARefusal, "failures_raise"),
     "a failed cancel poll is empty": (MemoryStore, FailedCancelPollIsEmpty, "failures_raise"),
@@ -928,6 +962,19 @@ class PickledStore:
 
         return call
 
+    # Waits poll: a call holds the file's lock, so a waiter inside one would block every writer.
+    async def wait_run_events(self, run_id: str, after: int, seconds: float) -> bool:
+        with trio.move_on_after(seconds):
+            while True:
+                found = await self.run_events(run_id, after)
+                if found is not None and found.events:
+                    return True
+                await trio.sleep(0.05)
+        return False
+
+    async def wait_cancel_requests(self, after: int, seconds: float) -> None:
+        await trio.sleep(min(seconds, 0.05))
+
 
 class OneProcessClaimingMany(MemoryStore):
     """Says it may be shared by processes; each process has dictionaries of its own."""
@@ -953,7 +1000,7 @@ PROCESS_BUGS = {
 
 async def test_the_reference_multi_process_store_passes_the_process_kit(tmp_path: Path) -> None:
     result = await check_store_processes(f"{__name__}:PickledStore", str(tmp_path / "store.pickle"))
-    assert (result.skipped, result.not_run, len(result.passed)) == (None, (), 8)
+    assert (result.skipped, result.not_run, len(result.passed)) == (None, (), 9)
 
 
 @pytest.mark.parametrize("bug", sorted(PROCESS_BUGS))

@@ -70,6 +70,7 @@ async def test_the_sqlite_store_passes_the_multi_process_kit(tmp_path: Path) -> 
         "kill_takeover",
         "counters",
         "cancel_requests",
+        "run_events",
     )
 
 

@@ -366,6 +366,7 @@ HANDLED_CONFIG = [
     "llm.studio.max_build_tokens",
     "llm.studio.max_build_cost_usd",
     "costs.pricing",
+    "mcp.servers",  # the builtin mcp plugin's
 ]
 # Keys another step implements (the HTTP engineer's server section): warned at most once.
 EITHER_CONFIG = ["server.api_key", "server.allowed_origins", "server.allow_unauthenticated"]
@@ -428,7 +429,6 @@ KEPT_CONFIG = [
     "voice",
     "packages",
     "channels",
-    "mcp",
     "plugin_dirs",
     "plugins_config",
     "registries",
@@ -438,6 +438,9 @@ KEPT_CONFIG = [
     "log",
 ]
 HANDLED_AGENT = [
+    "confirm_tools",  # the builtin approvals plugin's
+    "mcp_servers",  # the builtin mcp plugin's
+    "mcp_tools",
     "id",
     "name",
     "description",
@@ -495,14 +498,11 @@ KEPT_AGENT = [
     "parallel_peer_calls",
     "structured_peer_results",
     "builtins",
-    "mcp_servers",
-    "mcp_tools",
     "plugin_tools",
     "system_tools",
     "allow_shell",
     "capabilities",
     "env",
-    "confirm_tools",
     "unattended",
     "policy",
     "security",

@@ -98,15 +98,17 @@ async def test_a_finished_run_asked_past_its_end_answers_204(server: Server) -> 
         # Another principal learns nothing, not even that the run ended.
         foreign = await bob.get(f"/runs/{run_id}/events", headers={"Last-Event-ID": str(last)})
         assert foreign.status_code == 404
-        # After a restart (the log gone), the replayed result carries an id, then 204.
+        # After a restart (the process's log gone), the store's copy replays the same events,
+        # then 204 past their end; another principal still learns nothing.
         run_logs(server.kernel)._logs.pop(run_id)
         replay = sse_events((await alice.get(f"/runs/{run_id}/events")).text)
-        assert [e["event"] for e in replay] == ["result"]
-        assert replay[0]["id"] is not None
+        assert [(e["id"], e["event"]) for e in replay] == [(e["id"], e["event"]) for e in events]
         again = await alice.get(
-            f"/runs/{run_id}/events", headers={"Last-Event-ID": str(replay[0]["id"])}
+            f"/runs/{run_id}/events", headers={"Last-Event-ID": str(replay[-1]["id"])}
         )
         assert again.status_code == 204
+        foreign = await bob.get(f"/runs/{run_id}/events")
+        assert foreign.status_code == 404
 
 
 async def test_a_stream_past_its_http_deadline_ends_with_run_error_not_error(

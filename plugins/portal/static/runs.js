@@ -1,45 +1,111 @@
-// Runs: this principal's recent runs (GET /runs) with status, limits used and proof.
+// Runs: this principal's recent runs (GET /runs) with status, the limits each ran under, what it
+// used and its proof; interrupted runs; and, for an admin, the reconcile action of a workflow
+// step left in progress (POST /runs/{id}/reconcile).
 
-import { get } from "./api.js";
-import { errorText, formatTime, h } from "./dom.js";
+import { api, get } from "./api.js";
+import { errorText, formatTime, h, limitText, toast } from "./dom.js";
 import { notice } from "./chatstate.js";
+
+// The limits a row shows at a glance; every limit is in the row's details.
+const SHOWN = [["max_turns", "turns"], ["max_tokens", "tokens"], ["run_timeout", "run"]];
+
+function limitsCell(run) {
+  const limits = run.limits;
+  if (!limits) return h("td", { class: "note", text: "not kept" });
+  const summary = SHOWN.filter(([name]) => limits[name]).map(([name, label]) => `${label} ${limitText(limits[name])}`).join(" · ");
+  const items = Object.entries(limits)
+    .filter(([, limit]) => limit && typeof limit === "object")
+    .flatMap(([name, limit]) => [
+      h("dt", {}, h("code", { text: name })),
+      h("dd", { dataset: { limit: name }, text: [limitText(limit), limit.source].filter(Boolean).join(" · ") })]);
+  return h("td", { class: "limits" }, h("details", {},
+    h("summary", { text: summary || `${items.length / 2} limits` }),
+    h("dl", { "aria-label": `Limits of run ${run.run_id}` }, items)));
+}
+
+function statusCell(run) {
+  const { kind, text } = notice({ status: run.status, verification: run.verification, reason: run.incomplete_reason, error: run.error });
+  const cell = h("td", {}, h("span", { class: `notice ${kind}`, text }));
+  const lease = run.lease;
+  if (run.status === "interrupted" && lease && lease.owner) {
+    const owner = lease.owner;
+    const where = [owner.pid ? `pid ${owner.pid}` : "", owner.host ? `on ${owner.host}` : ""].filter(Boolean).join(" ");
+    const beat = lease.heartbeat_at;
+    cell.append(h("div", { class: "note", text: `Last owner ${where || "unknown"}${beat ? ` · last heartbeat ${formatTime(beat)}` : ""}` }));
+  }
+  return cell;
+}
+
+function reconcileItem(run, step, canReconcile, main) {
+  const label = h("span", {}, "Run ", h("code", { text: run.run_id }), " stopped during step ", h("code", { text: step }),
+    ". Its action may have happened: say whether it did before the run id is retried.");
+  if (!canReconcile) {
+    return h("li", {}, label, " ", h("span", { class: "note" }, "An admin decides here, or on the server: ",
+      h("code", { text: `soulacy runs reconcile ${run.run_id} --step ${step} --completed|--failed` })));
+  }
+  const status = h("span", { class: "note", role: "status" });
+  const decide = (decision) => async (event) => {
+    const buttons = event.target.closest("li").querySelectorAll("button");
+    buttons.forEach((b) => { b.disabled = true; });
+    try {
+      const answer = await api("POST", `/runs/${encodeURIComponent(run.run_id)}/reconcile`, { step, decision });
+      toast(answer.said, "ok");
+      await renderRuns(main);
+    } catch (error) {
+      status.textContent = errorText(error);
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+  };
+  const name = `step ${step} of run ${run.run_id}`;
+  const happened = "It happened (completed)";
+  const didNot = "It did not happen (run it again)";
+  return h("li", { dataset: { runId: run.run_id, step } }, label, h("div", { class: "actions" },
+    h("button", { type: "button", class: "small", "aria-label": `${happened}: ${name}`, onclick: decide("completed"), text: happened }),
+    h("button", { type: "button", class: "small", "aria-label": `${didNot}: ${name}`, onclick: decide("failed"), text: didNot }),
+    status));
+}
 
 export async function renderRuns(main) {
   main.replaceChildren(h("h1", { text: "Runs" }), h("p", { class: "loading", text: "Loading…" }));
   let runs;
+  let canReconcile;
   try {
-    ({ runs } = await get("/runs?limit=50"));
+    ({ runs, can_reconcile: canReconcile } = await get("/runs?limit=50"));
   } catch (error) {
     main.replaceChildren(h("h1", { text: "Runs" }), h("p", { class: "notice", role: "alert", text: errorText(error) }));
     return;
   }
-  const rows = runs.map((run) => {
-    const { kind, text } = notice({ status: run.status, verification: run.verification, reason: run.incomplete_reason, error: run.error });
-    return h("tr", { dataset: { runId: run.run_id } },
-      h("td", {}, h("code", { text: run.run_id.slice(0, 12) }), run.attempt > 1 ? ` (attempt ${run.attempt})` : ""),
-      h("td", { text: run.agent_id }),
-      h("td", {}, h("a", { href: `#/chat?session=${encodeURIComponent(run.session_id)}`, text: run.session_id.slice(0, 12) })),
-      h("td", {}, h("span", { class: `notice ${kind}`, text })),
-      h("td", { text: run.turns ?? "" }),
-      h("td", { text: run.tokens ?? "" }),
-      h("td", {}, run.proof ? [String(run.proof.receipts), " · ", h("code", { text: run.proof.sha256.slice(0, 12) })] : "—"),
-      h("td", { text: formatTime(run.started_at) }));
-  });
+  const rows = runs.map((run) => h("tr", { dataset: { runId: run.run_id, status: run.status } },
+    h("td", {}, h("code", { text: run.run_id.slice(0, 12) }), run.attempt > 1 ? ` (attempt ${run.attempt})` : ""),
+    h("td", { text: run.agent_id }),
+    h("td", {}, h("a", { href: `#/chat?session=${encodeURIComponent(run.session_id)}`, text: run.session_id.slice(0, 12) })),
+    statusCell(run),
+    limitsCell(run),
+    h("td", { text: run.turns ?? "" }),
+    h("td", { text: run.tokens ?? "" }),
+    h("td", {}, run.proof ? [String(run.proof.receipts), " · ", h("code", { text: run.proof.sha256.slice(0, 12) })] : "—"),
+    h("td", { text: formatTime(run.started_at) })));
   const interrupted = runs.filter((r) => r.status === "interrupted");
+  const pending = runs.flatMap((r) => (r.steps_in_progress || []).map((step) => [r, step]));
   main.replaceChildren(...[
     h("h1", { text: "Runs" }),
-    h("p", { class: "lead", text: "Your recent runs, newest first. Open a session to see its conversation." }),
+    h("p", { class: "lead", text: "Your recent runs, newest first, with the limits each ran under. Open a session to see its conversation." }),
     runs.length
       ? h("div", { class: "scroll" }, h("table", { class: "table runs" },
-        h("thead", {}, h("tr", {}, ["run", "agent", "session", "status", "turns", "tokens", "proof (receipts · sha256)", "started"]
+        h("thead", {}, h("tr", {}, ["run", "agent", "session", "status", "limits", "turns", "tokens", "proof (receipts · sha256)", "started"]
           .map((t) => h("th", { scope: "col", text: t })))),
         h("tbody", {}, rows)))
       : h("p", { class: "note", text: "No runs yet." }),
     interrupted.length
       ? h("section", { class: "card", "aria-labelledby": "interrupted-title" },
         h("h2", { id: "interrupted-title", text: "Interrupted runs" }),
-        h("p", { class: "note", text: "A run whose process stopped. A workflow step that was in progress may already have " +
-          "acted: reconcile it on the server before retrying the same run id." }),
-        h("ul", {}, interrupted.map((r) => h("li", {}, h("code", { text: `soulacy runs reconcile ${r.run_id} --step STEP --completed|--failed` })))))
+        h("p", { class: "note", text: "The process running these stopped before they ended (its lease expired or its owner is gone). " +
+          "Retrying the same run id goes on from its last completed step." }),
+        h("ul", {}, interrupted.map((r) => h("li", {}, h("code", { text: r.run_id }), ` · ${r.agent_id} · started ${formatTime(r.started_at)}`))))
+      : null,
+    pending.length
+      ? h("section", { class: "card", "aria-labelledby": "reconcile-title" },
+        h("h2", { id: "reconcile-title", text: "Workflow steps to reconcile" }),
+        h("ul", { class: "reconcile" }, pending.map(([r, step]) => reconcileItem(r, step, canReconcile, main))))
       : null].filter(Boolean));
 }

@@ -36,6 +36,11 @@ def fetch(city: str) -> dict[str, Any]:
     return {"city": city, "readings": [12.5, 14.0]}
 
 
+def long(part: int = 0) -> str:
+    """A long result (2,400 characters): a few of them fill a small context window."""
+    return f"part {part}: " + "lorem ipsum " * 200
+
+
 def same(x: int = 0) -> str:
     """Always the same answer."""
     return "unchanged"
@@ -62,6 +67,7 @@ def tools_plugin() -> Any:
         soulacy_tools=lambda kernel, agent_id: [
             Tool.from_function(add),
             Tool.from_function(fetch),
+            Tool.from_function(long),
             Tool.from_function(same),
         ],
         soulacy_provider_types=lambda: [

@@ -33,6 +33,7 @@ from soulacy.kernel.store import (
     Store,
 )
 from soulacy.kernel.testing import Workspace
+from soulacy.plugins.sqlite_store import SCHEMA_VERSION as SQLITE_SCHEMA
 from soulacy.plugins.sqlite_store import SQLiteStore
 
 PLUGIN = "soulacy.contrib.postgres"
@@ -220,7 +221,7 @@ async def test_a_workspace_copied_into_postgres_reads_the_same_and_goes_on(
     assert SECRET not in copied.stdout + copied.stderr
     report = json.loads(copied.stdout)
     assert report["source"] == str(source)
-    assert report["schema_version"] == 6
+    assert report["schema_version"] == SQLITE_SCHEMA
     assert report["target_migrated_from"] == 0
     expected = {
         table: sqlite_rows(source, f"SELECT COUNT(*) FROM {table}")[0][0]
@@ -234,12 +235,13 @@ async def test_a_workspace_copied_into_postgres_reads_the_same_and_goes_on(
             "plugin_state",
             "leases",
             "counters",
+            "tool_approvals",
         )
     }
     assert report["copied"] == expected
     assert expected["superseded_proofs"] == 2  # R1's and W1's first attempts
     assert expected["workflow_checkpoints"] == 2
-    assert report["left_out"] == {"lease_waiters": 0, "cancel_requests": 1}
+    assert report["left_out"] == {"lease_waiters": 0, "cancel_requests": 1, "run_events": 0}
     assert report["running"] == ["R4"]  # its process (this one) still holds its lease
     assert report["unverified_proofs"] == []
     assert "R4" in copied.stderr  # warned: what it writes from now on is not copied
@@ -317,7 +319,9 @@ def test_the_text_report_names_what_was_copied_and_the_dsn_comes_from_the_enviro
     done = copy(soulacy_cli, workspace, "--from", "elsewhere/old.db", env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith(f"copied {moved} (SQLite, schema version 6) into postgresql://")
+    assert lines[0].startswith(
+        f"copied {moved} (SQLite, schema version {SQLITE_SCHEMA}) into postgresql://"
+    )
     assert "in one transaction: 8 rows" in lines[0]
     assert SECRET not in done.stdout + done.stderr
     counts = {line.rsplit(maxsplit=1)[0].strip(): line.split()[-1] for line in lines[1:4]}
@@ -342,14 +346,14 @@ async def test_an_older_file_is_refused_until_the_sqlite_store_migrated_it(
     conn.close()
     refused = copy(soulacy_cli, workspace, "--to", database)
     assert refused.returncode == 2
-    assert "is of schema version 0; the copy reads version 6 only" in refused.stderr
+    assert f"is of schema version 0; the copy reads version {SQLITE_SCHEMA} only" in refused.stderr
     assert "`soulacy runs cancel none`" in refused.stderr
     assert pg_rows(database, "SELECT to_regclass('runs') IS NULL") == [(True,)]  # untouched
 
     # What the message says to do, then the copy; the original system's rows read the same.
     migrated = soulacy_cli(["runs", "cancel", "none"], cwd=workspace.path, env=ENV)
     assert "no running run 'none'" in migrated.stderr
-    assert sqlite_rows(path, "PRAGMA user_version") == [(6,)]
+    assert sqlite_rows(path, "PRAGMA user_version") == [(SQLITE_SCHEMA,)]
     done = copy(soulacy_cli, workspace, "--to", database)
     assert done.returncode == 0, done.stderr
     assert "not copied" not in done.stdout

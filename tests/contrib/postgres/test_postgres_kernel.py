@@ -13,6 +13,7 @@ from pg_support import DEAD_DSN, DEAD_PASSWORD
 from psycopg.conninfo import conninfo_to_dict
 
 from soulacy.contrib.postgres import PostgresStore
+from soulacy.contrib.postgres._schema import SCHEMA_VERSION
 from soulacy.kernel import ConfigError, Kernel
 from soulacy.kernel.store import ConversationKey
 from soulacy.kernel.testing import Workspace
@@ -191,12 +192,12 @@ def test_the_command_line_migrates_and_a_database_down_is_a_clear_error(
     assert json.loads(first.stdout) | {"store": None} == {
         "store": None,
         "from_version": 0,
-        "version": 1,
+        "version": SCHEMA_VERSION,
         "migrated": True,
     }
     again = soulacy_cli(migrate[:-1], cwd=workspace.path, env=env)
     assert again.returncode == 0, again.stderr
-    assert "is at schema version 1: nothing to do" in again.stdout
+    assert f"is at schema version {SCHEMA_VERSION}: nothing to do" in again.stdout
     listed = soulacy_cli(["-p", PLUGIN, "runs", "--json"], cwd=workspace.path, env=env)
     assert (listed.returncode, json.loads(listed.stdout)) == (0, [])
 
@@ -223,3 +224,22 @@ def test_config_show_and_get_never_print_the_dsn(
         assert shown.returncode == 0, shown.stderr
         assert "dsn" in shown.stdout
         assert DEAD_PASSWORD not in shown.stdout + shown.stderr
+
+
+def test_disabling_the_plugin_by_its_module_names_it_as_the_owner_of_its_keys(
+    workspace: Workspace, soulacy_cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    env = {"SOULACY_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    off = ["-p", f"no:{PLUGIN}", "runs", "--json"]
+    workspace.write_config(ENABLE)  # enabled, no postgres: key: disabled, SQLite serves
+    back = soulacy_cli(off, cwd=workspace.path, env=env)
+    assert (back.returncode, back.stdout.strip()) == (0, "[]"), back.stderr
+    assert "no plugin named" not in back.stderr
+    workspace.write_config(ENABLE + f"postgres:\n  dsn: '{DEAD_DSN}'\n")
+    refused = soulacy_cli(off, cwd=workspace.path, env=env)
+    assert refused.returncode != 0
+    assert (
+        f"postgres: this key belongs to the plugin {PLUGIN!r}, which is disabled (-p no:{PLUGIN})"
+        in refused.stderr
+    )
+    assert DEAD_PASSWORD not in refused.stderr + refused.stdout

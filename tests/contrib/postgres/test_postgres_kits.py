@@ -55,4 +55,5 @@ async def test_the_postgres_store_passes_the_multi_process_kit(database: str) ->
         "kill_takeover",
         "counters",
         "cancel_requests",
+        "run_events",
     )

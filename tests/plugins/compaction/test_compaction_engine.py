@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+import trio
 from compaction_support import history, lines, markers, model_plugin, text_reply, tool_reply
 
 from soulacy.kernel import Kernel, Tool, hookimpl
@@ -236,3 +237,64 @@ async def test_the_engine_calibrates_the_estimate_with_reported_usage(
     # Two observations of a ratio of 2: 1 -> 1.3 -> 1.51 (smoothing 0.3).
     assert len(estimates) == 2
     assert compactor.calibration.ratio == pytest.approx(1.51)
+
+
+async def test_each_compacted_call_is_announced_by_an_event_before_it(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    import math
+
+    model, capture = Recorder(), Capture()
+    kernel = load(workspace, make_kernel, model, capture)
+    events = kernel.events.subscribe(math.inf)
+    result = await kernel.run("a", "GOAL: read five files", session_id="s")
+    seen = []
+    while True:
+        try:
+            seen.append(events.receive_nowait())
+        except trio.WouldBlock:  # every event of the run is read
+            break
+    kinds = [e.type for e in seen]
+    compacted = [e for e in seen if e.type == "context.compacted"]
+    # the view of a call is compacted once the history is over the allowance (2,000 tokens)
+    shortened = [
+        n
+        for n, request in enumerate(model.requests)
+        if markers(request) or any(m.meta.get("truncated") for m in request)
+    ]
+    assert len(compacted) == len(shortened) >= 1
+    for event in compacted:
+        assert event.run_id == result.run_id
+        assert kinds[seen.index(event) + 1] == "llm.call"  # announced before the call it shapes
+        data = event.data
+        assert data["allowance"] == 2_000
+        assert data["tokens_after"] <= data["allowance"] < data["tokens_before"]
+        assert data["messages_after"] <= data["messages_before"]
+        assert set(data) == {
+            "turn",
+            "messages_before",
+            "messages_after",
+            "tokens_before",
+            "tokens_after",
+            "allowance",
+        }
+    assert [e.data["turn"] for e in compacted] == sorted({e.data["turn"] for e in compacted})
+
+
+async def test_a_view_sent_as_it_is_announces_nothing(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    import math
+
+    model = Recorder(turns=2)
+    kernel = load(workspace, make_kernel, model, context_window=None, max_output_tokens=None)
+    events = kernel.events.subscribe(math.inf)
+    await kernel.run("a", "GOAL: read two files", session_id="s")
+    kinds = []
+    while True:
+        try:
+            kinds.append(events.receive_nowait().type)
+        except trio.WouldBlock:
+            break
+    assert "llm.call" in kinds
+    assert "context.compacted" not in kinds

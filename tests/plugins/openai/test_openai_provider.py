@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -10,7 +11,7 @@ import trio
 from _support.openai_server import Answer, FakeOpenAI, text, tool_call
 
 from soulacy.kernel import Event, Kernel, Tool
-from soulacy.kernel.messages import Message, ModelRequest
+from soulacy.kernel.messages import Message, ModelRequest, ToolCall
 from soulacy.kernel.providers import ContextLengthExceeded, ProviderConfig, ProviderError
 from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.openai import OpenAIProvider
@@ -257,3 +258,63 @@ async def test_a_streamed_request_is_retried_on_429_too(
     result = await make(stream=True).run("a", "hi", stream=True)
     assert (result.status, result.reply) == ("completed", "ok")
     assert len(openai_server.requests) == 2
+
+
+def _strict_json(text: str) -> Any:
+    """``json.loads`` as a strict server parses: no NaN, no Infinity, no overflow to inf."""
+
+    def refuse(literal: str) -> Any:
+        raise ValueError(f"{literal} is not JSON")
+
+    def finite(literal: str) -> float:
+        value = float(literal)
+        if value in (float("inf"), float("-inf")):
+            raise ValueError(f"{literal} overflows a double")
+        return value
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
+async def test_a_non_finite_tool_argument_is_shown_to_the_model_and_the_run_goes_on(
+    make: Callable[..., Kernel], openai_server: FakeOpenAI
+) -> None:
+    # A model wrote 1e999; sent back as Infinity, llama.cpp's server answered 500 until the
+    # run failed. The call gets an error result and the history stays valid JSON.
+    openai_server.answers += [tool_call("c1", "weather", '{"city": 1e999}'), text("sorry")]
+    result = await make().run("a", "hi")
+    assert (result.status, result.reply) == ("completed", "sorry")
+    assistant, tool_message = openai_server.requests[1]["messages"][-2:]
+    arguments = assistant["tool_calls"][0]["function"]["arguments"]
+    assert _strict_json(arguments) == {"_not_a_finite_number": "city: 1e999"}
+    assert tool_message["content"].startswith("error: invalid arguments:")
+    assert "_not_a_finite_number" in tool_message["content"]
+    _strict_json(json.dumps(openai_server.requests[1]))
+
+
+async def test_history_with_a_non_finite_argument_is_sent_as_valid_json(
+    openai_server: FakeOpenAI,
+) -> None:
+    # Arguments that did not come through the parser (a scripted or stored conversation).
+    openai_server.answers.append(text("ok"))
+    provider = OpenAIProvider("p", ProviderConfig(type="openai", base_url=openai_server.base_url))
+    call = ToolCall("c1", "weather", {"city": float("nan")})
+    history = [Message("user", "hi"), Message("assistant", "", tool_calls=(call,))]
+    try:
+        await provider.complete(ModelRequest(history))
+    finally:
+        await provider.aclose()
+    arguments = openai_server.requests[0]["messages"][1]["tool_calls"][0]["function"]["arguments"]
+    assert _strict_json(arguments) == {"_not_a_finite_number": "city: nan"}
+
+
+async def test_a_body_that_cannot_be_json_is_a_clear_error_and_is_not_sent(
+    openai_server: FakeOpenAI,
+) -> None:
+    provider = OpenAIProvider("p", ProviderConfig(type="openai", base_url=openai_server.base_url))
+    request = ModelRequest([Message("user", "hi")], temperature=float("nan"))
+    try:
+        with pytest.raises(ProviderError, match=r"not valid JSON.*not a finite number"):
+            await provider.complete(request)
+    finally:
+        await provider.aclose()
+    assert openai_server.requests == []

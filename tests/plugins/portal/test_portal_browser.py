@@ -11,6 +11,7 @@ import difflib
 import json
 import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -19,6 +20,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from _support.http_server import CHROMIUM, CHROMIUM_ARGS, KEYS
 from portal_support import add_agents, advanced_config, soulacy_serve
@@ -546,3 +548,118 @@ def test_cancel_ends_a_running_reply_as_cancelled(workspace: Workspace, browser:
         # (cancelled in its first model call, the run stored no entry: the history read is a 404)
         no_page_errors(page, allowed=("Failed to load resource",))
         page.context.close()
+
+
+# -- runs: limits, interrupted runs, reconcile -------------------------------------------------
+
+STEPS_PY = '''
+import os, time
+from pathlib import Path
+
+
+def first() -> str:
+    """Quick."""
+    return "done"
+
+
+def second() -> str:
+    """Counts its starts, then takes a minute (the test kills the server meanwhile)."""
+    path = Path(os.environ["SOULACY_TEST_COUNTERS"]) / "second"
+    path.write_text(str(int(path.read_text()) + 1 if path.exists() else 1))
+    time.sleep(60)
+    return "acted"
+'''
+
+
+def start_and_hang_up(url: str, who: str, run_id: str) -> None:
+    headers = {"Authorization": f"Bearer {KEYS[who]}"}
+    body = {"agent_id": "wf", "text": "go", "run_id": run_id}
+    with (
+        httpx.Client(base_url=url + "/api/v1", headers=headers, timeout=30) as client,
+        client.stream("POST", "/chat/stream", json=body) as response,
+    ):
+        assert response.status_code == 200
+        next(response.iter_lines())  # the run is under way; it goes on without this client
+
+
+def wait_for_count(path: Path, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text() == str(count):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the workflow never reached its step ({path})")
+
+
+def test_runs_show_limits_and_interrupted_runs_and_an_admin_reconciles_a_step(
+    workspace: Workspace, browser: Any, shots: Path
+) -> None:
+    workspace.write_config(advanced_config())
+    workspace.write_agent(
+        "wf",
+        {
+            "tools": ["steps.py:first", "steps.py:second"],
+            "workflow": {
+                "steps": [{"id": "first", "tool": "first"}, {"id": "act", "tool": "second"}]
+            },
+        },
+    )
+    (workspace.path / "agents" / "wf" / "steps.py").write_text(STEPS_PY)
+    counters = workspace.path / "counters"
+    counters.mkdir()
+    env = {"SOULACY_TEST_COUNTERS": str(counters)}
+    with soulacy_serve(workspace.path, env) as (url, server):
+        start_and_hang_up(url, "alice", "A1")
+        wait_for_count(counters / "second", 1)
+        start_and_hang_up(url, "root", "R1")
+        wait_for_count(counters / "second", 2)
+        server.send_signal(signal.SIGKILL)  # the process dies in the middle of both steps
+        server.wait(timeout=30)
+    with soulacy_serve(workspace.path, env) as (url, _):
+        alice = page_with_key(browser, KEYS["alice"])
+        alice.goto(url + "/#/runs")
+        row = alice.locator("table.runs tbody tr[data-run-id='A1']")
+        row.wait_for()
+        assert alice.locator("table.runs tbody tr").count() == 1  # not root's run
+        assert row.get_attribute("data-status") == "interrupted"
+        assert row.locator(".notice").inner_text() == "Interrupted: the process running it stopped"
+        assert "Last owner pid" in row.inner_text()
+        summary = row.locator(".limits summary")
+        assert summary.inner_text() == "turns 300 · tokens 400000 · run 12h"
+        summary.click()
+        assert row.locator(".limits dd[data-limit='tool_timeout']").inner_text() == (
+            "1m30s · config.yaml"
+        )
+        steps = alice.get_by_role("region", name="Workflow steps to reconcile")
+        assert "soulacy runs reconcile A1 --step act --completed|--failed" in steps.inner_text()
+        assert steps.get_by_role("button").count() == 0  # alice is no admin
+
+        root = page_with_key(browser, KEYS["root"])
+        root.goto(url + "/#/runs")
+        root.locator("table.runs tbody tr[data-run-id='R1']").wait_for()
+        assert root.get_by_role("region", name="Interrupted runs").is_visible()
+        again = root.get_by_role(
+            "button", name="It did not happen (run it again): step act of run R1"
+        )
+        again.wait_for()
+        root.screenshot(path=str(shots / "runs-reconcile.png"), full_page=True)
+        again.click()
+        root.locator(
+            "#toast", has_text="step 'act' of run 'R1' recorded as failed by the operator"
+        ).wait_for()
+        root.get_by_role("region", name="Workflow steps to reconcile").wait_for(state="detached")
+        with httpx.Client(
+            base_url=url + "/api/v1", headers={"Authorization": f"Bearer {KEYS['root']}"}
+        ) as client:
+            [r1] = client.get("/runs").json()["runs"]
+        assert (r1["run_id"], r1["steps_in_progress"]) == ("R1", [])
+        alice.reload()
+        alice.locator("table.runs tbody tr[data-run-id='A1']").wait_for()
+        assert (
+            "--step act"
+            in alice.get_by_role("region", name="Workflow steps to reconcile").inner_text()
+        )
+        no_page_errors(alice)
+        no_page_errors(root)
+        alice.context.close()
+        root.context.close()

@@ -64,3 +64,22 @@ def test_the_api_key_comes_from_the_entry_or_its_variable() -> None:
 )
 def test_tool_arguments_are_an_object_or_passed_back_unparsed(raw: object, parsed: object) -> None:
     assert tool_arguments(raw) == parsed
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        ('{"x": 1e999}', {"_not_a_finite_number": "x: 1e999"}),
+        ('{"x": -1e999}', {"_not_a_finite_number": "x: -1e999"}),
+        ('{"a": {"b": [1, NaN]}}', {"_not_a_finite_number": "a.b[1]: NaN"}),
+        ('{"x": Infinity, "y": -Infinity}', {"_not_a_finite_number": "x: Infinity, y: -Infinity"}),
+        ({"x": float("inf")}, {"_not_a_finite_number": "x: inf"}),
+        ({"x": [float("nan")]}, {"_not_a_finite_number": "x[0]: nan"}),
+        ('{"x": 1e308, "n": 100000000000000000000000}', {"x": 1e308, "n": 10**23}),
+    ],
+)
+def test_a_tool_argument_that_is_not_a_finite_number_is_named_not_kept(
+    raw: object, parsed: object
+) -> None:
+    # JSON has no infinity or NaN: such an argument could not be sent back in the history.
+    assert tool_arguments(raw) == parsed

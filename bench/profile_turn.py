@@ -1,0 +1,290 @@
+"""Where a W1 turn goes: a cProfile breakdown, and what blocking each per-turn plugin saves.
+
+Runs in the project's venv. Two parts, each also usable alone:
+
+* ``--cprofile``: one W1 run (bench/peers/soulacy_w.py's kernel: the scripted zero-latency
+  model, the trivial async tool, no SQLite store) of ``--turns`` turns under cProfile, after a
+  warm-up run. Prints the share of the run's profiled time spent in each part of a turn
+  (cumulative time of the functions named, per turn) and the top functions by own time.
+  cProfile inflates the cost of every Python call, so read shares, not microseconds.
+* ``--ablate``: real time, no profiler. W1 runs of ``--turns`` turns in fresh processes, with
+  the default plugins and with per-turn plugins blocked one at a time (``--plugins no:NAME``;
+  not ``progress``, which nothing else replaces),
+  alternating, ``--rounds`` times; medians of µs/turn and what each block saves.
+
+    python bench/profile_turn.py --cprofile --turns 2000
+    python bench/profile_turn.py --ablate --turns 2000 --rounds 3
+    python bench/profile_turn.py --json ...      # one JSON object instead of tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH / "peers"))
+
+# The parts of a turn: (label, [(file suffix, function name), ...]); cumulative times summed.
+PARTS: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "events: 4 per turn, each an Event, a dict copy and a soulacy_event call",
+        [
+            ("_events.py", "emit"),
+        ],
+    ),
+    (
+        "compaction: ExtractiveCompactor.compact (measures every new message)",
+        [
+            ("compaction/_compactor.py", "compact"),
+        ],
+    ),
+    (
+        "progress: SignatureDetector.observe (hashes every tool result)",
+        [
+            ("progress/_detector.py", "observe"),
+        ],
+    ),
+    (
+        "costs: soulacy_price + soulacy_usage (Engine._account)",
+        [
+            ("_engine.py", "_account"),
+        ],
+    ),
+    (
+        "budget: Engine._check_budget (incl. soulacy_check_budget)",
+        [
+            ("_engine.py", "_check_budget"),
+        ],
+    ),
+    (
+        "admission: soulacy_admit_model_call (Engine._admit)",
+        [
+            ("_engine.py", "_admit"),
+        ],
+    ),
+    (
+        "cancel scopes: move_on_after / CancelScope enter+exit (unlimited timeouts)",
+        [
+            ("_timeouts.py", "move_on_after"),
+            ("_run.py", "__enter__"),
+            ("_run.py", "__exit__"),
+        ],
+    ),
+    (
+        "tool checks: validate_arguments + soulacy_tool_permission + approval",
+        [
+            ("_tools.py", "validate_arguments"),
+            ("_hooks.py", "__call__"),  # placeholder, replaced below by the permission hook
+        ],
+    ),
+    (
+        "store: record_turn (in-memory store)",
+        [
+            ("_store.py", "record_turn"),
+        ],
+    ),
+    (
+        "redaction of the tool.result preview (redact_text)",
+        [
+            ("_redact.py", "redact_text"),
+        ],
+    ),
+    (
+        "the workload itself: scripted model + tool function",
+        [
+            ("scripted/__init__.py", "complete"),
+        ],
+    ),
+]
+
+
+def _kernel(folder: Path, turns: int, plugins: list[str]) -> Any:
+    import _common
+    import soulacy_w
+
+    args = argparse.Namespace(
+        workload="w1", durable=False, plugins=",".join(plugins), synchronous="NORMAL"
+    )
+    return soulacy_w.build(folder, args, turns, _common.Counters())
+
+
+def cprofile_run(turns: int, top: int) -> dict[str, Any]:
+    import soulacy_w
+    import trio
+
+    root = Path(tempfile.mkdtemp(prefix="soulacy-profile-"))
+
+    async def main() -> tuple[float, pstats.Stats]:
+        warm = _kernel(root / "warm", 3, [])
+        await soulacy_w.runs(warm, 1, "warm")
+        await warm.aclose()
+        kernel = _kernel(root / "measured", turns, [])
+        kernel.agent("bench")
+        profile = cProfile.Profile()
+        started = time.perf_counter()
+        profile.enable()
+        answers = await soulacy_w.runs(kernel, 1, "s")
+        profile.disable()
+        seconds = time.perf_counter() - started
+        assert answers == ["done"], answers
+        await kernel.aclose()
+        return seconds, pstats.Stats(profile)
+
+    seconds, stats = trio.run(main)
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(tt for (_, _, tt, _, _) in raw.values())
+
+    def cumulative(suffix: str, name: str) -> tuple[float, int]:
+        found = [
+            (ct, nc)
+            for (file, _, func), (_, nc, _, ct, _) in raw.items()
+            if file.endswith(suffix) and func == name
+        ]
+        return sum(ct for ct, _ in found), sum(nc for _, nc in found)
+
+    parts = []
+    for label, functions in PARTS:
+        seconds_in, calls = 0.0, 0
+        for suffix, name in functions:
+            if name == "__call__":  # the tool permission hook, by its hook name
+                ct = sum(
+                    c
+                    for (file, _, func), (_, _, _, c, _) in raw.items()
+                    if func.startswith("soulacy_tool_permission")
+                )
+                seconds_in += ct
+                continue
+            ct, nc = cumulative(suffix, name)
+            seconds_in += ct
+            calls += nc
+        parts.append(
+            {
+                "part": label,
+                "share": seconds_in / total if total else 0.0,
+                "calls_per_turn": calls / turns,
+            }
+        )
+    own = sorted(raw.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    functions = [
+        {
+            "function": f"{Path(file).parent.name}/{Path(file).name}:{line} {func}",
+            "share": tt / total if total else 0.0,
+            "calls_per_turn": nc / turns,
+        }
+        for (file, line, func), (_, nc, tt, _, _) in own
+    ]
+    return {
+        "turns": turns,
+        "profiled_us_per_turn": seconds / turns * 1e6,
+        "parts": parts,
+        "top_own_time": functions,
+    }
+
+
+VARIANTS = {
+    "default": [],
+    "no:compaction": ["no:compaction"],
+    "no:costs": ["no:costs"],
+    "no:http": ["no:http"],
+    "no:approvals": ["no:approvals"],
+    # (progress cannot be blocked: nobody else answers soulacy_make_progress_detector)
+    "all four blocked": ["no:compaction", "no:costs", "no:http", "no:approvals"],
+}
+
+
+def ablate(turns: int, rounds: int) -> dict[str, Any]:
+    script = str(BENCH / "peers" / "soulacy_w.py")
+    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    names = list(VARIANTS)
+    for index in range(rounds):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            command = [sys.executable, script, "--workload", "w1", "--turns", str(turns)]
+            if VARIANTS[name]:
+                command += ["--plugins", ",".join(VARIANTS[name])]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            times[name].append(json.loads(done.stdout.strip().splitlines()[-1])["us_per_turn"])
+    base = statistics.median(times["default"])
+    return {
+        "turns": turns,
+        "rounds": rounds,
+        "variants": {
+            name: {
+                "us_per_turn": statistics.median(values),
+                "min": min(values),
+                "max": max(values),
+                "saves_us": base - statistics.median(values),
+            }
+            for name, values in times.items()
+        },
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    lines = []
+    if "cprofile" in data:
+        c = data["cprofile"]
+        lines += [
+            f"cProfile, one W1 run of {c['turns']:,} turns"
+            f" ({c['profiled_us_per_turn']:,.0f} µs/turn under the profiler):",
+            "",
+            "| part of a turn | share of profiled time | calls per turn |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {p['part']} | {p['share']:.1%} | {p['calls_per_turn']:.2f} |" for p in c["parts"]
+        ]
+        lines += ["", "| function (own time) | share | calls per turn |", "|---|---|---|"]
+        lines += [
+            f"| `{f['function']}` | {f['share']:.1%} | {f['calls_per_turn']:.2f} |"
+            for f in c["top_own_time"]
+        ]
+    if "ablate" in data:
+        a = data["ablate"]
+        lines += [
+            "",
+            f"Real time, W1 N = {a['turns']:,}, {a['rounds']} rounds alternating (medians):",
+            "",
+            "| plugins | µs/turn (min-max) | saves µs/turn |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {name} | {v['us_per_turn']:,.1f} ({v['min']:,.1f}-{v['max']:,.1f})"
+            f" | {v['saves_us']:,.1f} |"
+            for name, v in a["variants"].items()
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cprofile", action="store_true", help="the cProfile breakdown")
+    parser.add_argument("--ablate", action="store_true", help="block plugins, real time")
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3, help="--ablate rounds")
+    parser.add_argument("--top", type=int, default=15, help="functions listed by own time")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if not (args.cprofile or args.ablate):
+        args.cprofile = args.ablate = True
+    data: dict[str, Any] = {}
+    if args.cprofile:
+        data["cprofile"] = cprofile_run(args.turns, args.top)
+    if args.ablate:
+        data["ablate"] = ablate(args.turns, args.rounds)
+    print(json.dumps(data) if args.json else render(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Human approval of tool calls: a run's durable wait for a decision, and the decision.
+
+A run whose tool call needs approval (``soulacy_tool_approval``) stores an
+:class:`ApprovalRequest` (the store's approval role), emits ``tool.approval`` and waits. The
+wait is durable: the request outlives the process, and a decision can be made in any process
+sharing the store. A decision made in this kernel wakes its waiter at once; one made in
+another process is found by polling the store every ``leases.cancel_poll`` (the interval at
+which cancellations from other processes are seen, too). When the process that waited is
+gone (the run reads ``interrupted``), the caller of :meth:`Approvals.decide` is told to
+resume the run: a same-id retry, whose exactly-once replay re-executes nothing already
+recorded and finds the stored decision when it reaches the call. See docs/approvals.md and
+docs/decisions/0034-durable-tool-approvals.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, cast
+
+import attrs
+import trio
+
+from ._errors import PluginError, SoulacyError
+from ._stash import StashKey
+from ._store import (
+    EVERY_PRINCIPAL,
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalStore,
+    EveryPrincipal,
+    Lease,
+    StorageError,
+)
+
+if TYPE_CHECKING:
+    from ._engine import RunRequest, RunResult
+    from ._kernel import Kernel
+
+log = logging.getLogger("soulacy.kernel.approvals")
+
+FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
+
+
+class ApprovalClosed(SoulacyError):
+    """A decision of a call whose run has ended (cancelled or timed out while it waited):
+    nothing waits for it any more."""
+
+
+@attrs.frozen
+class Decided:
+    """The outcome of :meth:`Approvals.decide`: the request as decided, whether a run of this
+    kernel was waiting for it (``woke``), and whether the run must be resumed here because
+    the process that waited is gone (``resume``: pass ``request`` to :meth:`Approvals.resume`).
+    """
+
+    request: ApprovalRequest
+    woke: bool = False
+    resume: bool = False
+
+
+def approval_store(kernel: Kernel) -> ApprovalStore:
+    """The kernel's store in its approval role, or a PluginError saying that it keeps none."""
+    store = kernel.store()
+    if not callable(getattr(store, "decide_approval", None)):
+        raise PluginError(
+            f"the store {type(store).__name__} keeps no approvals (it lacks the ApprovalStore"
+            " methods of soulacy.kernel.store): a run cannot wait for one durably"
+        )
+    return cast("ApprovalStore", store)
+
+
+def wait_counts_against_timeout(kernel: Kernel) -> bool:
+    """``approvals.wait_counts_against_timeout`` (the ``approvals`` plugin's key): True when
+    no plugin declares it."""
+    try:
+        return bool(kernel.config.get("approvals.wait_counts_against_timeout"))
+    except KeyError:
+        return True
+
+
+class Approvals:
+    """A kernel's approvals (:func:`approvals_of`): its waiting runs, and decisions."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._waiting: dict[tuple[str, str], trio.Event] = {}
+
+    def waiting(self) -> list[tuple[str, str]]:
+        """(run id, call id) of the calls this kernel's runs are waiting on."""
+        return list(self._waiting)
+
+    async def request(self, request: ApprovalRequest, fence: Lease | None) -> ApprovalRequest:
+        """Store ``request`` (a retry gets the stored one, perhaps decided already)."""
+        return await approval_store(self.kernel).request_approval(request, fence)
+
+    async def wait_decision(self, run_id: str, call_id: str) -> ApprovalRequest:
+        """Wait until the call is decided, here or in another process; returns the request
+        with its decision."""
+        key = (run_id, call_id)
+        store = approval_store(self.kernel)
+        poll = self.kernel.leases.settings().cancel_poll.seconds
+        shared = bool(getattr(store, "multi_process", False))
+        try:
+            while True:
+                # Made before the read: a decision between the read and the wait still wakes it.
+                woken = self._waiting[key] = trio.Event()
+                found = await store.get_approval(run_id, call_id)
+                if found is None:
+                    raise StorageError(
+                        f"the approval request of call {call_id!r} of run {run_id!r} is gone"
+                        " from the store"
+                    )
+                if not found.pending:
+                    return found
+                if shared:
+                    with trio.move_on_after(poll):
+                        await woken.wait()
+                else:  # nobody else can decide: only this kernel's decisions wake it
+                    await woken.wait()
+        finally:
+            self._waiting.pop(key, None)
+
+    async def decide(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        approver: str,
+        decided_by: str | None = None,
+        note: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> Decided | None:
+        """Decide the call (atomically: a second decision raises ``AlreadyDecided``); None
+        when ``principal`` sees no such request (another principal's run reads as none).
+        :class:`ApprovalClosed` when the run ended while the call waited."""
+        kernel = self.kernel
+        store = approval_store(kernel)
+        found = await store.get_approval(run_id, call_id, principal)
+        if found is None:
+            return None
+        run = await kernel.store().get_run(run_id)
+        if found.pending and run is not None and run.status in FINISHED:
+            raise ApprovalClosed(
+                f"run {run_id!r} ended ({run.status}"
+                f"{', ' + run.incomplete_reason if run.incomplete_reason else ''}) while call"
+                f" {call_id!r} waited for approval: nothing waits for a decision any more"
+            )
+        decision = ApprovalDecision(approved, approver, decided_by, note)
+        decided = await store.decide_approval(run_id, call_id, decision, principal)
+        if decided is None:
+            return None
+        woken = self._waiting.get((run_id, call_id))
+        if woken is not None:
+            woken.set()
+            return Decided(decided, woke=True)
+        if kernel.conversations.holder(run_id) is not None:
+            return Decided(decided)  # it runs here and reaches the call later
+        run = await kernel.store().get_run(run_id)
+        resume = run is not None and run.status == "interrupted"
+        return Decided(decided, resume=resume)
+
+    def retry_request(self, request: ApprovalRequest, *, stream: bool = False) -> RunRequest:
+        """The same-id retry of the run that asked for ``request``."""
+        from ._engine import RunRequest  # the engine imports this module
+
+        original: dict[str, Any] = dict(request.request)
+        mode = original.get("mode", "auto")
+        return RunRequest(
+            request.agent_id,
+            str(original.get("text", "")),
+            session_id=request.session_id,
+            run_id=request.run_id,
+            user_id=request.user_id,
+            principal=request.principal,
+            overrides=dict(original.get("overrides") or {}),
+            stream=stream,
+            mode="classic" if mode == "classic" else "auto",
+        )
+
+    async def resume(self, request: ApprovalRequest, *, stream: bool = False) -> RunResult:
+        """Run the same-id retry of the run that asked for ``request`` in this kernel, to its
+        end (the replay re-executes nothing already recorded)."""
+        retry = self.retry_request(request, stream=stream)
+        log.info("resuming run %s after the decision of call %s", request.run_id, request.call_id)
+        return await self.kernel.run(
+            retry.agent_id,
+            retry.text,
+            session_id=retry.session_id,
+            run_id=retry.run_id,
+            user_id=retry.user_id,
+            principal=retry.principal,
+            overrides=retry.overrides,
+            stream=retry.stream,
+            mode=retry.mode,
+        )
+
+
+_approvals_key = StashKey[Approvals]("approvals")
+
+
+def approvals_of(kernel: Kernel) -> Approvals:
+    """The kernel's :class:`Approvals` (one per kernel, in its stash)."""
+    found = kernel.stash.get(_approvals_key, None)
+    if found is None:
+        found = kernel.stash[_approvals_key] = Approvals(kernel)
+    return found

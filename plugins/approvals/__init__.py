@@ -1,0 +1,115 @@
+"""The builtin ``approvals`` plugin: a person approves chosen tool calls before they run.
+
+An agent lists the tools whose calls wait for approval in its SOUL.yaml (the original
+format's key)::
+
+    confirm_tools: [delete_file, send_mail]
+
+Each such call pauses its run: the run stores the request (the store's approval role), emits
+``tool.approval`` (also on the SSE stream) and waits, durably, for ``POST
+/api/v1/chat/confirm`` or ``soulacy runs approve|deny RUN CALL``, in any process sharing the
+store. An approved call runs; a denied one goes back to the model as a refusal naming who
+denied it; the decision is a receipt of the run's proof. Other plugins choose calls too, by
+answering ``soulacy_tool_approval``. Workspace settings::
+
+    approvals:
+      wait_counts_against_timeout: true   # false: the wait does not use up runtime.timeouts.run
+
+See docs/approvals.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from soulacy.kernel import CliCommand, ConfigSection, hookimpl
+
+if TYPE_CHECKING:
+    from soulacy.kernel import Kernel, Service
+    from soulacy.kernel.engine import Run
+
+__all__ = ["ApprovalsConfig"]
+
+_HERE = "soulacy.plugins.approvals"
+
+
+@attrs.frozen
+class ApprovalsConfig:
+    """``approvals:`` in config.yaml.
+
+    ``wait_counts_against_timeout`` (default true): the time a run waits for a decision is
+    part of its run timeout (``runtime.timeouts.run``, 48h by default), so a forgotten
+    approval still ends the run, as ``incomplete (run_timeout)``. With false the wait is not
+    counted (the run's deadline moves by the wait); parent deadlines still apply.
+    """
+
+    wait_counts_against_timeout: bool = True
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [
+        ConfigSection("approvals", ApprovalsConfig, doc="human approval of tool calls"),
+        ConfigSection(
+            "confirm_tools",
+            list[str],
+            scope="agent",
+            default=list,
+            doc="tools whose calls wait for a person's approval",
+        ),
+    ]
+
+
+@hookimpl
+def soulacy_tool_approval(run: Run, tool_name: str) -> str | None:
+    listed: list[str] = run.agent.section("confirm_tools") or []
+    if tool_name in listed:
+        return f"confirm_tools lists {tool_name!r}"
+    return None
+
+
+@hookimpl
+def soulacy_services(kernel: Kernel) -> Sequence[Service]:
+    # Where runs resumed by an HTTP decision run; a kernel that serves no HTTP needs none
+    # (the command line resumes in the command, embedded callers with Approvals.resume).
+    if not kernel.pm.has_plugin("http"):
+        return []
+    from ._service import resume_service
+
+    return [resume_service(kernel)]
+
+
+@hookimpl(optionalhook=True)
+def soulacy_http_routes(kernel: Kernel) -> Sequence[Any]:
+    from ._http import routes  # the HTTP plugin's types, only when it is loaded
+
+    return routes(kernel)
+
+
+@hookimpl
+def soulacy_cli_commands() -> Sequence[CliCommand]:
+    # Declared by name (decision 0036): `soulacy --help` imports none of what they do.
+    return [
+        CliCommand(
+            "runs approve",
+            "approve a tool call a run waits on (resuming the run if its process is gone)",
+            f"{_HERE}._commands:approve",
+            f"{_HERE}._args:configure_decide",
+        ),
+        CliCommand(
+            "runs deny",
+            "deny a tool call a run waits on: the model is told who denied it",
+            f"{_HERE}._commands:deny",
+            f"{_HERE}._args:configure_decide",
+        ),
+        CliCommand(
+            "runs approvals",
+            "tool calls waiting for approval (or every request with --all)",
+            f"{_HERE}._commands:approvals_list",
+            f"{_HERE}._args:configure_list",
+            read_only=True,
+        ),
+    ]

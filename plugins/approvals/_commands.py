@@ -1,0 +1,108 @@
+"""``soulacy runs approve|deny RUN CALL`` and ``soulacy runs approvals``: the operator's side.
+
+The command line is the operator's: it sees every principal's requests. A decision of a run
+whose process is gone (the run reads ``interrupted``) resumes the run in this command, to its
+end, as a same-id retry (what was recorded replays; the decided call runs or is refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import time
+
+from soulacy.kernel import CliContext, UsageError
+from soulacy.kernel.approvals import ApprovalClosed, approval_store, approvals_of
+from soulacy.kernel.store import AlreadyDecided, ApprovalRequest
+
+ENDED = frozenset({"completed", "incomplete", "failed", "cancelled"})  # how runs end
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (a container without one)
+        return "operator"
+
+
+async def approve(args: argparse.Namespace, ctx: CliContext) -> int:
+    return await _decide(args, ctx, approved=True)
+
+
+async def deny(args: argparse.Namespace, ctx: CliContext) -> int:
+    return await _decide(args, ctx, approved=False)
+
+
+async def _decide(args: argparse.Namespace, ctx: CliContext, *, approved: bool) -> int:
+    kernel = ctx.kernel()
+    approver = (args.approver or "").strip() or _user()
+    try:
+        gate = approvals_of(kernel)
+        try:
+            decided = await gate.decide(
+                args.run_id,
+                args.call_id,
+                approved=approved,
+                approver=approver,
+                note=args.note,
+            )
+        except (AlreadyDecided, ApprovalClosed) as exc:
+            raise UsageError(str(exc)) from None
+        if decided is None:
+            raise UsageError(
+                f"no approval request for call {args.call_id!r} of run {args.run_id!r} in the store"
+            )
+        verb = "approved" if approved else "denied"
+        if not args.json:
+            ctx.print(f"{verb} call {args.call_id} of run {args.run_id} (approver {approver})")
+        result = None
+        if decided.resume:
+            if not args.json:
+                ctx.print(f"the process of run {args.run_id} is gone: resuming it here")
+            result = await gate.resume(decided.request)
+    finally:
+        await kernel.aclose()
+    if args.json:
+        data = {**decided.request.describe(), "woke": decided.woke, "resumed": result is not None}
+        if result is not None:
+            data["result"] = {**result.metadata(), "reply": result.reply}
+        ctx.print_json(data)
+    elif result is not None:
+        reason = f" ({result.incomplete_reason})" if result.incomplete_reason else ""
+        ctx.print(f"run {result.run_id}: {result.status}{reason}, attempt {result.attempt}")
+        if result.reply:
+            ctx.print(result.reply)
+    return 0
+
+
+async def approvals_list(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    try:
+        found = await approval_store(kernel).list_approvals(args.run_id, pending=not args.all)
+        runs = {r.run_id: await kernel.store().get_run(r.run_id) for r in found}
+    finally:
+        await kernel.aclose()
+    statuses = {run_id: run.status if run else None for run_id, run in runs.items()}
+    if args.json:
+        ctx.print_json([{**r.describe(), "run_status": statuses[r.run_id]} for r in found])
+        return 0
+    if not found:
+        of_run = f" of run {args.run_id!r}" if args.run_id else ""
+        ctx.print(f"no {'approval requests' if args.all else 'pending approvals'}{of_run}")
+    for request in found:
+        ctx.print(_line(request, statuses[request.run_id]))
+    return 0
+
+
+def _line(request: ApprovalRequest, run_status: str | None) -> str:
+    described = request.describe()
+    ago = max(0.0, time.time() - request.requested_at)
+    status = described["status"]
+    if request.decision is not None:
+        status += f" by {request.decision.approver}"
+    elif run_status in ENDED:  # nothing waits for it any more
+        status += f" (its run ended {run_status})"
+    return (
+        f"{request.run_id}  {request.call_id}  {request.tool}({described['arguments']})"
+        f"  {status}  agent {request.agent_id}  asked {ago:.0f}s ago"
+    )

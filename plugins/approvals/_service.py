@@ -1,0 +1,67 @@
+"""Where the runs resumed by a decision run: a nursery of the kernel's services."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any
+
+import trio
+
+from soulacy.kernel import Kernel, StashKey, redact_text
+from soulacy.kernel.approvals import approvals_of
+from soulacy.kernel.store import ApprovalRequest
+
+log = logging.getLogger("soulacy.approvals")
+
+
+class ResumeService:
+    """Runs the same-id retries that decisions received by this process start (the process
+    that waited for them is gone), apart from the request that decided: the answer to the
+    decision does not wait for the run, whose events stream as any run's."""
+
+    name = "approvals"
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._nursery is not None
+
+    async def serve(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+
+    def resume(self, request: ApprovalRequest) -> bool:
+        """Start the retry of ``request``'s run; False when the service is not running."""
+        if self._nursery is None:
+            return False
+        self._nursery.start_soon(self._resume, request)
+        return True
+
+    async def _resume(self, request: ApprovalRequest) -> None:
+        try:
+            await approvals_of(self.kernel).resume(request, stream=True)
+        except Exception as exc:  # one run's failure must never take the service down
+            log.error(
+                "resuming run %s failed: %s",
+                request.run_id,
+                redact_text("".join(traceback.format_exception(exc)).rstrip()),
+            )
+
+
+_service_key = StashKey[ResumeService]("approvals resume service")
+
+
+def resume_service(kernel: Kernel) -> ResumeService:
+    service = kernel.stash.get(_service_key, None)
+    if service is None:
+        service = kernel.stash[_service_key] = ResumeService(kernel)
+    return service

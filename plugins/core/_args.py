@@ -1,0 +1,70 @@
+"""The arguments of the core commands: argparse only, so that declaring the commands (and
+printing ``soulacy --help``) imports nothing of what they do (decision 0036)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_get(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("key", help="dotted key, e.g. runtime.timeouts.run")
+    _json_flag(parser)
+
+
+def _configure_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("key", help="dotted key, e.g. runtime.default_max_turns")
+    # REMAINDER: a value that starts with '-' (-5s, -1) is a value, not an option
+    parser.add_argument(
+        "value", nargs=argparse.REMAINDER, help="a YAML value: 300, 48h, -1, false, '[a, b]'"
+    )
+
+
+def _configure_new(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="agent id: letters, digits, '-' and '_'")
+    parser.add_argument("--name", help="display name (default: the id)")
+    parser.add_argument("--description", default="", help="one line on what the agent is for")
+
+
+def _configure_history(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", help="session id")
+    parser.add_argument("--agent", help="only this agent's messages")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_runs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", help="only this agent's runs")
+    parser.add_argument("--limit", type=int, default=20, help="how many (default 20)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_show(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="run id")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _configure_cancel(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="run id")
+    parser.add_argument("--reason", default="cancelled", help="why (default: cancelled)")
+
+
+def _configure_plugin_new(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="plugin name: lowercase letters, digits, underscores")
+    parser.add_argument("--dest", help="folder to create (default: ./soulacy-NAME)")
+
+
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("agent", help="agent id")
+    parser.add_argument("text", help="the request; '-' reads it from standard input")
+    parser.add_argument("--session", help="conversation id (default: a new one)")
+    parser.add_argument("--run-id", help="run id (default: a new one)")
+    parser.add_argument("--stream", action="store_true", help="print the reply as it arrives")
+    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")
+
+
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keep", metavar="DIR", help="write the demo workspace here and keep it")
+    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")

@@ -1,0 +1,125 @@
+"""Run logs shared through the store, so that any process serves any run's stream.
+
+When several processes share the store (``Store.multi_process``: one SQLite file, one
+PostgreSQL server), a client may reconnect with ``Last-Event-ID`` to another process than the
+one running its run, behind a load balancer. So each process writes its runs' SSE events to
+the store (``append_run_events``: batched, one transaction per :data:`FLUSH_EVERY`, bounded
+like the in-memory log), and a process asked for the events of a run it does not run streams
+them from there, woken by the store (PostgreSQL's NOTIFY; SQLite polls), until the ``result``.
+A run whose process died never writes its ``result``: once the run reads ``interrupted`` (its
+lease lapsed), the stream ends with the terminal event rebuilt from the run's record.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import trio
+
+from soulacy.kernel.store import RunEvent, RunEventBatch, RunEvents, StorageError, Store
+
+from ._asgi import Send, sse
+from ._runlog import RunLog, SseEvent
+
+log = logging.getLogger("soulacy.http")
+
+FLUSH_EVERY = 0.02  # seconds events wait to be written together (what another process lags)
+LIVENESS_EVERY = 2.0  # seconds of quiet after which a stored stream checks its run still runs
+PAGE = 1000  # events read from the store at once
+FINAL_FLUSH = 5.0  # seconds the last events may take to be written when the server stops
+
+
+class Publisher:
+    """Writes the events appended to this process's run logs to the store, in order."""
+
+    def __init__(self, store: Store, keep: int) -> None:
+        self.store = store
+        self.keep = keep
+        self._pending: list[tuple[RunLog, SseEvent]] = []
+        self._wake = trio.Event()
+        self._written: weakref.WeakSet[RunLog] = weakref.WeakSet()  # logs begun in the store
+
+    def add(self, log: RunLog, event: SseEvent) -> None:
+        self._pending.append((log, event))
+        self._wake.set()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                await trio.sleep(FLUSH_EVERY)
+                await self.flush()
+        finally:  # the runs' last events (their results) are written before the server stops
+            with trio.CancelScope(shield=True), trio.move_on_after(FINAL_FLUSH):
+                await self.flush()
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        self._wake = trio.Event()
+        grouped: list[tuple[RunLog, list[SseEvent]]] = []
+        for run_log, event in pending:
+            if grouped and grouped[-1][0] is run_log:
+                grouped[-1][1].append(event)
+            else:
+                grouped.append((run_log, [event]))
+        batches = []
+        for run_log, events in grouped:
+            restart = run_log not in self._written  # a new log: a new attempt of the run
+            self._written.add(run_log)
+            stored = [RunEvent(e.id, e.name, e.data) for e in events]
+            batches.append(RunEventBatch(run_log.run_id, run_log.principal, stored, restart))
+        if not batches:
+            return
+        try:
+            await self.store.append_run_events(batches, self.keep)
+        except StorageError as exc:  # this process's own streams still have them
+            log.warning(
+                "the events of %d runs were not shared with other processes: %s",
+                len(batches),
+                exc,
+            )
+
+
+async def pump_stored(
+    send: Send,
+    store: Store,
+    found: RunEvents,
+    last_id: int,
+    final: Callable[[], Awaitable[Mapping[str, Any] | None]],
+) -> None:
+    """Stream a run's stored events after ``last_id`` until its ``result``; when the run stops
+    without one (its process died), ``final()`` gives the terminal event's data to end with
+    (None while the run still runs)."""
+    run_id = found.run_id
+    while True:
+        chunk = b""
+        missed = max(0, found.first_kept - last_id - 1)
+        if missed:
+            reason = "events dropped from the run's bounded log"
+            chunk += sse(None, "gap", {"missed": missed, "reason": reason})
+        for event in found.events:
+            chunk += sse(event.id, event.name, event.data)
+        if found.events:
+            last_id = found.events[-1].id
+        if chunk:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if found.events and found.events[-1].name == "result":
+            return
+        if len(found.events) < PAGE and not await store.wait_run_events(
+            run_id, last_id, LIVENESS_EVERY
+        ):
+            result = await final()
+            if result is not None:
+                body = sse(result["id"], "result", result["data"])
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                return
+            await send(
+                {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
+            )
+        # None: swept away meanwhile (kept a day); the run's record then ends the stream
+        found = await store.run_events(run_id, last_id, PAGE) or RunEvents(
+            run_id, found.principal, last_id + 1, []
+        )

@@ -1,0 +1,179 @@
+"""Start-up: `soulacy --help` is answered from the commands' declarations (decision 0036).
+
+Nothing here is timed (the figures are bench/startup.py's, in docs/benchmarks.md): each test
+runs the launcher in a fresh interpreter and looks at what it imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from soulacy.kernel import (
+    BUILTIN_PLUGINS,
+    CliCommand,
+    PluginError,
+    SoulacyPluginManager,
+    _cli,
+    _kernel,
+)
+from soulacy.kernel._manager import COMMAND_PLUGINS, may_have_entry_points
+
+HEAVY = ("trio", "httpx")
+# What a command needs to run; none of it is needed to list the commands.
+RUNTIME = (
+    "soulacy.kernel._kernel",
+    "soulacy.kernel._engine",
+    "soulacy.kernel._config",
+    "soulacy.plugins.core._commands",
+    "soulacy.plugins.core._run",
+    "soulacy.plugins.studio._cli",
+)
+# Builtins whose package still imports the kernel's runtime when registered (their owners are
+# making them declare commands by name, as core does): blocked where a test looks at imports.
+NOT_YET_LIGHT = ("approvals",)  # __init__ imports Kernel, kernel.engine.Run, ._service
+BLOCKED = [f"-p=no:{name}" for name in NOT_YET_LIGHT]
+
+
+def launched(tmp_path: Path, *argv: str) -> dict[str, object]:
+    """Run ``soulacy ARGV`` in a fresh interpreter (cwd: an empty folder); what it imported."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from soulacy.kernel.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    code = main({list(argv)!r}, environ={{}})\n"
+        "print(json.dumps({'code': code, 'out': out.getvalue(), 'modules': sorted(sys.modules)}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def imported_plugins(modules: set[str]) -> set[str]:
+    return {name for name, module in BUILTIN_PLUGINS if module in modules}
+
+
+def test_help_lists_every_command_and_loads_only_the_plugins_that_declare_commands(
+    tmp_path: Path,
+) -> None:
+    result = launched(tmp_path, *BLOCKED, "--help")
+    assert result["code"] == 0
+    out = str(result["out"])
+    for command in ("demo", "run", "serve", "plugins", "config", "policy", "build", "schedules"):
+        assert f"\n    {command} " in out, command
+    modules = set(result["modules"])  # type: ignore[call-overload]
+    assert imported_plugins(modules) <= COMMAND_PLUGINS
+    assert not modules & set(RUNTIME), "what the commands do is imported when one runs"
+    assert "importlib.metadata" not in modules  # no installed plugin declares the group here
+
+
+def test_a_subcommands_help_imports_its_arguments_only(tmp_path: Path) -> None:
+    result = launched(tmp_path, *BLOCKED, "demo", "--help")
+    assert result["code"] == 0
+    assert str(result["out"]).startswith("usage: soulacy demo ")
+    assert "--keep DIR" in str(result["out"])
+    assert not set(result["modules"]) & set(RUNTIME)  # type: ignore[call-overload]
+
+
+def test_help_imports_neither_trio_nor_httpx(tmp_path: Path) -> None:
+    modules = set(launched(tmp_path, *BLOCKED, "--help")["modules"])  # type: ignore[call-overload]
+    assert not modules & set(HEAVY)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="soulacy plugins registers every builtin: http, sqlite_store, memory_store,"
+    " compaction, portal and openai import trio at module level (their own modules and"
+    " `from soulacy.kernel import Kernel` -> kernel/_kernel.py -> trio)",
+)
+def test_plugins_imports_neither_trio_nor_httpx(tmp_path: Path) -> None:
+    result = launched(tmp_path, "plugins")
+    assert result["code"] == 0
+    assert not set(result["modules"]) & set(HEAVY)  # type: ignore[call-overload]
+
+
+def test_command_plugins_are_the_builtins_that_implement_the_command_hook() -> None:
+    pm = SoulacyPluginManager()
+    pm.load_builtins()
+    pm.load_builtins(fallbacks=True)
+    declaring = {name for name, _ in pm.plugin_callers("soulacy_cli_commands")}
+    assert declaring == COMMAND_PLUGINS
+
+
+def test_the_declared_commands_are_those_of_every_plugin_loaded(tmp_path: Path) -> None:
+    early = argparse.Namespace(workspace=str(tmp_path), plugins=[])
+    declared = _cli.declared_commands(early, environ={})
+    assert declared is not None
+    loaded = _kernel.load_plugins(tmp_path, environ={}, autoload=False)
+    everything = _cli._collect_commands(loaded.pm)
+    assert [c.name for c in declared] == [c.name for c in everything]
+    assert _cli._build_parser(declared).format_help() == (
+        _cli._build_parser(everything).format_help()
+    )
+
+
+def test_a_blocked_plugins_commands_are_not_declared(tmp_path: Path) -> None:
+    early = argparse.Namespace(workspace=str(tmp_path), plugins=["no:policy"])
+    declared = _cli.declared_commands(early, environ={})
+    assert declared is not None
+    assert "policy show" not in {c.name for c in declared}
+
+
+@pytest.mark.parametrize(
+    ("config", "environ"),
+    [
+        ("plugins:\n  disable: [policy]\n", {}),
+        ("runtime:\n  default_max_turns: 5\n", {"SOULACY_PLUGINS__DISABLE": "policy"}),
+        ("", {"SOULACY_TRACE_PLUGINS": "1"}),
+    ],
+)
+def test_when_config_may_choose_the_plugins_everything_is_loaded_first(
+    tmp_path: Path, config: str, environ: dict[str, str]
+) -> None:
+    (tmp_path / "config.yaml").write_text(config)
+    early = argparse.Namespace(workspace=str(tmp_path), plugins=[])
+    assert _cli.declared_commands(early, environ=environ) is None
+
+
+def test_a_command_declared_by_name_is_imported_when_it_runs() -> None:
+    command = CliCommand("x", "x", "json:dumps", "argparse:ArgumentParser.print_help")
+    assert command.runner() is json.dumps
+    assert command.configurer() is argparse.ArgumentParser.print_help
+    for bad in ("json", "json:no_such_function", "no_such_module_here:f"):
+        with pytest.raises(PluginError, match=r"command function|reference"):
+            CliCommand("x", "x", bad).runner()
+
+
+def test_the_launcher_knows_the_kernels_file_layout() -> None:
+    assert (_cli.CONFIG_FILE, _cli.AGENT_FILE, _cli.AGENTS_DIR) == (
+        _kernel.CONFIG_FILE,
+        _kernel.AGENT_FILE,
+        _kernel.AGENTS_DIR,
+    )
+
+
+def test_entry_points_are_looked_for_only_where_a_distribution_declares_the_group(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "other-1.0.dist-info").mkdir()
+    (tmp_path / "other-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\n")
+    assert not may_have_entry_points([str(tmp_path), str(tmp_path / "missing")])
+    (tmp_path / "mine-1.0.dist-info").mkdir()
+    (tmp_path / "mine-1.0.dist-info" / "entry_points.txt").write_text("[soulacy]\nmine = m\n")
+    assert may_have_entry_points([str(tmp_path)])
+    archive = tmp_path / "plugins.zip"
+    archive.write_bytes(b"")
+    assert may_have_entry_points([str(archive)])  # a zip on the path: importlib.metadata reads it

@@ -1,0 +1,118 @@
+"""The store kit's approval checks are proven by planted bugs: each is caught, and the failure
+names the check and says what was expected and what came back."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.lowlevel
+
+from soulacy.kernel.store import (
+    EVERY_PRINCIPAL,
+    AlreadyDecided,
+    ApprovalDecision,
+    ApprovalRequest,
+    EveryPrincipal,
+    Lease,
+)
+from soulacy.kernel.testing import check_store
+from soulacy.plugins.memory_store import MemoryStore
+
+MESSAGE = re.compile(r"^store check (\w+): .*\S.*: expected \S.*, got \S.*", re.DOTALL)
+
+
+class SecondDecisionOverwrites(MemoryStore):
+    async def decide_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: ApprovalDecision,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        found = await self.get_approval(run_id, call_id, principal)
+        if found is None:
+            return None
+        decided = attrs.evolve(found, decision=decision)  # the bug: no check of a decision made
+        self._approvals[(run_id, call_id)] = decided
+        return decided
+
+
+class DecisionIgnoresPrincipal(MemoryStore):
+    async def decide_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: ApprovalDecision,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        return await super().decide_approval(run_id, call_id, decision)
+
+
+class RequestReplacesTheStoredOne(MemoryStore):
+    async def request_approval(
+        self, request: ApprovalRequest, fence: Lease | None = None
+    ) -> ApprovalRequest:
+        self._approvals.pop((request.run_id, request.call_id), None)
+        return await super().request_approval(request, fence)
+
+
+class DecisionRaces(MemoryStore):
+    async def decide_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: ApprovalDecision,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        found = await self.get_approval(run_id, call_id, principal)
+        if found is None:
+            return None
+        if found.decision is not None:
+            raise AlreadyDecided(found)
+        await trio.lowlevel.checkpoint()  # the bug: the check and the write are not one step
+        decided = attrs.evolve(found, decision=attrs.evolve(decision, decided_at=time.time()))
+        self._approvals[(run_id, call_id)] = decided
+        return decided
+
+
+class RequestUnfenced(MemoryStore):
+    async def request_approval(
+        self, request: ApprovalRequest, fence: Lease | None = None
+    ) -> ApprovalRequest:
+        return await super().request_approval(request)
+
+
+class ListIgnoresPending(MemoryStore):
+    async def list_approvals(self, *args: Any, pending: bool = False, **kwargs: Any) -> Any:
+        return await super().list_approvals(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("store", "check"),
+    [
+        (SecondDecisionOverwrites, "approvals"),
+        (DecisionIgnoresPrincipal, "approvals"),
+        (RequestReplacesTheStoredOne, "approvals"),
+        (DecisionRaces, "approvals"),
+        (RequestUnfenced, "approvals_fenced"),
+        (ListIgnoresPending, "approvals"),
+    ],
+)
+async def test_the_kit_catches_a_planted_approval_bug(store: type[MemoryStore], check: str) -> None:
+    with pytest.raises(AssertionError) as caught:
+        await check_store(store)
+    message = str(caught.value)
+    found = MESSAGE.match(message)
+    assert found is not None, message
+    assert found.group(1) == check, message
+    if store is DecisionRaces:
+        assert "four concurrent decisions of one call: the refusals" in message
+
+
+async def test_the_memory_store_passes_the_approval_checks() -> None:
+    await check_store(MemoryStore)  # the reference: without a planted bug, nothing is caught
