@@ -153,6 +153,8 @@ class _ModelSetup:
     model: str | None
     specs: list[Any]
     compactor: Any
+    llm: Any = None  # the agent's llm section, read once per run
+    allowance: int | None = None  # the input allowance of the run's policy
 
 
 class RunStop(Exception):
@@ -171,6 +173,27 @@ class RunStop(Exception):
 
 def _seconds(limit: Limit[float]) -> float:
     return math.inf if limit.value is None else float(limit.value)
+
+
+class _NoDeadline:
+    """What ``trio.move_on_after`` gives for an unlimited timeout, without a cancel scope:
+    entering and leaving one on every model and tool call is a measurable part of a turn."""
+
+    cancelled_caught = False
+
+    def __enter__(self) -> _NoDeadline:
+        return self
+
+    def __exit__(self, *exc: object) -> Literal[False]:
+        return False
+
+
+_NO_DEADLINE = _NoDeadline()
+
+
+def _move_on_after(limit: Limit[float]) -> trio.CancelScope | _NoDeadline:
+    """A cancel scope for ``limit`` seconds, or none at all when the limit is unlimited."""
+    return _NO_DEADLINE if limit.value is None else trio.move_on_after(float(limit.value))
 
 
 def _render(value: Any) -> str:
@@ -507,6 +530,8 @@ class Engine:
                 model,
                 [tool.spec for tool in run.tools.values()],
                 compactor,
+                run.agent.section("llm"),
+                _input_allowance(run.policy),
             )
         return run.model_setup
 
@@ -565,8 +590,7 @@ class Engine:
         setup = self._model(run)
         provider, model, compactor = setup.provider, setup.model, setup.compactor
         specs = setup.specs if offer_tools else []
-        llm = run.agent.section("llm")
-        allowance = _input_allowance(run.policy)
+        llm, allowance = setup.llm, setup.allowance
         policy, result = run.policy, run.result
         retried = False
         reported: int | None = None  # the provider's own limit, once it has said it
@@ -604,7 +628,7 @@ class Engine:
             started = time.perf_counter()
             result.llm_calls += 1
             try:
-                with trio.move_on_after(_seconds(policy.llm_timeout)) as llm_scope:
+                with _move_on_after(policy.llm_timeout) as llm_scope:
                     reply = await provider.complete(
                         request, self._text_sink(run) if run.request.stream else None
                     )
@@ -732,7 +756,7 @@ class Engine:
         if refusal is not None:
             return refusal
         timeout = run.policy.tool_timeout
-        with trio.move_on_after(_seconds(timeout)) as scope:
+        with _move_on_after(timeout) as scope:
             try:
                 if tool.is_async:
                     value = await tool.function(**call.arguments)

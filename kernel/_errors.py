@@ -52,9 +52,13 @@ class ConfigIssue:
     has_value: bool = False
 
     def __str__(self) -> str:
-        from ._redact import redact  # errors are printed and logged: never a secret in them
+        # Errors are printed and logged: never a secret in them, nor a value under a secret
+        # key or a mapping of secrets anywhere in the path (server.api_keys.alice: 12345).
+        from ._redact import MASK, is_secret_key, masks_members, redact
 
-        shown = redact(self.value, self.path.rsplit(".", 1)[-1]) if self.has_value else None
+        parts = self.path.split(".")
+        secret = any(is_secret_key(p) or masks_members(p) for p in parts[:-1])
+        shown = MASK if secret else redact(self.value, parts[-1]) if self.has_value else None
         got = f" (got {shown!r})" if self.has_value else ""
         where = f"{self.location}: " if self.location.file else ""
         key = f"{self.path}: " if self.path else ""

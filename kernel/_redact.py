@@ -79,12 +79,20 @@ def is_secret_key(key: str) -> bool:
     return False
 
 
+def masks_members(key: str) -> bool:
+    """Whether every value of the mapping under ``key`` is a secret, whatever its name: a
+    collector's or a provider's ``headers`` (x-honeycomb-team) and an MCP server's ``env``
+    (GH_PAT) carry credentials under names no word list knows."""
+    normal = key.lower().replace("-", "_")
+    return normal.endswith("headers") or normal == "env" or normal.endswith("_env")
+
+
 def redact(data: Any, key: str = "") -> Any:
     """A copy of ``data`` with the value of every secret-named key replaced by ``***``."""
     if isinstance(data, dict):
         # A mapping of secrets (api_keys: {principal: token}), or of headers: a collector's
         # or a provider's headers carry credentials under vendor names (x-honeycomb-team).
-        if is_secret_key(key) or key.lower().replace("-", "_").endswith("headers"):
+        if is_secret_key(key) or masks_members(key):
             return {k: MASK if v else v for k, v in data.items()}
         return {k: redact(v, str(k)) for k, v in data.items()}
     if isinstance(data, list | tuple):
@@ -102,7 +110,8 @@ _IN_TEXT = re.compile(
     r"(?i)(" + _WORD_START + r"(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
     r"(?:(?:bearer|basic|token|digest)\s+)?)[^\s\"',;&]{4,}"
     r"|(" + _WORD_START + r"bearer\s+)[A-Za-z0-9._~+/=-]{4,}"
-    r"|(" + _WORD_START + r"(?:[a-z]+[_-])?(?:api[_-]?key|token|secret|password|passwd)"
+    r"|(" + _WORD_START + r"(?:[a-z]+[_-])?(?:api[_-]?key|token|secret|password|passwd|key|sig"
+    r"|signature|auth)"
     r"(?![A-Za-z0-9])[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
     r"|(" + _WORD_START + r"[a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+(?=@)"  # URL userinfo password
     r"|" + _WORD_START + r"(sk|pk|rk)-[A-Za-z0-9_-]{8,}"

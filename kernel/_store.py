@@ -670,9 +670,15 @@ class ConversationStore(Protocol):
         """The run's record (``interrupted`` when it is ``running`` but its lease is not held
         by it, expired, or its owner is provably gone), or None for an unknown run id."""
 
-    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
+    async def list_runs(
+        self,
+        limit: int = 50,
+        agent_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> list[RunRecord]:
         """Runs newest first (by ``started_at``), at most ``limit``, of ``agent_id`` or of every
-        agent, read as ``get_run`` reads them."""
+        agent, of ``principal`` (None: runs without one) or of every principal, read as
+        ``get_run`` reads them."""
 
 
 class ProofStore(Protocol):

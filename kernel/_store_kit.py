@@ -402,6 +402,22 @@ async def _runs_listing(store: Any) -> None:
         ["kit-other", "kit-l2", "kit-l1", "kit-l0"],
         "list_runs() of every agent, newest first",
     )
+    await store.start_run(RunRecord("kit-q", "lister", "s-q", principal="q", started_at=3000.0))
+    expect(
+        [r.run_id for r in await store.list_runs(limit=2, principal="p")],
+        ["kit-l2", "kit-l1"],
+        "list_runs(limit=2, principal='p'): that principal's only (a newer run of 'q' hides none)",
+    )
+    expect(
+        [r.run_id for r in await store.list_runs(principal=None)],
+        ["kit-other"],
+        "list_runs(principal=None): the runs without a principal",
+    )
+    expect(
+        [r.run_id for r in await store.list_runs(agent_id="lister", principal="q")],
+        ["kit-q"],
+        "list_runs(agent_id='lister', principal='q'): both filters",
+    )
 
 
 async def _tool_records_replay(store: Any) -> None:
@@ -1323,6 +1339,14 @@ async def _run_events(store: Any) -> None:
         _stored(await store.run_events("kit-ev", 0)),
         ("kit-ev", "alice", 1, [(1, "delta", {"text": "t1", "n": 1})]),
         "a restarted log (a new attempt): the earlier attempt's events are gone",
+    )
+    await store.append_run_events(
+        [RunEventBatch("kit-ev", "mallory", [RunEvent(1, "result", {"x": 1})], restart=True)], 100
+    )
+    expect(
+        _stored(await store.run_events("kit-ev", 0)),
+        ("kit-ev", "alice", 1, [(1, "delta", {"text": "t1", "n": 1})]),
+        "a batch of another principal for the run: ignored, the owner's events kept",
     )
     expect(
         await store.wait_run_events("kit-ev", 0, 5.0),

@@ -631,12 +631,23 @@ class PostgresStore:
         runs = await self._runs("WHERE r.run_id = %s", (run_id,))
         return runs[0] if runs else None
 
-    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
-        if agent_id is None:
-            return await self._runs("ORDER BY r.started_at DESC, r.run_id LIMIT %s", (limit,))
+    async def list_runs(
+        self,
+        limit: int = 50,
+        agent_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> list[RunRecord]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if agent_id is not None:
+            clauses.append("r.agent_id = %s")
+            args.append(agent_id)
+        if not isinstance(principal, EveryPrincipal):
+            clauses.append("r.principal IS NOT DISTINCT FROM %s")
+            args.append(principal)
+        where = "WHERE " + " AND ".join(clauses) if clauses else ""
         return await self._runs(
-            "WHERE r.agent_id = %s ORDER BY r.started_at DESC, r.run_id LIMIT %s",
-            (agent_id, limit),
+            f"{where} ORDER BY r.started_at DESC, r.run_id LIMIT %s", (*args, limit)
         )
 
     async def _runs(self, clause: str, args: tuple[Any, ...]) -> list[RunRecord]:
@@ -921,6 +932,12 @@ class PostgresStore:
                 )
             with conn.cursor() as cursor:
                 for batch in batches:
+                    owner = cursor.execute(
+                        "SELECT principal FROM run_events WHERE run_id = %s LIMIT 1",
+                        (batch.run_id,),
+                    ).fetchone()
+                    if owner is not None and owner[0] != batch.principal:
+                        continue  # another principal's run: its events are never replaced
                     if batch.restart:
                         cursor.execute("DELETE FROM run_events WHERE run_id = %s", (batch.run_id,))
                     cursor.executemany(

@@ -60,10 +60,13 @@ TOKEN_HEADER = "soulacy-events-token"
 # JavaScript number holds exactly, so that "Last-Event-ID at or past it" means "seen the end".
 REPLAYED_RESULT_ID = 2**53 - 1
 # What an admin may not change over HTTP: who is trusted (keys, admins, hosts, origins, the
-# bind address), which code runs (plugins) and where data lives (the store).
+# bind address), which code runs (plugins, the commands of MCP servers) and where data lives
+# (the store, PostgreSQL's DSN).
 TRUST_ROOT = (
     "plugins",
     "store",
+    "postgres",
+    "mcp",
     *(
         f"server.{key}"
         for key in (
@@ -144,6 +147,7 @@ class Api:
         self.runs: trio.Nursery | None = None  # where runs execute, apart from requests
         self.principals = Principals(config)
         self.guard = Guard(config)
+        # This process's own secret; replaced by the store's when processes share it (serve).
         self.tokens = EventTokens(config.stream_token_ttl)
         # run id -> principal, from the synchronous claim until the run's log is open: the
         # check and the claim of a run id are never separated by an await.
@@ -697,8 +701,8 @@ class Api:
                 422,
                 "invalid configuration; nothing was saved",
                 {
-                    f"changes.{key}": "not changeable over HTTP (keys, admins, hosts, plugins and"
-                    " the store are the trust root): edit config.yaml and restart"
+                    f"changes.{key}": "not changeable over HTTP (keys, admins, hosts, plugins, MCP"
+                    " servers and the store are the trust root): edit config.yaml and restart"
                     for key in refused
                 },
             )

@@ -13,6 +13,7 @@ from ._app import Api
 from ._config import ServerConfig
 from ._runlog import RunLogs
 from ._shared import Publisher
+from ._tokens import EventTokens, shared_secret
 
 if TYPE_CHECKING:  # imported when the service starts: `soulacy --help` need not load hypercorn
     import hypercorn.config
@@ -40,6 +41,9 @@ class HttpService:
                 file=sys.stderr,
                 flush=True,
             )
+        if self.api.shared and not self.api.principals.keyless:  # tokens good on every process
+            secret = await shared_secret(self.kernel)
+            self.api.tokens = EventTokens(self.config.stream_token_ttl, secret=secret)
         async with trio.open_nursery() as sharing:
             if self.api.shared:  # other processes on the store serve these runs' streams too
                 publisher = Publisher(self.kernel.store(), self.config.events_per_run)

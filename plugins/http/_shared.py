@@ -120,6 +120,7 @@ async def pump_stored(
                 {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
             )
         # None: swept away meanwhile (kept a day); the run's record then ends the stream
-        found = await store.run_events(run_id, last_id, PAGE) or RunEvents(
-            run_id, found.principal, last_id + 1, []
-        )
+        again = await store.run_events(run_id, last_id, PAGE)
+        if again is not None and again.principal != found.principal:
+            return  # not the log this stream was allowed to read any more
+        found = again or RunEvents(run_id, found.principal, last_id + 1, [])

@@ -4,9 +4,11 @@ EventSource cannot send ``Authorization``, so the run's owner gets a token (in t
 ``Soulacy-Events-Token`` header of ``POST /chat`` and ``/chat/stream``, or from
 ``POST /runs/{run_id}/token``) and passes it as ``?token=`` to ``GET /runs/{run_id}/events``.
 A token is ``v1.<expiry>.<principal>.<mac>``: an HMAC-SHA256 over the purpose, the run id, the
-principal and the expiry (unix seconds), keyed by a secret drawn when the server starts. So a
-token reads one run's events, as one principal, until it expires or the server restarts; it
-grants nothing else. See docs/security.md for the threat model.
+principal and the expiry (unix seconds), keyed by 32 random bytes. A process alone on its store
+draws them when it starts; processes that share a store share them too (:func:`shared_secret`,
+kept in the store), so a token issued by one is good on another behind the same load balancer,
+and after a restart. A token reads one run's events, as one principal, until it expires or the
+principal's key is removed; it grants nothing else. See docs/security.md for the threat model.
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Container
+from typing import TYPE_CHECKING
 
 from ._asgi import HttpError
+
+if TYPE_CHECKING:
+    from soulacy.kernel import Kernel
 
 _SHAPE = re.compile(r"v1\.([0-9]{1,12})\.([A-Za-z0-9_-]{1,400})\.([A-Za-z0-9_-]{43})")
 
@@ -30,6 +36,27 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+SECRET_KEY = "http.events_token_secret"  # the store's state key of the shared secret
+
+
+async def shared_secret(kernel: Kernel) -> bytes:
+    """The secret of every process on the kernel's store: drawn by the first to ask, under a
+    lease (two processes starting at once draw one), and kept as the store's state."""
+    store = kernel.store()
+    found = await store.load_state(SECRET_KEY)
+    if found is None:
+        held = await kernel.leases.acquire(SECRET_KEY, holder="http")  # waits its turn
+        assert held is not None
+        try:
+            found = await store.load_state(SECRET_KEY)  # drawn meanwhile by another
+            if found is None:
+                found = {"secret": secrets.token_hex(32)}
+                await store.save_state(SECRET_KEY, found, fence=held.lease)
+        finally:
+            await kernel.leases.release(held)
+    return bytes.fromhex(str(found["secret"]))
 
 
 class EventTokens:
@@ -43,7 +70,7 @@ class EventTokens:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.lifetime = lifetime
-        self._secret = secret or secrets.token_bytes(32)  # never leaves this process
+        self._secret = secret or secrets.token_bytes(32)
         self._clock = clock
 
     def issue(self, run_id: str, principal: str) -> tuple[str, int]:

@@ -219,7 +219,9 @@ class MemoryStore:
     async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
         now = self._now()
         for batch in batches:
-            _, events, _ = self._run_events.get(batch.run_id, (None, [], now))
+            owner, events, _ = self._run_events.get(batch.run_id, (batch.principal, [], now))
+            if owner != batch.principal:
+                continue  # another principal's run: its events are never replaced
             if batch.restart:
                 events = []
             events = [*events, *batch.events][-keep:]
@@ -381,8 +383,18 @@ class MemoryStore:
         run = self._runs.get(run_id)
         return self._as_read(run, self._now()) if run is not None else None
 
-    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
-        runs = [r for r in self._runs.values() if agent_id is None or r.agent_id == agent_id]
+    async def list_runs(
+        self,
+        limit: int = 50,
+        agent_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> list[RunRecord]:
+        runs = [
+            r
+            for r in self._runs.values()
+            if (agent_id is None or r.agent_id == agent_id)
+            and (principal is EVERY_PRINCIPAL or r.principal == principal)
+        ]
         now = self._now()
         newest = sorted(runs, key=lambda r: r.started_at, reverse=True)[:limit]
         return [self._as_read(r, now) for r in newest]

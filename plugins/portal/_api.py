@@ -150,9 +150,10 @@ def versions() -> dict[str, Any]:
 async def _runs(kernel: Kernel, request: HttpRequest, limit: int) -> list[dict[str, Any]]:
     """The principal's recent runs (keyless ``local``: every run), newest first."""
     store = kernel.store()
-    # The store lists every principal's runs: read more than asked, keep the visible ones.
-    records = await store.list_runs(limit if request.sees_everything else limit * 5)
-    visible = [r for r in records if request.sees(r.principal)][:limit]
+    if request.sees_everything:
+        visible = await store.list_runs(limit)
+    else:  # the store filters: others' runs neither hide the caller's nor cost a read
+        visible = await store.list_runs(limit, principal=request.principal)
     out = []
     for record in visible:
         proof = await store.get_proof(record.run_id)
@@ -258,6 +259,11 @@ class PortalApi:
             raise HttpError(
                 404, "the workflows plugin is not loaded: there are no steps to reconcile"
             )
+        # An admin reconciles the runs it sees; another principal's run is not confirmed to
+        # exist (the operator's `soulacy runs reconcile` acts on any).
+        record = await self.kernel.store().get_run(run_id)
+        if record is None or not request.sees(record.principal):
+            raise HttpError(404, f"no run {run_id!r}")
         try:
             pending = decide(kernel=self.kernel, run_id=run_id, step=step, decision=decision)
             if pending is None:
@@ -265,6 +271,8 @@ class PortalApi:
             said = await pending
         except UsageError as exc:
             message = str(exc)
+            if " is running" in message:  # without the pid and host the CLI shows an operator
+                message = f"run {run_id!r} is running: reconcile it once that run has stopped"
             raise HttpError(404 if " has no " in message else 409, message) from None
         return HttpResponse.json(
             {"run_id": run_id, "step": step, "decision": decision, "said": said}

@@ -627,12 +627,14 @@ class SQLiteStore:
         runs = await self._runs("WHERE r.run_id = ?", (run_id,))
         return runs[0] if runs else None
 
-    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
-        if agent_id is None:
-            return await self._runs("ORDER BY r.started_at DESC LIMIT ?", (limit,))
-        return await self._runs(
-            "WHERE r.agent_id = ? ORDER BY r.started_at DESC LIMIT ?", (agent_id, limit)
-        )
+    async def list_runs(
+        self,
+        limit: int = 50,
+        agent_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> list[RunRecord]:
+        where, args = _run_filters(agent_id, principal)
+        return await self._runs(f"{where} ORDER BY r.started_at DESC LIMIT ?", (*args, limit))
 
     async def _runs(self, clause: str, args: tuple[Any, ...]) -> list[RunRecord]:
         def read(conn: sqlite3.Connection) -> list[RunRecord]:
@@ -913,6 +915,11 @@ class SQLiteStore:
                     "DELETE FROM run_events WHERE created_at < ?", (now - RUN_EVENTS_KEPT,)
                 )
             for batch in batches:
+                owner = conn.execute(
+                    "SELECT principal FROM run_events WHERE run_id = ? LIMIT 1", (batch.run_id,)
+                ).fetchone()
+                if owner is not None and owner[0] != batch.principal:
+                    continue  # another principal's run: its events are never replaced
                 if batch.restart:
                     conn.execute("DELETE FROM run_events WHERE run_id = ?", (batch.run_id,))
                 conn.executemany(
@@ -1149,6 +1156,21 @@ _LEASE_COLUMNS = "token, owner_id, pid, host, boot, holder, acquired_at, renewed
 
 def _columns(table: str, columns: str) -> str:
     return ", ".join(f"{table}.{c.strip()}" for c in columns.split(","))
+
+
+def _run_filters(
+    agent_id: str | None, principal: str | EveryPrincipal | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause of a runs listing, and its arguments."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if agent_id is not None:
+        clauses.append("r.agent_id = ?")
+        args.append(agent_id)
+    if not isinstance(principal, EveryPrincipal):
+        clauses.append("r.principal IS ?")  # IS: None lists the runs without a principal
+        args.append(principal)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(args)
 
 
 def _dumps(value: Mapping[str, Any]) -> str:

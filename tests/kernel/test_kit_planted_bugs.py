@@ -729,9 +729,29 @@ class InterruptedRunsWithoutTheirLease(MemoryStore):
 
 
 class ListRunsNotReadAsGetRun(MemoryStore):
-    async def list_runs(self, limit: int = 50, agent_id: str | None = None) -> list[RunRecord]:
-        runs = [r for r in self._runs.values() if agent_id is None or r.agent_id == agent_id]
+    async def list_runs(
+        self,
+        limit: int = 50,
+        agent_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> list[RunRecord]:
+        runs = [
+            r
+            for r in self._runs.values()
+            if (agent_id is None or r.agent_id == agent_id)
+            and (principal is EVERY_PRINCIPAL or r.principal == principal)
+        ]  # the bug: stored as they are, not read as get_run reads them (interrupted)
         return sorted(runs, key=lambda r: r.started_at, reverse=True)[:limit]
+
+
+class ListRunsIgnoresThePrincipal(MemoryStore):
+    async def list_runs(
+        self,
+        limit: int = 50,
+        agent_id: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> list[RunRecord]:
+        return await super().list_runs(limit, agent_id)  # the bug: every principal's runs
 
 
 class SpendIgnoresTheLimit(MemoryStore):
@@ -785,6 +805,14 @@ class RunEventsUnbounded(MemoryStore):
 class RunEventsNotRestarted(MemoryStore):
     async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
         await super().append_run_events([attrs.evolve(b, restart=False) for b in batches], keep)
+
+
+class RunEventsReplacedByAnotherPrincipal(MemoryStore):
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+        for batch in batches:
+            if batch.restart:  # the bug: a new log replaces the run's, whoever's it was
+                self._run_events.pop(batch.run_id, None)
+        await super().append_run_events(batches, keep)
 
 
 class RunEventsFromTheStart(MemoryStore):
@@ -889,6 +917,7 @@ LEASE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
         "interrupted_runs",
     ),
     "list_runs not read as get_run": (ListRunsNotReadAsGetRun, None, "interrupted_runs"),
+    "list_runs ignores the principal": (ListRunsIgnoresThePrincipal, None, "runs_listing"),
     "spend ignores the limit": (SpendIgnoresTheLimit, None, "counters"),
     "a refused spend still adds": (RefusedSpendStillAdds, None, "counters"),
     "a give-back refused over the limit": (GiveBackRefusedOverTheLimit, None, "counters"),
@@ -902,6 +931,11 @@ LEASE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
     "run events unbounded": (RunEventsUnbounded, None, "run_events"),
     "run events of an earlier attempt kept": (RunEventsNotRestarted, None, "run_events"),
     "run events read from the start": (RunEventsFromTheStart, None, "run_events"),
+    "run events replaced by another principal's": (
+        RunEventsReplacedByAnotherPrincipal,
+        None,
+        "run_events",
+    ),
     "a waiter for run events not woken": (RunEventsWaitSleeps, None, "run_events"),
     "a failed run events read is empty": (MemoryStore, FailedRunEventsReadEmpty, "failures_raise"),
     "a failed acquire_lease is a refusal": (MemoryStore, FailedAcquireIsARefusal, "failures_raise"),

@@ -28,6 +28,8 @@ PROTOCOLS = (
     ("CheckpointStore", "a role of `Store`"),
     ("LeaseStore", "a role of `Store`"),
     ("CounterStore", "a role of `Store`"),
+    ("RunEventStore", "a role of `Store`"),
+    ("ApprovalStore", "a role of `Store`"),
 )
 RECORDS = (
     "RunRecord",
@@ -39,6 +41,11 @@ RECORDS = (
     "Lease",
     "LeaseGrant",
     "CancelRequest",
+    "RunEvent",
+    "RunEventBatch",
+    "RunEvents",
+    "ApprovalRequest",
+    "ApprovalDecision",
     "ConversationKey",
 )
 

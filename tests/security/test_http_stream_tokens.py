@@ -100,6 +100,8 @@ async def test_a_finished_run_asked_past_its_end_answers_204(server: Server) -> 
         assert foreign.status_code == 404
         # After a restart (the process's log gone), the store's copy replays the same events,
         # then 204 past their end; another principal still learns nothing.
+        # A stopping server writes its runs' last events first (here within 20 ms).
+        assert await server.kernel.store().wait_run_events(run_id, last - 1, 10)
         run_logs(server.kernel)._logs.pop(run_id)
         replay = sse_events((await alice.get(f"/runs/{run_id}/events")).text)
         assert [(e["id"], e["event"]) for e in replay] == [(e["id"], e["event"]) for e in events]
@@ -134,3 +136,33 @@ async def test_a_stream_past_its_http_deadline_ends_with_run_error_not_error(
     names = [e["event"] for e in sse_events(queued.text)]
     assert names[-1] == "run_error", names
     assert "error" not in names
+
+
+async def test_a_token_is_good_on_every_process_on_the_store_and_after_a_restart(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    # Two servers on one store, as two processes behind a load balancer: a browser's
+    # EventSource reconnects to whichever it reaches, also after a restart. The secret is the
+    # store's (random), never derived from the keys.
+    workspace.write_config(keyed_config())
+    standard_agents(workspace)
+    async with open_server(make_kernel) as one, open_server(make_kernel) as two:
+        async with one.client("alice") as alice:
+            done = await alice.post("/chat/stream", json={"agent_id": "tooly", "text": "go"})
+        token = done.headers[TOKEN_HEADER]
+        run_id = sse_events(done.text)[0]["data"]["run_id"]
+        async with _anonymous(two) as browser:
+            elsewhere = await browser.get(f"/runs/{run_id}/events", params={"token": token})
+            assert elsewhere.status_code == 200, elsewhere.text
+            assert [e["id"] for e in sse_events(elsewhere.text)] == [
+                e["id"] for e in sse_events(done.text)
+            ]
+        async with two.client("bob") as bob:  # bob's key gets bob no token for alice's run
+            assert (await bob.post(f"/runs/{run_id}/token")).status_code == 404
+    async with open_server(make_kernel) as restarted, _anonymous(restarted) as browser:
+        again = await browser.get(f"/runs/{run_id}/events", params={"token": token})
+        assert again.status_code == 200, again.text
+    workspace.write_config(keyed_config().replace("alice: key-alice, ", ""))
+    async with open_server(make_kernel) as without, _anonymous(without) as browser:
+        refused = await browser.get(f"/runs/{run_id}/events", params={"token": token})
+        assert refused.status_code == 401  # alice's key is gone: her tokens go with it

@@ -3,12 +3,15 @@
 // Last-Event-ID (GET /runs/{id}/events): each event is applied once, by its id. Every reply
 // shows its status and keeps it through a reload (local storage) and through reopening the
 // conversation from durable history (GET /history/{session}), on this browser or another.
+// A tool call that waits for approval (tool.approval, pending) shows a notice with Approve and
+// Deny (POST /chat/confirm); the notice shows the decision when the stream says it.
 
 import { ApiError, api, apiKey, get, openStream, randomId, readEvents } from "./api.js";
 import {
-  applyResult, load, mergeHistory, namespace, newConversation, notice, pendingReply, reply, save, titleOf,
+  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, load, mergeHistory, namespace,
+  newConversation, notice, pendingReply, reply, save, titleOf,
 } from "./chatstate.js";
-import { errorText, h, toast } from "./dom.js";
+import { errorText, h, toast, uid } from "./dom.js";
 
 const ctx = { ns: null, state: null, main: null, agents: [], following: new Set(), saveTimer: null };
 
@@ -228,6 +231,9 @@ function apply(sessionId, runId, event) {
     case "tool.call":
       target.activity = [...(target.activity || []), `tool ${data.name}`].slice(-20);
       break;
+    case "tool.approval":
+      applyApproval(conv, runId, data);
+      break;
     case "workflow.step":
       target.activity = [...(target.activity || []), `step ${data.step}: ${data.status}`].slice(-20);
       break;
@@ -276,6 +282,33 @@ async function cancel(runId) {
   }
 }
 
+// A person's decision of a waiting call. The approver is left to the server, which records the
+// key's principal (keyless: local): the portal is not told its principal, and a name typed
+// here would be no more than a claim. The notice changes when the stream's tool.approval says
+// the decision; an answer 409 with the stored request (decided elsewhere) shows that one.
+async function decide(sessionId, runId, callId, approved) {
+  const conv = conversation(sessionId);
+  const approval = conv && approvalOf(conv, runId, callId);
+  if (!approval || approval.status !== "pending" || approval.sending || approval.sent) return;
+  approval.sending = approved ? "approved" : "denied";
+  approval.error = null;
+  drawReply(sessionId, runId);
+  try {
+    await api("POST", "/chat/confirm", { run_id: runId, call_id: callId, approved });
+    approval.sent = approval.sending;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 409 && error.body.approval) {
+      applyApproval(conv, runId, error.body.approval);
+    } else {
+      approval.error = errorText(error);
+    }
+  } finally {
+    approval.sending = null;
+  }
+  persistNow();
+  drawReply(sessionId, runId);
+}
+
 // -- drawing --------------------------------------------------------------------------------
 
 function replyElement(m) {
@@ -292,11 +325,48 @@ function replyElement(m) {
   const cancelButton = m.status === "running" && !m.final && m.accepted
     ? h("button", { type: "button", class: "small", text: "Cancel", onclick: () => cancel(m.run_id) })
     : null;
+  const approvals = (m.approvals || []).map((a) => approvalElement(m, a));
   return h("article", { class: "msg assistant", dataset: { runId: m.run_id, status: m.status }, "aria-label": "Reply" },
+    approvals.length ? h("div", { class: "approvals" }, approvals) : null,
     body,
     h("p", { class: `notice ${kind}`, dataset: { status: m.status, verification: m.verification || "" } }, text, cancelButton ? " " : "", cancelButton),
     details.length ? h("p", { class: "meta", text: details.join(" · ") }) : null,
     m.activity && m.activity.length ? h("p", { class: "meta", text: m.activity.slice(-5).join(" · ") }) : null);
+}
+
+// The notice of one call that needs (or needed) approval: the tool, its arguments, why, and
+// Approve / Deny while it waits. Each button names the call for screen readers.
+function approvalElement(m, a) {
+  const ended = Boolean(m.final) && a.status === "pending";
+  const state = approvalNotice(a, ended);
+  const titleId = uid("approval");
+  const whyId = uid("approval-why");
+  const reasons = a.reasons && a.reasons.length ? a.reasons : null;
+  const waiting = a.status === "pending" && !ended;
+  const busy = Boolean(a.sending || a.sent);
+  const button = (approved) => h("button", {
+    type: "button",
+    class: approved ? "primary small" : "small",
+    text: approved ? "Approve" : "Deny",
+    "aria-label": `${approved ? "Approve" : "Deny"} the call of ${a.tool} (${a.call_id})`,
+    "aria-describedby": reasons ? whyId : null,
+    disabled: busy,
+    onclick: () => decide(sessionOf(m.run_id), m.run_id, a.call_id, approved),
+  });
+  return h("section", { class: `approval ${state.kind}`, role: "group", "aria-labelledby": titleId, tabindex: "-1",
+    dataset: { callId: a.call_id, status: a.status } },
+  h("p", { class: "approval-title", id: titleId },
+    h("strong", { text: waiting ? "Approval needed: " : "Tool call " }), h("code", { text: a.tool || "(unknown tool)" })),
+  h("pre", { class: "approval-args", "aria-label": "Arguments", text: argumentsPreview(a.arguments) }),
+  reasons ? h("p", { class: "approval-why", id: whyId, text: `Why: ${reasons.join("; ")}` }) : null,
+  h("p", { class: "approval-state", dataset: { status: a.status }, text: state.text }),
+  waiting ? h("div", { class: "approval-actions" }, button(true), button(false)) : null);
+}
+
+// The session holding the reply of runId (a notice's buttons act on their own run only).
+function sessionOf(runId) {
+  for (const c of Object.values(ctx.state.conversations)) if (reply(c, runId)) return c.session_id;
+  return null;
 }
 
 function drawReply(sessionId, runId) {
@@ -305,7 +375,15 @@ function drawReply(sessionId, runId) {
   const m = conv && reply(conv, runId);
   const old = ctx.main.querySelector(`article.assistant[data-run-id="${CSS.escape(runId)}"]`);
   if (!m || !old) return;
-  old.replaceWith(replyElement(m));
+  const active = document.activeElement;
+  const focusedCall = active && old.contains(active) ? active.closest("[data-call-id]") : null;
+  const fresh = replyElement(m);
+  old.replaceWith(fresh);
+  if (focusedCall) { // keep the keyboard where it was: on the call's notice, or its button
+    const again = [...fresh.querySelectorAll("[data-call-id]")].find((el) => el.dataset.callId === focusedCall.dataset.callId);
+    const target = again && (again.querySelector("button:not([disabled])") || again);
+    if (target) target.focus({ preventScroll: true });
+  }
   const list = ctx.main.querySelector(".messages");
   if (list) list.scrollTop = list.scrollHeight;
 }

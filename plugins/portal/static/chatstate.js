@@ -178,3 +178,67 @@ export function notice(m) {
   if (m.status === "refused") return { kind: "error", text: `Not started: ${m.error || "refused"}` };
   return { kind: "info", text: m.status || "unknown" };
 }
+
+// -- approvals of tool calls (tool.approval events; docs/approvals.md) ----------------------
+
+// A reply's approval of one tool call, by its call id, or null.
+export function approvalOf(conv, runId, callId) {
+  const target = reply(conv, runId);
+  return (target && (target.approvals || []).find((a) => a.call_id === callId)) || null;
+}
+
+// A tool.approval event (or a stored request, as POST /chat/confirm's 409 names it) for the
+// reply of runId: the notice of that call, found by its call id, is added or updated. An
+// event of another run, or a reply that is not there, changes nothing (null); a decision,
+// once known, is never turned back into "pending" by an event replayed late.
+export function applyApproval(conv, runId, data) {
+  const target = reply(conv, runId);
+  const callId = data && (data.id || data.call_id);
+  if (!target || !callId || (data.run_id && data.run_id !== runId)) return null;
+  if (!target.approvals) target.approvals = [];
+  let approval = target.approvals.find((a) => a.call_id === callId);
+  if (!approval) {
+    approval = { call_id: callId, tool: "", arguments: {}, reasons: [], status: "pending", approver: null, decided_by: null, note: null };
+    target.approvals.push(approval);
+  }
+  if (data.name || data.tool) approval.tool = data.name || data.tool;
+  if (data.arguments && typeof data.arguments === "object") approval.arguments = data.arguments;
+  if (Array.isArray(data.reasons)) approval.reasons = data.reasons.map(String);
+  const status = data.status || "pending";
+  if (status !== "pending" || approval.status === "pending") {
+    approval.status = status;
+    if (status !== "pending") {
+      approval.approver = data.approver ?? null;
+      approval.decided_by = data.decided_by ?? null;
+      approval.note = data.note ?? null;
+      approval.sending = null;
+      approval.sent = null;
+      approval.error = null;
+    }
+  }
+  return approval;
+}
+
+// The arguments of a call, as one short line of JSON.
+export function argumentsPreview(args, max = 240) {
+  let text;
+  try {
+    text = JSON.stringify(args ?? {});
+  } catch {
+    text = String(args);
+  }
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+// What an approval's notice says of its state: {kind, text}. `ended`: the reply is final.
+export function approvalNotice(a, ended = false) {
+  const who = a.approver ? ` by ${a.approver}` : "";
+  const note = a.note ? `: ${a.note}` : "";
+  if (a.status === "approved") return { kind: "ok", text: `Approved${who}${note}` };
+  if (a.status === "denied") return { kind: "error", text: `Denied${who}${note}; the call did not run` };
+  if (ended) return { kind: "muted", text: "No decision: the run ended while the call waited" };
+  if (a.error) return { kind: "error", text: `Not sent: ${a.error}` };
+  if (a.sent) return { kind: "running", text: `${a.sent === "approved" ? "Approval" : "Denial"} sent; waiting for the run to go on…` };
+  if (a.sending) return { kind: "running", text: "Sending…" };
+  return { kind: "warn", text: "Waiting for your approval: the call has not run" };
+}

@@ -1,0 +1,46 @@
+"""Security review: ``mcp`` is not part of the trust root that ``PATCH /config`` refuses
+(``plugins/http/_app.py`` TRUST_ROOT: plugins, store, server.*). An MCP stdio server is a
+command the kernel runs, so an admin over HTTP — who per docs/security.md is trusted with the
+model credentials, not with the machine — writes a command that the next ``soulacy serve`` of
+the workspace executes as the server's user (a server no agent lists is still started)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+from _support.http_server import keyed_config, open_server
+
+from soulacy.kernel import Kernel, open_kernel
+from soulacy.kernel.testing import Workspace
+
+
+async def test_review_an_admin_cannot_add_an_mcp_command_over_http(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.write_config(keyed_config())
+    marker = workspace.path / "pwned"
+    change = {
+        "mcp": {
+            "servers": {
+                "evil": {
+                    "command": "sh",
+                    "args": ["-c", f"touch {marker}"],
+                    "startup_timeout": "3s",
+                    "backoff": ["60s"],
+                }
+            }
+        }
+    }
+    async with open_server(make_kernel) as server, server.client("root") as root:
+        answer = await root.patch("/config", json={"changes": change})
+    executed = False
+    if answer.status_code == 200:  # show what it leads to: the next start runs the command
+        with trio.move_on_after(20):
+            async with open_kernel(kernel=make_kernel(), grace_period=1):
+                for _ in range(100):
+                    if marker.exists():
+                        break
+                    await trio.sleep(0.05)
+        executed = marker.exists()
+    assert answer.status_code == 422, (answer.status_code, answer.text, f"executed={executed}")
