@@ -14,6 +14,7 @@ Runs in the project's venv. Two parts, each also usable alone:
 
     python bench/profile_turn.py --cprofile --turns 2000
     python bench/profile_turn.py --ablate --turns 2000 --rounds 3
+    python bench/profile_turn.py --gc --rounds 3  # time in CPython's collector, N = 200, 10,000
     python bench/profile_turn.py --json ...      # one JSON object instead of tables
 """
 
@@ -37,9 +38,16 @@ sys.path.insert(0, str(BENCH / "peers"))
 # The parts of a turn: (label, [(file suffix, function name), ...]); cumulative times summed.
 PARTS: list[tuple[str, list[tuple[str, str]]]] = [
     (
-        "events: 4 per turn, each an Event, a dict copy and a soulacy_event call",
+        "events: each built only when someone reads its type (EventStream.wants, emit)",
         [
             ("_events.py", "emit"),
+            ("_events.py", "wants"),
+        ],
+    ),
+    (
+        "hooks of every turn, called directly (HotHook.__call__, incl. the plugins' answers)",
+        [
+            ("_hookpath.py", "__call__"),
         ],
     ),
     (
@@ -73,7 +81,7 @@ PARTS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        "cancel scopes: move_on_after / CancelScope enter+exit (unlimited timeouts)",
+        "cancel scopes: CancelScope enter+exit (the step, the model call, the tool call)",
         [
             ("_timeouts.py", "move_on_after"),
             ("_run.py", "__enter__"),
@@ -156,7 +164,7 @@ def cprofile_run(turns: int, top: int) -> dict[str, Any]:
     for label, functions in PARTS:
         seconds_in, calls = 0.0, 0
         for suffix, name in functions:
-            if name == "__call__":  # the tool permission hook, by its hook name
+            if suffix == "_hooks.py":  # the tool permission hook, by its hook name
                 ct = sum(
                     c
                     for (file, _, func), (_, _, _, c, _) in raw.items()
@@ -230,8 +238,85 @@ def ablate(turns: int, rounds: int) -> dict[str, Any]:
     }
 
 
+def gc_run(turns: int) -> dict[str, Any]:
+    """One W1 run of ``turns`` turns in this process, timing CPython's cyclic collector."""
+    import gc
+
+    import soulacy_w
+    import trio
+
+    spent, count, began = [0.0, 0.0, 0.0], [0, 0, 0], [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            spent[info["generation"]] += time.perf_counter() - began[0]
+            count[info["generation"]] += 1
+
+    async def main() -> float:
+        root = Path(tempfile.mkdtemp(prefix="soulacy-gc-"))
+        warm = _kernel(root / "warm", 3, [])
+        await soulacy_w.runs(warm, 1, "warm")
+        await warm.aclose()
+        kernel = _kernel(root / "measured", turns, [])
+        kernel.agent("bench")
+        gc.callbacks.append(timed)
+        started = time.perf_counter()
+        await soulacy_w.runs(kernel, 1, "s")
+        seconds = time.perf_counter() - started
+        gc.callbacks.remove(timed)
+        await kernel.aclose()
+        return seconds
+
+    seconds = trio.run(main)
+    return {
+        "turns": turns,
+        "us_per_turn": seconds / turns * 1e6,
+        "gc_us_per_turn": [t / turns * 1e6 for t in spent],
+        "collections": count,
+        "tracked_objects": len(gc.get_objects()),
+    }
+
+
+def gc_growth(sizes: list[int], rounds: int) -> dict[str, Any]:
+    """``gc_run`` for each size in fresh processes, alternating, ``rounds`` times."""
+    found: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+    for _ in range(rounds):
+        for n in sizes:
+            command = [sys.executable, __file__, "--gc-one", str(n)]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            found[n].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {
+        str(n): {
+            "us_per_turn": statistics.median(r["us_per_turn"] for r in runs),
+            "gc_us_per_turn": [
+                statistics.median(r["gc_us_per_turn"][g] for r in runs) for g in range(3)
+            ],
+            "full_collections": statistics.median(r["collections"][2] for r in runs),
+            "tracked_objects": statistics.median(r["tracked_objects"] for r in runs),
+        }
+        for n, runs in found.items()
+    }
+
+
 def render(data: dict[str, Any]) -> str:
     lines = []
+    if "gc" in data:
+        lines += [
+            "CPython's cyclic collector in W1 runs (medians; fresh processes, alternating):",
+            "",
+            "| turns | µs/turn | in the collector, µs/turn: gen 0 / 1 / 2 | full collections"
+            " | tracked objects at the end |",
+            "|---|---|---|---|---|",
+        ]
+        for n, g in data["gc"].items():
+            split = " / ".join(f"{t:,.1f}" for t in g["gc_us_per_turn"])
+            lines.append(
+                f"| {int(n):,} | {g['us_per_turn']:,.1f} | {split} | {g['full_collections']:g}"
+                f" | {g['tracked_objects']:,.0f} |"
+            )
+        lines.append("")
     if "cprofile" in data:
         c = data["cprofile"]
         lines += [
@@ -273,11 +358,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3, help="--ablate rounds")
     parser.add_argument("--top", type=int, default=15, help="functions listed by own time")
+    parser.add_argument("--gc", action="store_true", help="time in CPython's collector")
+    parser.add_argument("--gc-sizes", default="200,10000", help="--gc: run lengths")
+    parser.add_argument("--gc-one", type=int, help=argparse.SUPPRESS)  # one --gc measurement
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if not (args.cprofile or args.ablate):
+    if args.gc_one:
+        print(json.dumps(gc_run(args.gc_one)))
+        return 0
+    if not (args.cprofile or args.ablate or args.gc):
         args.cprofile = args.ablate = True
     data: dict[str, Any] = {}
+    if args.gc:
+        data["gc"] = gc_growth([int(n) for n in args.gc_sizes.split(",")], args.rounds)
     if args.cprofile:
         data["cprofile"] = cprofile_run(args.turns, args.top)
     if args.ablate:

@@ -3,14 +3,19 @@ as ratios to ``python -c pass``, each a fresh process, repeated, the commands al
 
 Runs in the project's venv. Every repetition runs each command once, in an order that rotates
 from one repetition to the next, in an empty temporary folder (not a workspace) with no
-``SOULACY_*`` variables; the wall time of each process is taken from just before it is spawned
-to just after it exits. Figures are medians with (min-max); the ratio is each command's median
-over the median of ``python -c pass`` measured in the same repetitions. Also, once per command,
+``SOULACY_*`` variables. Bytecode is cached as an installed package has it: the processes
+share a private ``PYTHONPYCACHEPREFIX`` (``PYTHONDONTWRITEBYTECODE`` is dropped), filled by an
+untimed first run of each command; ``--no-bytecode-cache`` sets ``PYTHONDONTWRITEBYTECODE=1``
+instead, so that every process compiles Soulacy's modules from source. The wall time of each
+process is taken from just before it is spawned to just after it exits. Figures are medians
+with (min-max); the ratio is each command's median over the median of ``python -c pass``
+measured in the same repetitions. Also, once per command,
 whether the process imported trio or httpx (the goal: ``--help`` and ``plugins`` import neither).
 
     python bench/startup.py                  # a table
     python bench/startup.py --json           # one JSON object (what bench/run_peers.py reads)
     python bench/startup.py --repeat 30 --demo-repeat 5
+    python bench/startup.py --no-bytecode-cache   # every process compiles soulacy's sources
 """
 
 from __future__ import annotations
@@ -72,14 +77,22 @@ print(",".join(m for m in HEAVY if m in sys.modules))
 """.replace("HEAVY", repr(HEAVY))
 
 
-def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
+def env(pycache: Path | None) -> dict[str, str]:
+    """The processes' environment: no ``SOULACY_*``; bytecode cached under ``pycache`` (None:
+    not written at all)."""
+    drop = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    out = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_") and k not in drop}
+    if pycache is None:
+        out["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        out["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return out
 
 
-def time_once(command: list[str], cwd: Path) -> float:
+def time_once(command: list[str], cwd: Path, environ: dict[str, str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        command, cwd=cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        command, cwd=cwd, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     took = time.perf_counter() - started
     if done.returncode != 0:
@@ -87,14 +100,14 @@ def time_once(command: list[str], cwd: Path) -> float:
     return took
 
 
-def imported(name: str, command: list[str], cwd: Path) -> list[str]:
+def imported(name: str, command: list[str], cwd: Path, environ: dict[str, str]) -> list[str]:
     if name == "python -c pass":
         return []
     args = command[1:] if command[0] == sys.executable else ["soulacy", *command[1:]]
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
         cwd=cwd,
-        env=env(),
+        env=environ,
         capture_output=True,
         text=True,
         check=True,
@@ -103,16 +116,21 @@ def imported(name: str, command: list[str], cwd: Path) -> list[str]:
     return [m for m in line.split(",") if m]
 
 
-def measure(repeat: int, demo_repeat: int, only: list[str] | None = None) -> dict[str, Any]:
+def measure(
+    repeat: int, demo_repeat: int, only: list[str] | None = None, bytecode_cache: bool = True
+) -> dict[str, Any]:
     chosen = {
         k: v for k, v in commands().items() if only is None or k in only or k.endswith("pass")
     }
     if demo_repeat <= 0:
         chosen.pop("soulacy demo", None)
-    folder = Path(tempfile.mkdtemp(prefix="soulacy-startup-"))
+    scratch = Path(tempfile.mkdtemp(prefix="soulacy-startup-"))
+    folder = scratch / "cwd"
+    folder.mkdir()
+    environ = env(scratch / "pycache" if bytecode_cache else None)
     try:
-        for command in chosen.values():  # once each, untimed: the files are in the page cache
-            time_once(command, folder)
+        for command in chosen.values():  # once each, untimed: page cache and bytecode filled
+            time_once(command, folder, environ)
         times: dict[str, list[float]] = {name: [] for name in chosen}
         names = list(chosen)
         for index in range(repeat):
@@ -120,10 +138,10 @@ def measure(repeat: int, demo_repeat: int, only: list[str] | None = None) -> dic
             for name in names[shift:] + names[:shift]:
                 if name == "soulacy demo" and index >= demo_repeat:
                     continue
-                times[name].append(time_once(chosen[name], folder))
-        heavy = {name: imported(name, command, folder) for name, command in chosen.items()}
+                times[name].append(time_once(chosen[name], folder, environ))
+        heavy = {name: imported(name, command, folder, environ) for name, command in chosen.items()}
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     base = statistics.median(times["python -c pass"])
     rows = {}
     for name, values in times.items():
@@ -138,6 +156,7 @@ def measure(repeat: int, demo_repeat: int, only: list[str] | None = None) -> dic
         }
     return {
         "repeat": repeat,
+        "bytecode_cache": bytecode_cache,
         "commands": rows,
         "python": sys.version.split()[0],
         "load": os.getloadavg(),
@@ -154,6 +173,10 @@ def render(data: dict[str, Any]) -> str:
             f"| `{name}` | {row['median_ms']:,.1f} ({row['min_ms']:,.1f}-{row['max_ms']:,.1f})"
             f" | {row['runs']} | {row['ratio']:.1f}x | {', '.join(row['imports']) or 'neither'} |"
         )
+    cache = (
+        "cached" if data.get("bytecode_cache", True) else "not cached (PYTHONDONTWRITEBYTECODE=1)"
+    )
+    lines.append(f"\nbytecode: {cache}")
     return "\n".join(lines)
 
 
@@ -163,9 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo-repeat", type=int, default=5, help="of them, for soulacy demo")
     parser.add_argument("--only", help="comma-separated command names (python -c pass is kept)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="PYTHONDONTWRITEBYTECODE=1: every process compiles soulacy's modules from source",
+    )
     args = parser.parse_args(argv)
     only = [o.strip() for o in args.only.split(",")] if args.only else None
-    data = measure(args.repeat, args.demo_repeat, only)
+    data = measure(args.repeat, args.demo_repeat, only, not args.no_bytecode_cache)
     print(json.dumps(data) if args.json else render(data))
     return 0
 

@@ -45,18 +45,8 @@ if TYPE_CHECKING:
         UsageError,
     )
     from ._events import Event, EventStream
-    from ._kernel import (
-        AGENT_FILE,
-        AGENTS_DIR,
-        DEFAULT_GRACE_PERIOD,
-        AgentSpec,
-        Kernel,
-        LoadedPlugins,
-        PluginsConfig,
-        Service,
-        load_plugins,
-        open_kernel,
-    )
+    from ._kernel import DEFAULT_GRACE_PERIOD, AgentSpec, Kernel, Service, open_kernel
+    from ._loading import AGENT_FILE, AGENTS_DIR, LoadedPlugins, PluginsConfig, load_plugins
     from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
     from ._redact import redact, redact_text
     from ._stash import Stash, StashKey
@@ -93,18 +83,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "UsageError",
     ),
     "._events": ("Event", "EventStream"),
-    "._kernel": (
-        "AGENTS_DIR",
-        "AGENT_FILE",
-        "DEFAULT_GRACE_PERIOD",
-        "AgentSpec",
-        "Kernel",
-        "LoadedPlugins",
-        "PluginsConfig",
-        "Service",
-        "load_plugins",
-        "open_kernel",
-    ),
+    "._kernel": ("DEFAULT_GRACE_PERIOD", "AgentSpec", "Kernel", "Service", "open_kernel"),
+    "._loading": ("AGENTS_DIR", "AGENT_FILE", "LoadedPlugins", "PluginsConfig", "load_plugins"),
     "._manager": ("BUILTIN_PLUGINS", "PluginInfo", "SoulacyPluginManager"),
     "._redact": ("redact", "redact_text"),
     "._stash": ("Stash", "StashKey"),

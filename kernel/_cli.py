@@ -1,10 +1,10 @@
 """The ``soulacy`` launcher: global options, then subcommands contributed by plugins.
 
-Start-up is part of the interface (decision 0036): this module imports argparse, attrs and the
-plugin manager, nothing of the kernel's runtime. ``soulacy --help`` (and any usage error or
-help of a subcommand) is answered from the commands' declarations, collected from the plugins
-that declare commands; the kernel, its configuration and every other plugin load only once a
-command is to run.
+Start-up is part of the interface (decisions 0036 and 0038): this module imports argparse and
+the plugin manager, nothing of the kernel's runtime, nor attrs. ``soulacy --help`` (and any
+usage error or help of a subcommand) is answered from the commands' declarations, collected
+from the plugins that declare commands; the kernel, its configuration and every other plugin
+load only once a command is to run.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-import attrs
-
-from ._errors import ConfigError, PluginError, SoulacyError, UsageError
+from ._errors import ConfigError, FrozenRecord, PluginError, SoulacyError, UsageError
 from ._manager import COMMAND_PLUGINS, PluginSelection, SoulacyPluginManager
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ._kernel import Kernel, LoadedPlugins
+    from ._kernel import Kernel
+    from ._loading import LoadedPlugins
 
 Runner = Callable[[argparse.Namespace, "CliContext"], Any]
 Configure = Callable[[argparse.ArgumentParser], None]
@@ -40,8 +39,7 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
     """The default ``configure``: the command takes no arguments."""
 
 
-@attrs.frozen
-class CliCommand:
+class CliCommand(FrozenRecord):
     """A subcommand. ``name`` may have two words (``"config set"``) to nest under a group.
 
     ``run(args, ctx)`` returns an exit code (None means 0); it may be ``async def``, in which
@@ -54,11 +52,23 @@ class CliCommand:
     to run it. ``soulacy --help`` then costs no more than the declarations.
     """
 
+    _fields = ("name", "help", "run", "configure", "read_only")
+    __slots__ = _fields
     name: str
     help: str
     run: Runner | str
-    configure: Configure | str = _no_arguments
-    read_only: bool = False
+    configure: Configure | str
+    read_only: bool
+
+    def __init__(
+        self,
+        name: str,
+        help: str,
+        run: Runner | str,
+        configure: Configure | str = _no_arguments,
+        read_only: bool = False,
+    ) -> None:
+        self._set(name=name, help=help, run=run, configure=configure, read_only=read_only)
 
     def runner(self) -> Runner:
         """``run``, imported first if it was declared by name."""
@@ -91,16 +101,27 @@ def _resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
 KEPT_SHOWN = 3  # more kept keys than this are summarized in one warning (validate lists all)
 
 
-@attrs.define
 class CliContext:
     """What a subcommand gets besides its arguments: the kernel (loaded on first use) and output."""
 
-    plugins: LoadedPlugins
-    out: TextIO = attrs.field(factory=lambda: sys.stdout)
-    err: TextIO = attrs.field(factory=lambda: sys.stderr)
-    inp: TextIO = attrs.field(factory=lambda: sys.stdin)
-    read_only: bool = False  # the command's CliCommand.read_only
-    _kernel: Kernel | None = None
+    def __init__(
+        self,
+        plugins: LoadedPlugins,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        inp: TextIO | None = None,
+        read_only: bool = False,
+        kernel: Kernel | None = None,
+    ) -> None:
+        self.plugins = plugins
+        self.out: TextIO = sys.stdout if out is None else out
+        self.err: TextIO = sys.stderr if err is None else err
+        self.inp: TextIO = sys.stdin if inp is None else inp
+        self.read_only = read_only  # the command's CliCommand.read_only
+        self._kernel = kernel
+
+    def __repr__(self) -> str:
+        return f"CliContext(root={str(self.plugins.root)!r}, read_only={self.read_only})"
 
     def kernel(self) -> Kernel:
         if self._kernel is None:
@@ -293,40 +314,118 @@ def _collect_commands(pm: SoulacyPluginManager) -> list[CliCommand]:
     return sorted(found, key=lambda command: command.name)
 
 
+class _LazyParsers(dict[str, Any]):
+    """A subparsers action's parsers by name, each built the first time argparse looks it up:
+    listing the commands (``soulacy --help``, an invalid choice) needs only their names and
+    help, and building some forty parsers costs as much as importing a plugin."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._builders: dict[str, Callable[[], _Parser]] = {}
+
+    def add(self, name: str, build: Callable[[], _Parser]) -> None:
+        super().__setitem__(name, None)  # the name is a choice at once
+        self._builders[name] = build
+
+    def __getitem__(self, name: str) -> Any:
+        build = self._builders.pop(name, None)
+        if build is not None:
+            super().__setitem__(name, build())
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def values(self) -> Any:
+        return [self[name] for name in self]
+
+    def items(self) -> Any:
+        return [(name, self[name]) for name in self]
+
+
+def _lazy_subparsers(
+    parser: argparse.ArgumentParser, dest: str
+) -> tuple[argparse._SubParsersAction[_Parser], _LazyParsers]:
+    action = parser.add_subparsers(dest=dest, metavar="COMMAND", parser_class=_Parser)
+    lazy = _LazyParsers()
+    action._name_parser_map = action.choices = lazy
+    return action, lazy
+
+
+def _add_lazy(
+    action: argparse._SubParsersAction[_Parser],
+    lazy: _LazyParsers,
+    name: str,
+    help: str,
+    build: Callable[[_Parser], None],
+    description: str | None = None,
+) -> None:
+    """What ``action.add_parser(name, help=help, description=description)`` does, but the
+    parser is made (and ``build`` given it) when argparse first looks it up."""
+    action._choices_actions.append(action._ChoicesPseudoAction(name, (), help))
+    prog = f"{action._prog_prefix} {name}"
+
+    def make() -> _Parser:
+        sub = _Parser(prog=prog, description=description)
+        build(sub)
+        return sub
+
+    lazy.add(name, make)
+
+
 def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
     """The full parser. A bare ``soulacy``, or a bare group (``soulacy config``), prints its
     help (``_help``) and exits 0, as pip, cargo and docker do: nothing was asked amiss.
 
-    Each command's parser is configured when it is used (``_Parser``), so that listing the
-    commands imports none of them."""
+    Each command's parser is made when argparse looks it up (``_LazyParsers``) and configured
+    when it is used (``_Parser``), so that listing the commands builds and imports none."""
     parser = _global_parser(add_help=True)
     parser.set_defaults(_help=parser)
-    top = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    groups: dict[str, argparse._SubParsersAction[_Parser]] = {}
-    singles: dict[str, _Parser] = {}
-    for command in commands:  # sorted: "runs" comes before "runs show"
+    top, lazy = _lazy_subparsers(parser, "command")
+    # By first word, in the order of the sorted names ("runs" comes before "runs show"): the
+    # one-word command, if any, and the two-word ones under it.
+    singles: dict[str, CliCommand | None] = {}
+    groups: dict[str, list[tuple[str, CliCommand]]] = {}
+    for command in commands:
         words = command.name.split()
+        singles.setdefault(words[0], None)
         if len(words) == 1:
-            sub = top.add_parser(words[0], help=command.help, description=command.help)
-            singles[words[0]] = sub
+            singles[words[0]] = command
         else:
-            group = groups.get(words[0])
-            if group is None:
-                # "runs show" under "runs": the bare group runs the one-word command, if any
-                holder = singles.get(words[0])
-                if holder is None:
-                    holder = top.add_parser(words[0], help=f"{words[0]} commands")
-                    holder.set_defaults(_help=holder)
-                # The group's own arguments come before its subcommands: configure it now.
-                holder._configured()
-                group = holder.add_subparsers(
-                    dest=f"{words[0]}_command", metavar="COMMAND", parser_class=_Parser
+            groups.setdefault(words[0], []).append((words[1], command))
+    for word, single in singles.items():
+        members = groups.get(word, [])
+
+        def build(sub: _Parser, single: CliCommand | None = single, word: str = word) -> None:
+            if single is None:
+                sub.set_defaults(_help=sub)
+            else:
+                _declare(sub, single)
+            if groups.get(word):
+                # "runs show" under "runs": the bare group runs the one-word command, if any.
+                # The group's own arguments come before its subcommands: configure it first.
+                sub._configured()
+                group = sub.add_subparsers(
+                    dest=f"{word}_command", metavar="COMMAND", parser_class=_Parser
                 )
-                groups[words[0]] = group
-            sub = group.add_parser(words[1], help=command.help, description=command.help)
-        sub._pending = command
-        sub.set_defaults(_command=command, _help=None)
+                for name, member in groups[word]:
+                    _declare(
+                        group.add_parser(name, help=member.help, description=member.help), member
+                    )
+
+        if single is not None:
+            _add_lazy(top, lazy, word, single.help, build, description=single.help)
+        elif members:
+            _add_lazy(top, lazy, word, f"{word} commands", build)
     return parser
+
+
+def _declare(sub: _Parser, command: CliCommand) -> None:
+    sub._pending = command
+    sub.set_defaults(_command=command, _help=None)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
@@ -382,7 +481,7 @@ class _Launch:
         self.loaded: LoadedPlugins | None = None
 
     def run(self, warn: bool) -> int:
-        from ._kernel import Kernel, load_plugins
+        from ._loading import load_plugins
 
         early = self.early
         loaded = load_plugins(early.workspace, plugins=early.plugins, environ=self.environ)
@@ -391,6 +490,8 @@ class _Launch:
             for warning in _unknown_blocks(loaded.pm, early.plugins):
                 print(f"soulacy: warning: {warning}", file=sys.stderr)
         if loaded.issues:
+            from ._kernel import Kernel
+
             Kernel.from_plugins(loaded)  # raises every problem of config.yaml together
         parsed = _parse(_build_parser(_collect_commands(loaded.pm)), self.args_list)
         if isinstance(parsed, int):
@@ -498,7 +599,7 @@ def explain_disabled_owners(
             f"this key belongs to the plugin {owner!r}, which is disabled ({how});"
             " enable the plugin or remove the key"
         )
-        issues.append(attrs.evolve(issue, message=message))
+        issues.append(issue.replace(message=message))
         changed = True
     return ConfigError(issues) if changed else error
 

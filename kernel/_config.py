@@ -157,6 +157,13 @@ class Settings:
     warnings: tuple[str, ...] = ()
     kept: tuple[KeptKey, ...] = ()  # in the file, implemented by no loaded plugin
     aliases: Mapping[str, str] = attrs.field(factory=dict)  # old dotted name -> new one
+    # The section keys, longest first (a dotted section such as "store.sqlite" wins over
+    # "store"): computed once, since every policy lookup of every run walks them.
+    _longest_first: tuple[str, ...] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        order = tuple(sorted(self.values, key=len, reverse=True))
+        object.__setattr__(self, "_longest_first", order)
 
     def section(self, key: str) -> Any:
         """The typed value of a declared section (its default when the file leaves it out)."""
@@ -175,7 +182,7 @@ class Settings:
     def get(self, path: str) -> Any:
         """The value at a dotted path, e.g. ``"runtime.timeouts.run"`` (or an old name of it)."""
         path = self.aliases.get(path, path)
-        for key in sorted(self.values, key=len, reverse=True):
+        for key in self._longest_first:
             if path == key or path.startswith(key + "."):
                 node = self.values[key]
                 for part in path[len(key) + 1 :].split(".") if path != key else ():

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import attrs
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: this module is on `soulacy --help`'s path
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, Self
 
 
 class SoulacyError(Exception):
@@ -25,13 +27,69 @@ class PluginError(SoulacyError):
     exit_code = 2
 
 
-@attrs.frozen
-class Location:
+class FrozenRecord:
+    """A small immutable record: equal when its fields are, hashable, with a readable repr.
+
+    What ``attrs.frozen`` gives, written out, for the few records the launcher needs before
+    any command runs (``soulacy --help`` must not import attrs, decision 0038). A subclass
+    names its fields in order in ``_fields`` (its ``__slots__`` too) and sets them in
+    ``__init__`` with ``_set``.
+    """
+
+    __slots__ = ()
+    _fields: ClassVar[tuple[str, ...]] = ()
+    _hidden: ClassVar[frozenset[str]] = frozenset()  # fields left out of the repr
+
+    def _set(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((self.__class__, self._values()))
+
+    def __repr__(self) -> str:
+        shown = (
+            f"{name}={value!r}"
+            for name, value in zip(self._fields, self._values(), strict=True)
+            if name not in self._hidden
+        )
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    def __reduce__(self) -> tuple[type[Self], tuple[Any, ...]]:
+        return (type(self), self._values())
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (as ``attrs.evolve``)."""
+        values = dict(zip(self._fields, self._values(), strict=True))
+        values.update(changes)
+        return type(self)(**values)
+
+
+class Location(FrozenRecord):
     """Where a configuration value came from: a file position or an environment variable."""
 
+    _fields = ("file", "line", "column")
+    __slots__ = _fields
     file: str
-    line: int | None = None  # 1-based
-    column: int | None = None  # 1-based
+    line: int | None  # 1-based
+    column: int | None  # 1-based
+
+    def __init__(self, file: str, line: int | None = None, column: int | None = None) -> None:
+        self._set(file=file, line=line, column=column)
 
     def __str__(self) -> str:
         if self.line is None:
@@ -41,15 +99,27 @@ class Location:
         return f"{self.file}:{self.line}:{self.column}"
 
 
-@attrs.frozen
-class ConfigIssue:
+class ConfigIssue(FrozenRecord):
     """One problem in a configuration source, pointing at the key that has it."""
 
+    _fields = ("location", "path", "message", "value", "has_value")
+    __slots__ = _fields
+    _hidden = frozenset({"value"})
     location: Location
     path: str  # dotted key path, e.g. "runtime.timeouts.run"
     message: str  # what was expected
-    value: object = attrs.field(default=None, repr=False)
-    has_value: bool = False
+    value: object
+    has_value: bool
+
+    def __init__(
+        self,
+        location: Location,
+        path: str,
+        message: str,
+        value: object = None,
+        has_value: bool = False,
+    ) -> None:
+        self._set(location=location, path=path, message=message, value=value, has_value=has_value)
 
     def __str__(self) -> str:
         # Errors are printed and logged: never a secret in them, nor a value under a secret

@@ -1,22 +1,30 @@
 """The kernel's event stream: one ordered sequence of typed events per kernel.
 
-Observers are plugins (the ``soulacy_event`` hook, awaited when async); subscribers are tasks that
+Observers are plugins (the ``soulacy_event`` hook, awaited when async) and callbacks added with
+:meth:`EventStream.observe`, which may name the event types they read; subscribers are tasks that
 read a bounded Trio memory channel. A subscriber that falls behind by more than its buffer is
 dropped and told so, rather than letting one slow reader grow memory without bound.
+
+Emitters on a hot path ask :meth:`EventStream.wants` first and build nothing that nobody reads
+(docs/decisions/0042-hot-hooks-and-events-nobody-reads.md).
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from ._hookpath import HotHook
+
 if TYPE_CHECKING:
     from ._kernel import Kernel
+
+Observer = Callable[["Event"], "Awaitable[None] | None"]
 
 
 @attrs.frozen
@@ -30,12 +38,15 @@ class Event:
 
 
 class EventStream:
-    """Emits events to plugin observers and to subscribers, in order."""
+    """Emits events to plugin observers, callback observers and subscribers, in that order."""
 
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel
         self._seq = itertools.count(1)
         self._subscribers: list[trio.MemorySendChannel[Event]] = []
+        self._hook = HotHook(kernel.pm, "soulacy_event")
+        self._every: list[Observer] = []  # callbacks for every type
+        self._by_type: dict[str, list[Observer]] = {}
 
     def subscribe(self, buffer: int | float = 1024) -> trio.MemoryReceiveChannel[Event]:
         """A channel that receives every event emitted from now on.
@@ -48,11 +59,40 @@ class EventStream:
         self._subscribers.append(send)
         return receive
 
+    def observe(self, observer: Observer, types: Iterable[str] | None = None) -> Callable[[], None]:
+        """Call ``observer`` with each event of ``types`` (None: of every type) from now on,
+        after the ``soulacy_event`` plugins, awaiting it when it returns an awaitable. Returns
+        the function that stops it. A plugin that reads a few types, or reads only while it
+        serves, observes this way, so that a turn builds no event that nobody reads."""
+        lists = [self._every] if types is None else [self._by_type.setdefault(t, []) for t in types]
+        for found in lists:
+            found.append(observer)
+
+        def stop() -> None:
+            for found in lists:
+                if observer in found:
+                    found.remove(observer)
+            for type in [t for t, found in self._by_type.items() if not found]:
+                del self._by_type[type]
+
+        return stop
+
+    def wants(self, type: str) -> bool:
+        """Whether an event of ``type`` emitted now would reach anyone."""
+        return bool(self._subscribers or self._every or type in self._by_type or self._hook.heard)
+
     async def emit(
         self, type: str, data: Mapping[str, Any] | None = None, run_id: str | None = None
     ) -> Event:
         event = Event(type, dict(data or {}), run_id, next(self._seq))
-        for result in self._kernel.hook.soulacy_event(kernel=self._kernel, event=event):
+        results: Iterable[Any] = self._hook(kernel=self._kernel, event=event)
+        if self._every or self._by_type:
+            results = [
+                *results,
+                *(observer(event) for observer in self._every),
+                *(observer(event) for observer in self._by_type.get(event.type, ())),
+            ]
+        for result in results:
             if inspect.isawaitable(result):
                 await result
         for send in list(self._subscribers):

@@ -16,12 +16,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from ._config import Settings
-from ._durations import Duration
 from ._errors import ConfigIssue, Location
+from ._loading import LeaseSettings
 from ._store import Lease, LeaseLost, StorageError, Store
 
 if TYPE_CHECKING:
@@ -31,22 +30,6 @@ log = logging.getLogger("soulacy.kernel.leases")
 
 POLL_FIRST = 0.005  # seconds: the first wait for a held lease, doubled up to POLL_MAX
 POLL_MAX = 0.25
-
-
-@attrs.frozen
-class LeaseSettings:
-    """``leases:`` in config.yaml.
-
-    ``ttl`` 30s: a host that dies (not only its process: a dead process on the same host is
-    taken over at once) blocks what it held for at most 30 s, while a stall of the owner up
-    to two heartbeats (a long GC, a busy disk) does not cost it the lease. ``heartbeat`` 10s:
-    three renewals per lease length, one small write each. ``cancel_poll`` 1s: how soon a
-    cancellation asked from another process reaches the run (one read).
-    """
-
-    ttl: Duration = Duration(30)
-    heartbeat: Duration = Duration(10)
-    cancel_poll: Duration = Duration(1)
 
 
 def lease_issues(config: Settings) -> list[ConfigIssue]:

@@ -22,11 +22,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-import attrs
 import pluggy
 
 from . import hookspecs
-from ._errors import PluginError
+from ._errors import FrozenRecord, PluginError
 
 if TYPE_CHECKING:
     import importlib.metadata
@@ -77,24 +76,49 @@ ESSENTIAL_PLUGINS = frozenset({"core"})
 COMMAND_PLUGINS = frozenset({"core", "policy", "workflows", "scheduler", "studio", "approvals"})
 
 
-@attrs.frozen
-class PluginInfo:
+class PluginInfo(FrozenRecord):
     """What ``soulacy plugins`` shows about one registered plugin."""
 
+    _fields = ("name", "origin", "module", "distribution", "version")
+    __slots__ = _fields
     name: str
     origin: str  # "builtin", "entry point", "config.yaml", "command line" or "test"
     module: str
-    distribution: str | None = None
-    version: str | None = None
+    distribution: str | None
+    version: str | None
+
+    def __init__(
+        self,
+        name: str,
+        origin: str,
+        module: str,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        self._set(
+            name=name, origin=origin, module=module, distribution=distribution, version=version
+        )
+
+    def as_dict(self) -> dict[str, str | None]:
+        return dict(zip(self._fields, self._values(), strict=True))
 
 
-@attrs.frozen
-class PluginSelection:
+class PluginSelection(FrozenRecord):
     """Names enabled and disabled by config.yaml and by the command line (``-p`` options)."""
 
-    config_enable: Sequence[str] = ()
-    config_disable: Sequence[str] = ()
-    cli: Sequence[str] = ()  # raw -p values: "NAME" or "no:NAME"
+    _fields = ("config_enable", "config_disable", "cli")
+    __slots__ = _fields
+    config_enable: Sequence[str]
+    config_disable: Sequence[str]
+    cli: Sequence[str]  # raw -p values: "NAME" or "no:NAME"
+
+    def __init__(
+        self,
+        config_enable: Sequence[str] = (),
+        config_disable: Sequence[str] = (),
+        cli: Sequence[str] = (),
+    ) -> None:
+        self._set(config_enable=config_enable, config_disable=config_disable, cli=cli)
 
     def resolve(self) -> tuple[list[tuple[str, str]], set[str]]:
         """Return (names to enable with their origin, names to block); the command line wins."""
@@ -269,7 +293,7 @@ class SoulacyPluginManager(pluggy.PluginManager):
             info = self.infos.get(name) or PluginInfo(name, "registered", module_name(plugin))
             hooks = sorted(impl.name for impl in (self.get_hookcallers(plugin) or []))
             answers = sorted(hook for hook, who in first.items() if who == name)
-            out.append({**attrs.asdict(info), "hooks": hooks, "answers": answers})
+            out.append({**info.as_dict(), "hooks": hooks, "answers": answers})
         return out
 
     # -- collected hooks ---------------------------------------------------------------------

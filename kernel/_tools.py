@@ -135,5 +135,7 @@ def _is_type(value: Any, expected: str) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if expected == "number":
         return isinstance(value, int | float) and not isinstance(value, bool)
-    python = {"string": str, "boolean": bool, "array": list, "object": dict, "null": type(None)}
-    return isinstance(value, python.get(expected, object))
+    return isinstance(value, _PYTHON_TYPES.get(expected, object))
+
+
+_PYTHON_TYPES = {"string": str, "boolean": bool, "array": list, "object": dict, "null": type(None)}

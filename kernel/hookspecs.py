@@ -380,6 +380,9 @@ def soulacy_event(kernel: Kernel, event: Event) -> None:
     """Observe one event of the kernel's event stream (``run.started``, ``run.limits``, tool
     calls, ``run.completed`` …). Every implementation is called, in order, before the event
     reaches stream subscribers; implementations may be ``async def`` (the kernel awaits them).
+    A plugin that implements it reads every event, so the engine builds every event; one that
+    reads a few types, or only while it serves, adds ``kernel.events.observe(callback, types)``
+    instead (decision 0042): an event nobody reads is not built.
     """
 
 

@@ -168,6 +168,11 @@ class ExecutionPolicy:
     context_window: Limit[int]
     extra: Mapping[str, Limit[Any]] = attrs.field(factory=dict, kw_only=True, hash=False)
     extra_durations: frozenset[str] = attrs.field(default=frozenset(), kw_only=True)
+    # to_dict's formatting, done once: the policy is immutable and, cached by the policy plugin,
+    # shared by every run of the same agent and overrides (each run publishes it as run.limits).
+    _as_dict: dict[str, Any] | None = attrs.field(
+        init=False, default=None, eq=False, hash=False, repr=False
+    )
 
     def limit(self, name: str) -> Limit[Any]:
         """The limit called ``name``: a core limit or one a loaded plugin declared."""
@@ -202,17 +207,22 @@ class ExecutionPolicy:
         return attrs.evolve(self, **fields)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"agent_id": self.agent_id}
-        for name, limit in self.limits().items():
-            out[name] = limit.to_dict(duration=self.is_duration(name))
-        return out
+        """Plain data, every limit with its source (and a text form for durations). A fresh
+        copy each call: callers may change it."""
+        shown = self._as_dict
+        if shown is None:
+            shown = {"agent_id": self.agent_id}
+            for name, limit in self.limits().items():
+                shown[name] = limit.to_dict(duration=self.is_duration(name))
+            object.__setattr__(self, "_as_dict", shown)
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in shown.items()}
 
 
 # The names of the core limits, in the order the policy reports them.
 CORE_LIMITS: tuple[str, ...] = tuple(
     a.name
     for a in attrs.fields(ExecutionPolicy)
-    if a.name not in ("agent_id", "extra", "extra_durations")
+    if a.init and a.name not in ("agent_id", "extra", "extra_durations")
 )
 
 

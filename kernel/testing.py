@@ -37,7 +37,8 @@ import attrs
 import pytest
 from ruamel.yaml import YAML
 
-from ._kernel import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, Kernel, load_plugins
+from ._kernel import Kernel
+from ._loading import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, load_plugins
 from ._kits import (
     check_checkpoint_store,
     check_compactor,

@@ -73,6 +73,10 @@ class Counters:
         self.model_calls = 0
         self.tool_calls = 0
         self.stamps: list[float] | None = None  # only recorded for single runs (W1, W2)
+        # CPU seconds of the measured part (this process): on a shared machine the wall time
+        # grows with the other processes' load, the CPU time much less.
+        self.cpu_started = 0.0
+        self.cpu_seconds: float | None = None
 
     def model(self) -> None:
         self.model_calls += 1
@@ -155,6 +159,10 @@ def result(
         "runs": args.runs,
         "seconds": seconds,
         "us_per_turn": seconds / turns_total * 1e6,
+        "cpu_seconds": counters.cpu_seconds,
+        "cpu_us_per_turn": (
+            None if counters.cpu_seconds is None else counters.cpu_seconds / turns_total * 1e6
+        ),
         "steady_us_per_turn": steady_us(counters.stamps) if counters.stamps else None,
         # The same run early and late (runs of 250+ turns): does a turn cost more as it grows?
         "steady_turns_50_150_us": window_us(counters.stamps or [], 50),
@@ -164,6 +172,9 @@ def result(
         "rss_before_mb": rss_before,
         "peak_rss_mb": peak_rss_mb(),
         "rss_growth_mb": peak_rss_mb() - rss_before,
+        # Per run (W3): what each concurrent run costs in memory, for a budget stated in KB.
+        "rss_growth_kb_per_run": (peak_rss_mb() - rss_before) * 1024 / args.runs,
+        "rss_after_mb": rss_mb(),  # what stays once the runs have finished
         "warmup_seconds": warmup_seconds,
         "python": sys.version.split()[0],
         "versions": versions,
@@ -195,6 +206,7 @@ def begin(counters: Counters, args: argparse.Namespace) -> tuple[float, float]:
     """Start the measured part: reset the counters; returns (RSS before in MB, start time)."""
     gc.collect()
     counters.reset(stamps=args.runs == 1)
+    counters.cpu_started = time.process_time()
     return rss_mb(), time.perf_counter()
 
 
@@ -203,6 +215,7 @@ def end(
 ) -> float:
     """End the measured part: check the work that was done; returns the seconds it took."""
     seconds = time.perf_counter() - started
+    counters.cpu_seconds = time.process_time() - counters.cpu_started
     check(counters, args, answers)
     return seconds
 

@@ -1,6 +1,6 @@
 """``soulacy store copy``: a SQLite workspace file's data, copied into a PostgreSQL database.
 
-The SQLite file is read by its documented format (docs/storage.md, "Schema", version 8), with
+The SQLite file is read by its documented format (docs/storage.md, "Schema", version 9), with
 the ``sqlite3`` module; the SQLite store plugin is not imported (plugins never import each
 other). A file of an older version is refused: the SQLite store migrates it in place the first
 time it opens it for writing, and that migration is the SQLite plugin's to run.
@@ -42,7 +42,7 @@ from soulacy.kernel.store import LeaseOwner
 from ._schema import Connection
 from ._store import PostgresStore
 
-SQLITE_VERSION = 8  # the SQLite file format this copy reads (docs/storage.md, "Schema")
+SQLITE_VERSION = 9  # the SQLite file format this copy reads (docs/storage.md, "Schema")
 LOCK_TIMEOUT = "10s"  # how long the copy waits for the target's tables before giving up
 
 # Every Soulacy table of the target, in the order they are locked (``leases`` first: the
@@ -123,9 +123,15 @@ TABLES: tuple[Table, ...] = (
             "user_id",
             "attempt",
         ),
-        "SELECT id, agent_id, session_id, run_id, role, content, tokens, created_at, metadata,"
-        " tool_call_id, tool_calls, name, is_error, principal, user_id, attempt"
-        " FROM conversation_history ORDER BY id",
+        # An entry's reply metadata is its own, else its attempt's: the run's for its last
+        # attempt, attempt_endings' for an earlier one (the file keeps it once per attempt;
+        # the PostgreSQL store keeps it on every entry).
+        "SELECT h.id, h.agent_id, h.session_id, h.run_id, h.role, h.content, h.tokens,"
+        " h.created_at, COALESCE(h.metadata, CASE WHEN h.attempt = r.attempt THEN r.metadata"
+        " ELSE (SELECT e.metadata FROM attempt_endings AS e WHERE e.run_id = h.run_id AND"
+        " e.attempt = h.attempt) END), h.tool_call_id, h.tool_calls, h.name, h.is_error,"
+        " h.principal, h.user_id, h.attempt"
+        " FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id ORDER BY h.id",
         sequence="id",
     ),
     Table(

@@ -20,37 +20,40 @@ See docs/approvals.md.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from soulacy.kernel import CliCommand, ConfigSection, hookimpl
+from soulacy.kernel import CliCommand, hookimpl
 
 if TYPE_CHECKING:
-    from soulacy.kernel import Kernel, Service
+    from soulacy.kernel import AgentSpec, ConfigSection, Kernel, Service
     from soulacy.kernel.engine import Run
+
+    from ._settings import ApprovalsConfig
 
 __all__ = ["ApprovalsConfig"]
 
 _HERE = "soulacy.plugins.approvals"
 
 
-@attrs.frozen
-class ApprovalsConfig:
-    """``approvals:`` in config.yaml.
+def __getattr__(name: str) -> Any:
+    """``ApprovalsConfig`` is imported on first use (PEP 562): registering the plugin stays
+    light (decision 0036)."""
+    if name != "ApprovalsConfig":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._settings import ApprovalsConfig
 
-    ``wait_counts_against_timeout`` (default true): the time a run waits for a decision is
-    part of its run timeout (``runtime.timeouts.run``, 48h by default), so a forgotten
-    approval still ends the run, as ``incomplete (run_timeout)``. With false the wait is not
-    counted (the run's deadline moves by the wait); parent deadlines still apply.
-    """
-
-    wait_counts_against_timeout: bool = True
+    globals()[name] = ApprovalsConfig
+    return ApprovalsConfig
 
 
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from soulacy.kernel import ConfigSection
+
+    from ._settings import ApprovalsConfig
+
     return [
         ConfigSection("approvals", ApprovalsConfig, doc="human approval of tool calls"),
         ConfigSection(
@@ -63,10 +66,31 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
     ]
 
 
+# The confirm_tools of each agent, by the AgentSpec's identity: asked before every tool call,
+# it is read once per agent. A reloaded configuration makes new AgentSpecs (a spec never
+# changes), and an entry goes when its spec does.
+_confirmed: dict[int, tuple[weakref.ref[AgentSpec], frozenset[str]]] = {}
+
+
+def _confirm_tools(agent: AgentSpec) -> frozenset[str]:
+    key = id(agent)
+    entry = _confirmed.get(key)
+    if entry is not None and entry[0]() is agent:
+        return entry[1]
+    names = frozenset(agent.section("confirm_tools") or ())
+
+    def forget(_: object) -> None:
+        if _confirmed.get(key) is stored:
+            del _confirmed[key]
+
+    stored = (weakref.ref(agent, forget), names)
+    _confirmed[key] = stored
+    return names
+
+
 @hookimpl
 def soulacy_tool_approval(run: Run, tool_name: str) -> str | None:
-    listed: list[str] = run.agent.section("confirm_tools") or []
-    if tool_name in listed:
+    if tool_name in _confirm_tools(run.agent):
         return f"confirm_tools lists {tool_name!r}"
     return None
 

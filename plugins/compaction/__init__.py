@@ -23,11 +23,9 @@ run, before its ``llm.call``: ``{"turn", "messages_before", "messages_after", "t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING
 
-import pluggy
-
-from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Settings, hookimpl
-from soulacy.kernel.engine import Run
+from soulacy.kernel import ConfigIssue, ConfigSection, Settings, hookimpl
 
 from . import hookspecs
 from ._compactor import Compaction, ExtractiveCompactor
@@ -35,6 +33,12 @@ from ._config import MIN_KEPT_CHARS, CompactionConfig, validate
 from ._excerpt import Excerpt, cut, omission_line
 from ._markers import PREFIX
 from ._tokens import CharEstimate, TokenCounter, render
+
+if TYPE_CHECKING:  # the kernel and the engine import trio: registering does not (decision 0038)
+    import pluggy
+
+    from soulacy.kernel import Kernel
+    from soulacy.kernel.engine import Run
 
 __all__ = [
     "COMPACTED",

@@ -7,6 +7,7 @@ in constant time. A call then costs what was appended since the last one, not th
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 from soulacy.kernel.messages import Message
@@ -25,7 +26,7 @@ class Ledger:
         # Prefix sums: tokens[i] is the cost of messages[:i].
         self.tokens = [0]
         self.chars = [0]
-        self.counts = {role: [0] for role in ROLES}
+        self.positions: dict[str, list[int]] = {role: [] for role in ROLES}  # indexes by role
         self.system_prefix = 0  # leading system messages: the instructions
         self.first_user: int | None = None  # first user message after the instructions
         self.last_user: int | None = None
@@ -52,8 +53,9 @@ class Ledger:
         chars, tokens = self.measure.message(message)
         self.tokens.append(self.tokens[-1] + tokens)
         self.chars.append(self.chars[-1] + chars)
-        for role, counts in self.counts.items():
-            counts.append(counts[-1] + (message.role == role))
+        positions = self.positions.get(message.role)
+        if positions is not None:
+            positions.append(index)
         if message.role == "system" and self.system_prefix == index:
             self.system_prefix += 1
         elif message.role == "user":
@@ -72,5 +74,8 @@ class Ledger:
 
     def roles(self, start: int, end: int) -> dict[str, int]:
         """Messages per role in ``[start, end)``, leaving out roles with none."""
-        found = {role: counts[end] - counts[start] for role, counts in self.counts.items()}
+        found = {
+            role: bisect_left(positions, end) - bisect_left(positions, start)
+            for role, positions in self.positions.items()
+        }
         return {role: n for role, n in found.items() if n}

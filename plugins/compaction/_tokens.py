@@ -36,8 +36,12 @@ class CharEstimate:
         return math.ceil(len(text) / self.chars_per_token)
 
 
+# One encoder for every measurement: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return _ENCODER.encode(value)
 
 
 def render(message: Message) -> str:

@@ -9,10 +9,14 @@ PluginError naming the hook.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from soulacy.kernel import Kernel, hookimpl
-from soulacy.kernel.engine import Run
-from soulacy.kernel.messages import Message, ToolSpec
+from soulacy.kernel import hookimpl
+
+if TYPE_CHECKING:  # the kernel and the engine import trio: registering does not (decision 0038)
+    from soulacy.kernel import Kernel
+    from soulacy.kernel.engine import Run
+    from soulacy.kernel.messages import Message, ToolSpec
 
 __all__ = ["PassThrough"]
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from soulacy.kernel import CliCommand, hookimpl
 
 from ._args import (
@@ -38,17 +36,18 @@ if TYPE_CHECKING:
 
     from ._commands import new_agent
     from ._run import RUN_EXIT_CODES
+    from ._settings import AgentLLM
 
 __all__ = ["RUN_EXIT_CODES", "AgentLLM", "new_agent"]
 
 # What the commands do is imported when one runs (decision 0036): by name, not by value.
 _COMMANDS = "soulacy.plugins.core._commands:"
 _RUN = "soulacy.plugins.core._run:"
-_LAZY = {"RUN_EXIT_CODES": "._run", "new_agent": "._commands"}
+_LAZY = {"RUN_EXIT_CODES": "._run", "new_agent": "._commands", "AgentLLM": "._settings"}
 
 
 def __getattr__(name: str) -> Any:
-    """``RUN_EXIT_CODES`` and ``new_agent`` are imported on first use (PEP 562)."""
+    """``RUN_EXIT_CODES``, ``new_agent`` and ``AgentLLM`` are imported on first use (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -59,26 +58,11 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-@attrs.frozen
-class AgentLLM:
-    """The ``llm`` key of SOUL.yaml: which model an agent uses and how it samples.
-
-    Omitted values come from the workspace provider; ``top_p`` left out leaves nucleus sampling
-    to the provider.
-    """
-
-    provider: str | None = None
-    model: str | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    tool_choice: str | None = None
-    allowed_providers: list[str] = attrs.Factory(list)
-
-
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     from soulacy.kernel import ConfigSection, PluginsConfig
+
+    from ._settings import AgentLLM
 
     return [
         ConfigSection("plugins", PluginsConfig, doc="plugins to enable and disable"),

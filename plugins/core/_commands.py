@@ -13,26 +13,17 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from ruamel.yaml import YAML
 
-# Not exported by soulacy.kernel yet: the kernel's file layout, the CLI's summary threshold and
-# the converter that plain-data printouts go through.
-from soulacy.kernel import (
-    AGENT_FILE,
-    AGENTS_DIR,
-    KEPT_SHOWN,
-    CliContext,
-    Kernel,
-    UsageError,
-    converter,
-    parse_scalar,
-    redact,
-)
-from soulacy.kernel.store import HistoryEntry, RunRecord, label_interrupted
+from soulacy.kernel import KEPT_SHOWN, CliContext, UsageError, converter, parse_scalar, redact
 from soulacy.kernel.yamlio import atomic_write
+
+if TYPE_CHECKING:  # the kernel and its store import trio: `soulacy plugins` needs neither
+    from soulacy.kernel import Kernel
+    from soulacy.kernel.store import HistoryEntry, RunRecord
 
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
@@ -140,6 +131,8 @@ def _agents_list(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.json:
         ctx.print_json(rows)
     elif not rows:
+        from soulacy.kernel import AGENT_FILE, AGENTS_DIR
+
         ctx.print(
             f"no agents in {kernel.workspace} (an agent is {AGENTS_DIR}/ID/{AGENT_FILE};"
             " create one with `soulacy agents new ID`)"
@@ -169,6 +162,8 @@ def new_agent(
     """
     if not _AGENT_ID.fullmatch(agent_id):
         raise UsageError(f"agent id {agent_id!r}: expected letters, digits, '-' and '_'")
+    from soulacy.kernel import AGENT_FILE, AGENTS_DIR
+
     path = kernel.workspace / AGENTS_DIR / agent_id / AGENT_FILE
     if path.exists():
         raise UsageError(f"{path} already exists; nothing was written")
@@ -220,6 +215,8 @@ async def _labelled_history(
     store: Any, session_id: str, agent_id: str | None
 ) -> list[HistoryEntry]:
     """The session's entries, those of a crashed run's last attempt labelled interrupted."""
+    from soulacy.kernel.store import label_interrupted
+
     entries: list[HistoryEntry] = await store.history(session_id, agent_id)
     runs = {
         run_id: await store.get_run(run_id) for run_id in {e.run_id for e in entries if e.run_id}

@@ -49,17 +49,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-import weakref
 from collections.abc import Awaitable, Sequence
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import trio
 
-from soulacy.kernel import ConfigSection, Event, Kernel, hookimpl
+from soulacy.kernel import ConfigSection, StashKey, hookimpl
 from soulacy.kernel.messages import Usage
-from soulacy.kernel.store import StorageError
+
+if TYPE_CHECKING:  # the runtime (trio, the kernel) loads with the first reservation
+    from soulacy.kernel import Event, Kernel
 
 __all__ = ["Meter", "RateLimitConfig", "counter_key", "price_of"]
 
@@ -125,12 +125,14 @@ class Meter:
         self._buckets: dict[int, list[float]] = {}  # minute -> [tokens, dollars]
 
     def add(self, now: float, tokens: int, dollars: float) -> None:
-        bucket = self._buckets.setdefault(int(now // 60), [0.0, 0.0])
+        minute = int(now // 60)
+        bucket = self._buckets.get(minute)
+        if bucket is None:  # a new minute: the day's oldest go (once a minute, not every call)
+            bucket = self._buckets[minute] = [0.0, 0.0]
+            for old in [m for m in self._buckets if m < minute - 24 * 60]:
+                del self._buckets[old]
         bucket[0] += tokens
         bucket[1] += dollars
-        oldest = int(now // 60) - 24 * 60
-        for minute in [m for m in self._buckets if m < oldest]:
-            del self._buckets[minute]
 
     def total(self, now: float, seconds: float) -> tuple[float, float]:
         start = int((now - seconds) // 60) + 1
@@ -164,16 +166,38 @@ class _Ledger:
     """One kernel's reservations on the shared counters, by run id."""
 
     def __init__(self) -> None:
-        self.meter = Meter()
         self.runs: dict[str, _RunBudget] = {}
         self.last_by_agent: dict[str, Amount] = {}
+        self.observing = False  # of the events that settle reservations: since the first one
 
 
-_ledgers: weakref.WeakKeyDictionary[Kernel, _Ledger] = weakref.WeakKeyDictionary()
+_LEDGER = StashKey[_Ledger]("costs ledger")
 
 
 def _ledger(kernel: Kernel) -> _Ledger:
-    return _ledgers.setdefault(kernel, _Ledger())
+    ledger = kernel.stash.get(_LEDGER, None)
+    if ledger is None:
+        ledger = kernel.stash[_LEDGER] = _Ledger()
+    return ledger
+
+
+def _budget(kernel: Kernel, ledger: _Ledger, run_id: str) -> _RunBudget:
+    """The run's reservations, made on first use. Only then does the plugin read events (the
+    ones that settle them): a kernel with no shared limit builds none for it."""
+    if not ledger.observing:
+        ledger.observing = True
+        kernel.events.observe(
+            lambda event: _observe(kernel, event), ("llm.result", "run.completed")
+        )
+    return ledger.runs.setdefault(run_id, _RunBudget())
+
+
+def _has_limits(kernel: Kernel) -> bool:
+    """Whether any shared limit is set (what :func:`_limits` lists, without making keys)."""
+    if kernel.config.section("costs").max_daily_cost_usd:
+        return True
+    quotas: RateLimitConfig = kernel.config.section("rate_limit")
+    return bool(quotas.tokens_per_minute or quotas.tokens_per_hour or quotas.tokens_per_day)
 
 
 def _limits(kernel: Kernel, now: float) -> list[tuple[str, str, int, float]]:
@@ -205,16 +229,20 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 
 @hookimpl
 def soulacy_price(kernel: Kernel, provider: str, model: str | None, usage: Any) -> float | None:
-    return price_of(kernel.config.section("costs").pricing, provider, model, usage)
+    pricing = kernel.config.section("costs").pricing
+    return price_of(pricing, provider, model, usage) if pricing else None
 
 
 @hookimpl
 def soulacy_usage(kernel: Kernel, run: Any, provider: str, model: str | None, usage: Any) -> None:
+    # What a call used feeds the estimates of the shared limits' reservations: with none set,
+    # and nothing reserved by this run, there is nothing to keep.
+    ledger = _ledger(kernel)
+    if run.run_id not in ledger.runs and not _has_limits(kernel):
+        return
     price = kernel.hook.soulacy_price(kernel=kernel, provider=provider, model=model, usage=usage)
     dollars = float(price or 0.0)
     tokens = usage.input_tokens + usage.output_tokens
-    ledger = _ledger(kernel)
-    ledger.meter.add(trio.current_time(), tokens, dollars)
     actual = (float(tokens), dollars)
     ledger.last_by_agent[run.agent_id] = actual
     budget = ledger.runs.get(run.run_id)
@@ -232,9 +260,9 @@ def soulacy_check_budget(kernel: Kernel, run: Any) -> str | None:
         return "max_cost_usd"
     # The shared budgets are asked at the call itself (llm.call), where the store is reached;
     # here, at the turn boundary, the call is estimated.
-    if _limits(kernel, _now()):
+    if _has_limits(kernel):
         ledger = _ledger(kernel)
-        budget = ledger.runs.setdefault(run.run_id, _RunBudget())
+        budget = _budget(kernel, ledger, run.run_id)
         budget.estimate = _estimate(kernel, run, ledger, budget)
     return None
 
@@ -267,13 +295,12 @@ def _estimate(kernel: Kernel, run: Any, ledger: _Ledger, budget: _RunBudget) -> 
 def soulacy_admit_model_call(kernel: Kernel, run: Any) -> Awaitable[str | None] | None:
     # Nothing to reserve or settle (no shared budget, no call of this run admitted): answered
     # without a coroutine, as most runs' calls are.
-    if run.run_id not in _ledger(kernel).runs and not _limits(kernel, _now()):
+    if run.run_id not in _ledger(kernel).runs and not _has_limits(kernel):
         return None
     return _reserve(kernel, run.run_id)
 
 
-@hookimpl
-def soulacy_event(kernel: Kernel, event: Event) -> Awaitable[None] | None:
+def _observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:
     if event.run_id is None or event.type not in ("llm.result", "run.completed"):
         return None
     if event.run_id not in _ledger(kernel).runs:
@@ -290,10 +317,12 @@ async def _reserve(kernel: Kernel, run_id: str) -> str | None:
     limits = _limits(kernel, _now())
     if not limits:
         return None
-    budget = ledger.runs.setdefault(run_id, _RunBudget())  # estimated at its turn, if any
+    budget = _budget(kernel, ledger, run_id)  # estimated at its turn, if any
     store = kernel.store()
     call = _Call()
     refused: str | None = None
+    import trio
+
     with trio.CancelScope(shield=True):  # a reservation made is always known, to be settled
         budget.calls.append(call)
         for key, reason, unit, limit in limits:
@@ -321,6 +350,10 @@ async def _settle(kernel: Kernel, run_id: str, *, ended: bool, unfinished: bool 
         return
     budget.calls = [c for c in budget.calls if c not in settle]
     store = kernel.store()
+    import trio
+
+    from soulacy.kernel.store import StorageError
+
     with trio.CancelScope(shield=True):
         for call in settle:
             for key, unit, reserved in call.reserved:

@@ -17,10 +17,14 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
-from soulacy.kernel import AgentSpec, Tool, UsageError, hookimpl
+from soulacy.kernel import Tool, UsageError, hookimpl
+
+if TYPE_CHECKING:  # the kernel imports trio: registering the plugin does not (decision 0038)
+    from soulacy.kernel import AgentSpec
 
 __all__ = ["load_file_tool"]
 

@@ -17,29 +17,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import pluggy
-
-from soulacy.kernel import (
-    ConfigIssue,
-    ConfigSection,
-    Event,
-    Kernel,
-    Location,
-    Service,
-    Settings,
-    StashKey,
-    hookimpl,
-)
+from soulacy.kernel import ConfigIssue, ConfigSection, Location, Settings, StashKey, hookimpl
 from soulacy.kernel.policy import PolicyLimit
 
 from . import hookspecs
-from ._app import Api
 from ._config import HTTP_TIMEOUT, ServerConfig
 from ._principals import key_issues
-from ._runlog import RunLogs
-from ._service import HttpService
 from .hookspecs import HttpError, HttpRequest, HttpResponse, HttpRoute, RouteAuth
+
+if TYPE_CHECKING:  # the app, the service and the run logs import trio (decision 0038)
+    import pluggy
+
+    from soulacy.kernel import Kernel, Service
+
+    from ._app import Api
+    from ._runlog import RunLogs
+    from ._service import HttpService
 
 __all__ = [
     "Api",
@@ -52,16 +47,35 @@ __all__ = [
     "RunLogs",
     "ServerConfig",
 ]
+# Names imported on first use (PEP 562): registering the plugin imports none of them.
+_LAZY = {"Api": "._app", "HttpService": "._service", "RunLogs": "._runlog"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 ORIGIN = re.compile(r"https?://[^/\s]+")  # what a browser sends as Origin
-_logs_key = StashKey[RunLogs]("http run logs")  # only kernels that serve HTTP have them
+_logs_key = StashKey["RunLogs"]("http run logs")  # only kernels that serve HTTP have them
 
 
 def run_logs(kernel: Kernel) -> RunLogs:
     logs = kernel.stash.get(_logs_key, None)
     if logs is None:
+        from ._runlog import STREAMED, RunLogs
+
         config: ServerConfig = kernel.config.section("server")
         logs = kernel.stash[_logs_key] = RunLogs(config.events_per_run, config.finished_runs_kept)
+        # Only the streamed types, and only in kernels that serve HTTP: a run of any other
+        # kernel builds none of its events for these logs.
+        kernel.events.observe(logs.observe, STREAMED)
     return logs
 
 
@@ -113,12 +127,7 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 
 @hookimpl
 def soulacy_services(kernel: Kernel) -> Sequence[Service]:
+    from ._service import HttpService
+
     config: ServerConfig = kernel.config.section("server")
     return [HttpService(kernel, config, run_logs(kernel))] if config.enabled else []
-
-
-@hookimpl
-def soulacy_event(kernel: Kernel, event: Event) -> None:
-    logs = kernel.stash.get(_logs_key, None)
-    if logs is not None:  # only kernels that serve HTTP keep run logs
-        logs.observe(event)

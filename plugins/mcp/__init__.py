@@ -32,17 +32,14 @@ from __future__ import annotations
 import importlib.util
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from soulacy.kernel import (
-    AgentSpec,
     ConfigIssue,
     ConfigSection,
-    Kernel,
     Location,
-    Service,
     Settings,
     StashKey,
     Tool,
@@ -59,15 +56,19 @@ from ._model import (
     server_of,
     tool_name,
 )
-from ._service import (
-    McpCallError,
-    McpServerLost,
-    McpService,
-    McpStartError,
-    McpToolError,
-    ServerConnection,
-    Statistics,
-)
+
+if TYPE_CHECKING:  # the service and the kernel import trio: registering does not (decision 0038)
+    from soulacy.kernel import AgentSpec, Kernel, Service
+
+    from ._service import (
+        McpCallError,
+        McpServerLost,
+        McpService,
+        McpStartError,
+        McpToolError,
+        ServerConnection,
+        Statistics,
+    )
 
 __all__ = [
     "McpCallError",
@@ -81,6 +82,21 @@ __all__ = [
     "service_of",
     "tool_name",
 ]
+# The service's names, imported on first use (PEP 562).
+_FROM_SERVICE = frozenset(
+    {"McpCallError", "McpServerLost", "McpService", "McpStartError", "McpToolError", "Statistics"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _FROM_SERVICE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _service
+
+    value = getattr(_service, name)
+    globals()[name] = value
+    return value
+
 
 logger = logging.getLogger("soulacy.mcp")
 _service_key = StashKey["McpService"]("mcp")
@@ -232,6 +248,8 @@ def soulacy_services(kernel: Kernel) -> Sequence[Service]:
         return []
     service = service_of(kernel)
     if service is None:  # asked again (to name the services): the same one
+        from ._service import McpService
+
         service = kernel.stash[_service_key] = McpService(kernel, servers, _needed(kernel))
     return [service]
 

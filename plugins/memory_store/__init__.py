@@ -13,19 +13,36 @@ nothing.
 
 from __future__ import annotations
 
-from soulacy.kernel import Kernel, StashKey, hookimpl
+from typing import TYPE_CHECKING, Any
 
-from ._store import MemoryStore
+from soulacy.kernel import StashKey, hookimpl
+
+if TYPE_CHECKING:  # the store imports trio: registering the plugin does not (decision 0038)
+    from soulacy.kernel import Kernel
+
+    from ._store import MemoryStore
 
 __all__ = ["MemoryStore"]
 
-_store_key = StashKey[MemoryStore]("memory_store")  # one store per kernel, gone with it
+_store_key = StashKey["MemoryStore"]("memory_store")  # one store per kernel, gone with it
+
+
+def __getattr__(name: str) -> Any:
+    """``MemoryStore`` is imported on first use (PEP 562)."""
+    if name != "MemoryStore":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._store import MemoryStore
+
+    globals()[name] = MemoryStore
+    return MemoryStore
 
 
 def store_of(kernel: Kernel) -> MemoryStore:
     """The kernel's memory store: one per kernel, playing every store role."""
     store = kernel.stash.get(_store_key, None)
     if store is None:
+        from ._store import MemoryStore
+
         store = kernel.stash[_store_key] = MemoryStore()
     return store
 

@@ -59,14 +59,58 @@ class _Waiter:
         return now < self.asked_at + self.ttl
 
 
+_Recorded = tuple[int, str, int, float, Message]  # entry id, run id, attempt, time, message
+
+
+def _stored(message: Message) -> Message:
+    """A message as a store gives it back: without ``meta``, which no store keeps."""
+    if not message.meta:
+        return message  # frozen: the recorded object itself is what a copy would be
+    return Message(
+        message.role,
+        message.content,
+        message.tool_calls,
+        message.tool_call_id,
+        message.name,
+        message.is_error,
+    )
+
+
+def _entry(
+    key: ConversationKey, recorded: _Recorded, metadata: Mapping[str, Any] | None
+) -> HistoryEntry:
+    entry_id, run_id, attempt, created_at, m = recorded
+    return HistoryEntry(
+        entry_id,
+        key.agent_id,
+        key.session_id,
+        run_id,
+        m.role,
+        m.content,
+        None,
+        created_at,
+        metadata,
+        m.tool_call_id,
+        [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in m.tool_calls],
+        m.name,
+        m.is_error,
+        key.principal,
+        key.user_id,
+        attempt,
+    )
+
+
 class MemoryStore:
     """Everything in memory: for tests, demos and ``--no-store`` runs; gone with the process."""
 
     multi_process: ClassVar[bool] = False  # another process cannot see these dictionaries
 
     def __init__(self) -> None:
-        self._entries: list[HistoryEntry] = []
-        self._by_conversation: dict[ConversationKey, list[HistoryEntry]] = {}
+        self._last_entry = 0  # the id of the last history entry
+        # A conversation's messages as they were recorded, each with its entry id, run, attempt
+        # and time: one tuple a message (a long run keeps few objects for the collector to
+        # walk), made into HistoryEntry objects when history is read.
+        self._by_conversation: dict[ConversationKey, list[_Recorded]] = {}
         self._runs: dict[str, RunRecord] = {}
         self._tools: dict[str, dict[str, ToolRecord]] = {}
         self._proofs: dict[str, ProofRecord] = {}
@@ -272,7 +316,7 @@ class MemoryStore:
         user_id: str | None = None,
     ) -> list[Message]:
         key = ConversationKey(agent_id, session_id, principal, user_id)
-        return [e.message() for e in self._by_conversation.get(key, ())]
+        return [_stored(r[4]) for r in self._by_conversation.get(key, ())]
 
     async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
         self._check_fence(fence)
@@ -308,30 +352,10 @@ class MemoryStore:
         self._check_fence(fence)
         key = ConversationKey(run.agent_id, run.session_id, run.principal, run.user_id)
         conversation = self._by_conversation.setdefault(key, [])
+        now = time.time()
         for m in messages:
-            entry = HistoryEntry(
-                len(self._entries) + 1,
-                run.agent_id,
-                run.session_id,
-                run.run_id,
-                m.role,
-                m.content,
-                None,
-                time.time(),
-                None,
-                m.tool_call_id,
-                [
-                    {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
-                    for c in m.tool_calls
-                ],
-                m.name,
-                m.is_error,
-                run.principal,
-                run.user_id,
-                run.attempt,
-            )
-            self._entries.append(entry)
-            conversation.append(entry)
+            self._last_entry += 1
+            conversation.append((self._last_entry, run.run_id, run.attempt, now, m))
         for record in tools:
             self._tools.setdefault(record.run_id, {})[record.call_id] = record
 
@@ -363,9 +387,9 @@ class MemoryStore:
         principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
     ) -> list[HistoryEntry]:
         entries = (
-            attrs.evolve(e, metadata=self._reply_metadata.get((e.run_id or "", e.attempt)))
-            for key, entries in self._by_conversation.items()
-            for e in entries
+            _entry(key, recorded, self._reply_metadata.get((recorded[1], recorded[2])))
+            for key, recorded_list in self._by_conversation.items()
+            for recorded in recorded_list
             if key.session_id == session_id
             and (agent_id is None or key.agent_id == agent_id)
             and (principal is EVERY_PRINCIPAL or key.principal == principal)

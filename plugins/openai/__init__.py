@@ -21,60 +21,32 @@ this plugin is the Chat Completions wire format.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from soulacy.kernel import hookimpl
-from soulacy.kernel.messages import ModelReply, ModelRequest
-from soulacy.kernel.providers import ProviderType, TextSink
-from soulacy.plugins.providerkit import HTTPProvider, Refusal, StreamReader
 
-from . import _wire
+if TYPE_CHECKING:  # the provider imports httpx and trio: registering does not (decision 0038)
+    from soulacy.kernel.providers import ProviderType
+
+    from ._provider import OpenAIProvider
 
 __all__ = ["OpenAIProvider"]
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
+def __getattr__(name: str) -> Any:
+    """``OpenAIProvider`` and ``DEFAULT_BASE_URL`` are imported on first use (PEP 562)."""
+    if name not in ("OpenAIProvider", "DEFAULT_BASE_URL"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _provider
 
-class OpenAIProvider(HTTPProvider):
-    default_base_url = DEFAULT_BASE_URL
-    path = "/chat/completions"
-
-    def headers(self, key: str | None) -> dict[str, str]:
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
-    async def complete(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelReply:
-        stream = request.stream or self.config.stream
-        body = _wire.request_body(
-            attrs.evolve(request, stream=stream),
-            request.model or self.config.model,
-            self.config.options,
-        )
-        return await self.send(body, on_text, stream=stream)
-
-    def parse_reply(self, body: Any) -> ModelReply:
-        return _wire.reply(body)
-
-    def stream_reader(self) -> StreamReader:
-        return _wire.StreamAssembler()
-
-    def refusal(self, status: int, text: str) -> Refusal:
-        try:
-            body = json.loads(text)
-        except ValueError:
-            body = {"error": {"message": text[:500]}}
-        if not isinstance(body, dict):
-            body = {"error": {"message": str(body)[:500]}}
-        exceeded, limit, requested = _wire.context_limit(status, body)
-        error = body.get("error")
-        detail = error.get("message") if isinstance(error, dict) else body.get("message")
-        detail = detail or (error if isinstance(error, str) else text[:500])
-        return Refusal(str(detail), exceeded, limit, requested)
+    value = getattr(_provider, name)
+    globals()[name] = value
+    return value
 
 
 @hookimpl
 def soulacy_provider_types() -> Sequence[ProviderType]:
+    from ._provider import OpenAIProvider
+
     return [OpenAIProvider.provider_type("openai")]

@@ -9,6 +9,7 @@ deployment policy wraps that hook in a plugin of its own.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +145,8 @@ def _overrides(raw: Mapping[str, Any] | RequestOverrides | None) -> RequestOverr
 
     if isinstance(raw, RequestOverrides):
         return raw
+    if not raw:  # most runs: nothing to structure or check
+        return _no_overrides()
     overrides: RequestOverrides = structure(
         dict(raw or {}), RequestOverrides, origin="request", key="overrides"
     )
@@ -151,6 +154,13 @@ def _overrides(raw: Mapping[str, Any] | RequestOverrides | None) -> RequestOverr
     if issues:
         raise ConfigError(issues)
     return overrides
+
+
+@functools.cache
+def _no_overrides() -> RequestOverrides:
+    from ._model import RequestOverrides
+
+    return RequestOverrides()  # frozen: one for every run that asks for nothing
 
 
 def check_ranges_of(overrides: RequestOverrides) -> list[ConfigIssue]:
@@ -179,19 +189,32 @@ def check_ranges_of(overrides: RequestOverrides) -> list[ConfigIssue]:
 
 @hookimpl
 def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> ExecutionPolicy:
-    from soulacy.kernel.policy import declared_limits
-
+    """Resolved once per agent, overrides, configuration and model capacity (decision 0041):
+    a config change or a reloaded agent resolves again."""
+    from ._cache import POLICY_CACHE, PolicyCache, overrides_key
     from ._resolve import resolve
 
     agent = kernel.agent(agent_id)
+    config = kernel.config
     llm = agent.section("llm")
+    # Asked every run: a provider may learn its model's capacity while it runs.
     capacity = kernel.hook.soulacy_model_capacity(
         kernel=kernel, provider=llm.provider, model=llm.model
     )
-    declared = declared_limits(kernel).values()
-    return resolve(
-        agent_id, kernel.config, agent.settings, _overrides(overrides), capacity, declared
-    )
+    cache = kernel.stash.get(POLICY_CACHE, None)
+    if cache is None:
+        cache = kernel.stash[POLICY_CACHE] = PolicyCache()
+    declared = cache.declared(kernel)
+    raw_key = overrides_key(overrides)
+    key = (agent_id, raw_key)
+    if raw_key is not None:
+        cached = cache.get(key, config, agent, capacity, declared)
+        if cached is not None:
+            return cached
+    policy = resolve(agent_id, config, agent.settings, _overrides(overrides), capacity, declared)
+    if raw_key is not None:
+        cache.put(key, config, agent, capacity, declared, policy)
+    return policy
 
 
 @hookimpl

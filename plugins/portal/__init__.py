@@ -17,14 +17,13 @@ plugin disabled the portal is simply not served.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from soulacy.kernel import Event, Kernel, hookimpl
+from soulacy.kernel import hookimpl
 
-from . import _limits
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the kernel imports trio: registering the plugin does not (decision 0038)
+    from soulacy.kernel import Kernel
     from soulacy.plugins.http import HttpRoute
 
 __all__: list[str] = []
@@ -34,11 +33,12 @@ __all__: list[str] = []
 def soulacy_http_routes(kernel: Kernel) -> Sequence[HttpRoute]:
     from soulacy.plugins.http import HttpRoute
 
+    from . import _limits
     from ._api import api_routes
     from ._static import StaticFiles
 
     static = StaticFiles()
-    kernel.stash[_limits.SERVED] = True  # from now on, each run's limits are kept for Runs
+    _limits.serve(kernel)  # from now on, each run's limits are kept for Runs
     routes: list[Any] = [
         HttpRoute("GET", "/", static.index, auth="none", api=False),
         HttpRoute("GET", "/portal/", static.index, auth="none", api=False),
@@ -48,11 +48,6 @@ def soulacy_http_routes(kernel: Kernel) -> Sequence[HttpRoute]:
         *api_routes(kernel),
     ]
     return routes
-
-
-@hookimpl
-def soulacy_event(kernel: Kernel, event: Event) -> Awaitable[None] | None:
-    return _limits.observe(kernel, event)
 
 
 @hookimpl

@@ -24,9 +24,16 @@ def state_key(run_id: str) -> str:
     return PREFIX + run_id
 
 
+def serve(kernel: Kernel) -> None:
+    """From now on, keep each run's limits (its ``run.limits`` event): the portal is served."""
+    if not kernel.stash.get(SERVED, False):
+        kernel.stash[SERVED] = True
+        kernel.events.observe(lambda event: observe(kernel, event), ["run.limits"])
+
+
 def observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:
-    """``soulacy_event``: store a ``run.limits`` event's limits while the portal is served."""
-    if event.type != "run.limits" or event.run_id is None or not kernel.stash.get(SERVED, False):
+    """Store a ``run.limits`` event's limits while the portal is served."""
+    if event.type != "run.limits" or event.run_id is None:
         return None
     if "http" not in kernel.started:  # routes made, but not served (`soulacy run` lists them)
         return None

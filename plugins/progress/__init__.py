@@ -13,11 +13,15 @@ The threshold is the resolved ``no_progress_limit`` (20 by default, 0 disables).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
-from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Location, Settings, hookimpl
-from soulacy.kernel.engine import Run
+from soulacy.kernel import ConfigIssue, ConfigSection, Location, hookimpl
+
+if TYPE_CHECKING:
+    from soulacy.kernel import Kernel, Settings
+    from soulacy.kernel.engine import Run
 
 from ._detector import SignatureDetector, normalize_text, signature
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,7 +21,19 @@ _VOLATILE_TEXT = (
 )
 
 
+# One pass that finds what each pattern above needs to match at all (four digits and a dash;
+# eight hex digits and a dash; a digit, an optional space and a unit's first letter): text
+# without any of them, most short tool results, is left as it is without the three passes.
+_MAYBE_VOLATILE = re.compile(r"\d{4}-|(?i:[0-9a-f]{8}-)|\d\s?[nµums]")
+
+# Up to this many characters the canonical text itself is a result's key in the window,
+# cheaper than a digest and no larger (a key is "\0ok\0" + text, never 16 hex digits).
+_SHORT = 48
+
+
 def normalize_text(text: str) -> str:
+    if _MAYBE_VOLATILE.search(text) is None:
+        return text
     for pattern, replacement in _VOLATILE_TEXT:
         text = pattern.sub(replacement, text)
     return text
@@ -38,21 +49,50 @@ def _strip(value: Any, volatile: frozenset[str]) -> Any:
     return value
 
 
+def _canonical(result: Any, volatile: frozenset[str]) -> str:
+    if isinstance(result, str):
+        return normalize_text(result)
+    return json.dumps(
+        _strip(result, volatile),
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+
+
+def _digest(labelled: str) -> str:
+    return hashlib.sha256(labelled.encode()).hexdigest()[:16]
+
+
 def signature(result: Any, is_error: bool, volatile: frozenset[str]) -> str:
     """A stable hash of what a tool returned: canonical JSON of structured results with volatile
     fields removed, text as text, and errors as errors with their message."""
-    if isinstance(result, str):
-        canonical = normalize_text(result)
-    else:
-        canonical = json.dumps(
-            _strip(result, volatile),
-            sort_keys=True,
-            ensure_ascii=False,
-            separators=(",", ":"),
-            default=str,
-        )
     kind = "error" if is_error else "ok"
-    return hashlib.sha256(f"{kind}\0{canonical}".encode()).hexdigest()[:16]
+    return _digest(f"{kind}\0{_canonical(result, volatile)}")
+
+
+def _window_key(result: Any, is_error: bool, volatile: frozenset[str]) -> str:
+    """What the window compares: equal exactly when the signatures are (short canonical text
+    is its own key; it starts with NUL, which a digest never holds)."""
+    labelled = f"{'error' if is_error else 'ok'}\0{_canonical(result, volatile)}"
+    return "\0" + labelled if len(labelled) <= _SHORT else _digest(labelled)
+
+
+# The volatile field sets in use, shared by every run's detector (a run used to build its own).
+_VOLATILE_SETS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _shared(fields: Iterable[str]) -> frozenset[str]:
+    if isinstance(fields, frozenset):
+        return fields
+    key = tuple(fields)
+    found = _VOLATILE_SETS.get(key)
+    if found is None:
+        if len(_VOLATILE_SETS) >= 64:  # configurations come and go: never grow without bound
+            _VOLATILE_SETS.clear()
+        found = _VOLATILE_SETS[key] = frozenset(key)
+    return found
 
 
 class SignatureDetector:
@@ -65,18 +105,38 @@ class SignatureDetector:
 
     Idle replies (the tool loop's ``observe_reply``: empty, or only saying it is working on
     it) count against the same ``limit``; any tool result resets their count.
+
+    Every run has one, so it is small: the volatile field set is shared between runs, the
+    window is a list that grows to ``window`` keys (a ring from then on), not a preallocated
+    deque, and the counts are plain dicts.
     """
+
+    __slots__ = (
+        "_counts",
+        "_last",
+        "_next",
+        "_recent",
+        "_streak",
+        "_streak_tools",
+        "_warned",
+        "idle_replies",
+        "limit",
+        "observed",
+        "volatile",
+        "window",
+    )
 
     def __init__(
         self, limit: int | None, window: int = 30, volatile_fields: Iterable[str] = ()
     ) -> None:
         self.limit = limit
         self.window = window
-        self.volatile = frozenset(volatile_fields)
-        self._recent: deque[str] = deque(maxlen=window)
-        self._counts: Counter[str] = Counter()
+        self.volatile = _shared(volatile_fields)
+        self._recent: list[str] = []  # the last ``window`` keys; a ring once full
+        self._next = 0  # where the ring writes next (its oldest key)
+        self._counts: dict[str, int] = {}
         self._streak = 0
-        self._streak_tools: Counter[str] = Counter()
+        self._streak_tools: dict[str, int] = {}
         self._warned = False
         self._last = "progress"
         self.observed = 0
@@ -87,16 +147,15 @@ class SignatureDetector:
     ) -> Verdict:
         self.observed += 1
         self.idle_replies = 0  # the model acted: idle replies start counting again
-        sig = signature(result, is_error, self.volatile)
-        fresh = self._counts[sig] == 0
-        self._remember(sig)
+        key = _window_key(result, is_error, self.volatile)
+        fresh = key not in self._counts
+        self._remember(key)
         if fresh:
             self._streak, self._warned = 1, False
-            self._streak_tools.clear()
-            self._streak_tools[tool] += 1
+            self._streak_tools = {tool: 1}
             return self._verdict("progress")
         self._streak += 1
-        self._streak_tools[tool] += 1
+        self._streak_tools[tool] = self._streak_tools.get(tool, 0) + 1
         if self.limit is None:
             return self._verdict("repeated")
         if self._streak >= self.limit:
@@ -106,7 +165,7 @@ class SignatureDetector:
                     "reason": "no_progress",
                     "limit": self.limit,
                     "repeated_results": self._streak,
-                    "signature": sig,
+                    "signature": signature(result, is_error, self.volatile),
                     "tools": dict(self._streak_tools),
                 },
             )
@@ -131,14 +190,19 @@ class SignatureDetector:
             return Verdict("stalled", None, evidence)
         return Verdict("repeated")  # not the tool results' verdict: statistics() keep theirs
 
-    def _remember(self, sig: str) -> None:
-        if len(self._recent) == self._recent.maxlen:
-            old = self._recent[0]
-            self._counts[old] -= 1
-            if not self._counts[old]:
-                del self._counts[old]
-        self._recent.append(sig)
-        self._counts[sig] += 1
+    def _remember(self, key: str) -> None:
+        recent, counts = self._recent, self._counts
+        if len(recent) < self.window:
+            recent.append(key)
+        else:  # full: the key replaces the oldest
+            old = recent[self._next]
+            if counts[old] == 1:
+                del counts[old]
+            else:
+                counts[old] -= 1
+            recent[self._next] = key
+            self._next = (self._next + 1) % self.window
+        counts[key] = counts.get(key, 0) + 1
 
     def _verdict(
         self, kind: Any, warning: str | None = None, evidence: Mapping[str, Any] | None = None

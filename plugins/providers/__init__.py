@@ -29,21 +29,16 @@ when the execution policy should know its models' capacity.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
-from soulacy.kernel import (
-    AgentSpec,
-    ConfigIssue,
-    ConfigSection,
-    Kernel,
-    Location,
-    Settings,
-    UsageError,
-    hookimpl,
-)
+from soulacy.kernel import ConfigIssue, ConfigSection, Location, Settings, UsageError, hookimpl
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import Provider, ProviderConfig
+
+if TYPE_CHECKING:  # the kernel imports trio: registering the plugin does not (decision 0038)
+    from soulacy.kernel import AgentSpec, Kernel
 
 __all__ = ["ConfiguredProviders", "DefaultModel"]
 

@@ -16,74 +16,35 @@ incomplete (``max_steps``), never as a success. Plugins add strategies through t
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
-import pluggy
-import trio
-
-from soulacy.kernel import AgentSpec, ConfigIssue, Kernel, Location, hookimpl
-from soulacy.kernel.engine import Run, RunStop
-from soulacy.kernel.messages import Message
+from soulacy.kernel import ConfigIssue, Location, hookimpl
 
 from . import hookspecs
 
+if TYPE_CHECKING:  # the strategies drive runs with trio: registering does not (decision 0038)
+    import pluggy
+
+    from soulacy.kernel import AgentSpec, Kernel
+    from soulacy.kernel.engine import Run
+
+    from ._strategies import plan_execute, react
+
+    Strategy = Callable[[Run], Awaitable[None]]
+
 __all__ = ["plan_execute", "react", "strategies"]
 
-Strategy = Callable[[Run], Awaitable[None]]
-REACT = (
-    "Work in steps: think about what is needed, then either call a tool or, when you have"
-    " what the request asks for, give the final answer."
-)
-PLAN = (
-    "Before doing anything, write a short numbered plan for the request: one step per line."
-    " Do not call tools yet."
-)
-FINAL = "All steps are done. Give the final answer to the original request."
-_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.*\S)\s*$")
 
+def __getattr__(name: str) -> Any:
+    """The strategies are imported on first use (PEP 562)."""
+    if name not in ("react", "plan_execute"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _strategies
 
-async def react(run: Run) -> None:
-    """Reason and act: the tool loop, each model call a reasoning step."""
-    run.messages.append(Message("user", f"[soulacy] {REACT}"))
-    await run.tool_loop("steps")
-
-
-async def plan_execute(run: Run) -> None:
-    """Plan first (no tools), then carry out each step of the plan, then answer."""
-    run.messages.append(Message("user", f"[soulacy] {PLAN}"))
-    plan = (await _step(run, tools=False)).content
-    items = [m.group(1) for line in plan.splitlines() if (m := _ITEM.match(line))] or [plan]
-    for n, item in enumerate(items, start=1):
-        run.messages.append(
-            Message(
-                "user",
-                f"[soulacy] Step {n} of {len(items)}: {item}. Use tools as needed;"
-                " reply with this step's result.",
-            )
-        )
-        while True:
-            reply = await _step(run, tools=True)
-            if not reply.tool_calls:
-                break
-            for call in reply.tool_calls:
-                await run.call_tool(call.name, call.arguments, call.id)
-    run.messages.append(Message("user", f"[soulacy] {FINAL}"))
-    answer = (await _step(run, tools=False)).content
-    if not answer.strip():
-        raise RunStop("incomplete", "empty_answer")
-    run.complete(answer)
-
-
-async def _step(run: Run, *, tools: bool) -> Message:
-    await run.turn("steps")
-    timeout = run.policy.reasoning_step_timeout.value
-    with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
-        return (await run.call_model(tools=tools)).message
-    assert scope.cancelled_caught
-    raise RunStop("incomplete", "step_timeout")
+    value = getattr(_strategies, name)
+    globals()[name] = value
+    return value
 
 
 def strategies(kernel: Kernel) -> dict[str, Strategy]:
@@ -99,6 +60,8 @@ def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 
 @hookimpl
 def soulacy_reasoning_strategies() -> Mapping[str, Strategy]:
+    from ._strategies import plan_execute, react
+
     return {"react": react, "plan_execute": plan_execute}
 
 
@@ -126,12 +89,6 @@ def soulacy_run_strategy(kernel: Kernel, run: Run) -> Strategy | None:
     if name is None or run.request.mode == "classic":
         return None
     strategy = strategies(kernel)[name]
-    total = run.policy.reasoning_total_timeout.value
+    from ._strategies import bounded
 
-    async def bounded(run: Run) -> None:
-        with trio.move_on_after(math.inf if total is None else total) as scope:
-            await strategy(run)
-        if scope.cancelled_caught:
-            raise RunStop("incomplete", "reasoning_timeout")
-
-    return bounded
+    return bounded(strategy, run.policy.reasoning_total_timeout.value)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import trio
 
-from soulacy.kernel import Kernel, UsageError, hookimpl, load_document
+from soulacy.kernel import UsageError, hookimpl, load_document
 from soulacy.kernel.messages import (
     Message,
     ModelReply,
@@ -26,6 +25,9 @@ from soulacy.kernel.messages import (
 )
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import ProviderConfig, ProviderType, TextSink
+
+if TYPE_CHECKING:  # the kernel imports trio: registering the plugin does not (decision 0038)
+    from soulacy.kernel import Kernel
 
 __all__ = ["Script", "ScriptStep", "ScriptedProvider"]
 
@@ -93,6 +95,8 @@ class ScriptedProvider:
         else:
             step = self._step(index)
             if step.sleep:
+                import trio  # only a scripted pause needs it
+
                 await trio.sleep(step.sleep)
             reply = _reply(step, index)
         if on_text is not None and reply.message.content:

@@ -21,25 +21,32 @@ their kernel is read-only, and so is the store it gets here: it creates and chan
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from soulacy.kernel import (
-    ConfigIssue,
-    ConfigSection,
-    Duration,
-    Kernel,
-    Location,
-    Settings,
-    StashKey,
-    hookimpl,
-)
+from soulacy.kernel import ConfigIssue, Duration, Location, StashKey, hookimpl
 
-from ._schema import SCHEMA_VERSION
-from ._store import SQLiteStore
+if TYPE_CHECKING:  # the store imports trio: registering the plugin does not (decision 0038)
+    from soulacy.kernel import ConfigSection, Kernel, Settings
+
+    from ._schema import SCHEMA_VERSION
+    from ._store import SQLiteStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "StoreConfig"]
+_LAZY = {"SCHEMA_VERSION": "._schema", "SQLiteStore": "._store"}
+
+
+def __getattr__(name: str) -> Any:
+    """``SQLiteStore`` and ``SCHEMA_VERSION`` are imported on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 
 @attrs.frozen
@@ -49,13 +56,15 @@ class StoreConfig:
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
 
-_store_key = StashKey[SQLiteStore]("sqlite_store")  # the kernel's store, in kernel.stash
+_store_key = StashKey["SQLiteStore"]("sqlite_store")  # the kernel's store, in kernel.stash
 
 
 def store_of(kernel: Kernel) -> SQLiteStore:
     """The kernel's store: one per kernel, serving every storage hook."""
     store = kernel.stash.get(_store_key, None)
     if store is None:
+        from ._store import SQLiteStore
+
         config: StoreConfig = kernel.config.section("store")
         store = SQLiteStore(
             kernel.workspace / config.path,
@@ -70,6 +79,8 @@ def store_of(kernel: Kernel) -> SQLiteStore:
 
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from soulacy.kernel import ConfigSection
+
     return [ConfigSection("store", StoreConfig, doc="the SQLite store")]
 
 

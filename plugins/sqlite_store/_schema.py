@@ -3,16 +3,19 @@
 Version 1 is the original system's shape (``conversation_history`` without reply metadata,
 ``workflow_checkpoints``); a database it wrote has user_version 0 and upgrades in place. Every
 migration only adds (``CREATE TABLE IF NOT EXISTS``, ``ALTER TABLE … ADD COLUMN`` for columns
-that are missing), so running it twice changes nothing and no row is rewritten; version 6 alone
-also removes what it replaces (the ``claims`` table, by leases; an index made redundant).
+that are missing), so running it twice changes nothing and no row is rewritten; version 6 also
+removes what it replaces (the ``claims`` table, by leases; an index made redundant), and
+version 9 rebuilds the two tables written every turn (docs/decisions/0039). All steps run in
+one transaction: a failed migration leaves the file as it was.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -167,6 +170,71 @@ def _v8(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS tool_approvals_pending ON tool_approvals (approved)")
 
 
+# The ending of an attempt that is no longer its run's last (the last one's is runs.metadata).
+ATTEMPT_ENDINGS = """CREATE TABLE IF NOT EXISTS attempt_endings (
+    run_id TEXT NOT NULL, attempt INTEGER NOT NULL, metadata TEXT NOT NULL,
+    PRIMARY KEY (run_id, attempt)) WITHOUT ROWID"""
+
+# The reply metadata of a history entry's attempt: the run's own for its last attempt, the
+# stored ending for an earlier one. ``h`` is conversation_history, ``r`` its run (LEFT JOIN).
+ATTEMPT_METADATA = (
+    "CASE WHEN h.attempt = r.attempt THEN r.metadata ELSE (SELECT e.metadata"
+    " FROM attempt_endings AS e WHERE e.run_id = h.run_id AND e.attempt = h.attempt) END"
+)
+# An entry's metadata as read: its own (the original system's entries, or an entry whose
+# metadata is not its attempt's), else its attempt's.
+ENTRY_METADATA = f"COALESCE(h.metadata, {ATTEMPT_METADATA})"
+_AUTOINCREMENT = re.compile(r"\s+AUTOINCREMENT\b", re.IGNORECASE)
+
+
+def _rebuild_without_autoincrement(
+    conn: sqlite3.Connection, table: str, select: Callable[[str], str] = lambda n: f"h.{n}"
+) -> None:
+    """Copy ``table`` (as ``h``, with its run as ``r``) into a table of the same declaration
+    without AUTOINCREMENT, ids kept and each column ``select(name)``, and put it in its place."""
+    declaration = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()[0]
+    names = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+    rebuilt = f"{table}_rebuilt"
+    columns = _AUTOINCREMENT.sub("", declaration[declaration.index("(") :])
+    conn.execute(f"CREATE TABLE {rebuilt} {columns}")
+    conn.execute(
+        f"INSERT INTO {rebuilt} ({', '.join(names)}) SELECT {', '.join(map(select, names))}"
+        f" FROM {table} AS h LEFT JOIN runs AS r ON r.run_id = h.run_id ORDER BY h.rowid"
+    )
+    conn.execute(f"DROP TABLE {table}")  # its indexes and its sqlite_sequence row with it
+    conn.execute(f"ALTER TABLE {rebuilt} RENAME TO {table}")
+
+
+def _v9(conn: sqlite3.Connection) -> None:
+    # Fewer pages per turn's commit (docs/decisions/0039): no AUTOINCREMENT on the two tables
+    # written every turn (no row of either is ever deleted, so max(id) + 1 is as monotonic),
+    # and of the history's indexes only the one its reads use. Reply metadata is kept once
+    # per attempt instead of on every entry: an entry holding its attempt's loses its copy.
+    conn.execute(ATTEMPT_ENDINGS)
+    conn.execute(
+        "INSERT OR IGNORE INTO attempt_endings (run_id, attempt, metadata)"
+        " SELECT h.run_id, h.attempt, h.metadata FROM conversation_history AS h"
+        " JOIN runs AS r ON r.run_id = h.run_id"
+        " WHERE h.attempt < r.attempt AND h.metadata IS NOT NULL ORDER BY h.id"
+    )
+    _rebuild_without_autoincrement(
+        conn,
+        "conversation_history",
+        lambda n: (
+            f"CASE WHEN h.metadata IS {ATTEMPT_METADATA} THEN NULL ELSE h.metadata END"
+            if n == "metadata"
+            else f"h.{n}"
+        ),
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS history_by_owner"
+        " ON conversation_history (session_id, agent_id, principal, user_id, id)"
+    )
+    _rebuild_without_autoincrement(conn, "tool_records")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v1,
     _v2,
@@ -176,6 +244,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v6,
     _v7,
     _v8,
+    _v9,
 )
 
 

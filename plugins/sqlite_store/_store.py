@@ -51,7 +51,7 @@ from soulacy.kernel.store import (
     run_as_read,
 )
 
-from ._schema import SCHEMA_VERSION, migrate
+from ._schema import ENTRY_METADATA, SCHEMA_VERSION, migrate
 
 if TYPE_CHECKING:
     from soulacy.kernel.store import Store
@@ -409,7 +409,7 @@ class SQLiteStore:
     ) -> list[Message]:
         entries = await self._entries(
             "load history",
-            "session_id = ? AND agent_id = ? AND principal IS ? AND user_id IS ?",
+            "h.session_id = ? AND h.agent_id = ? AND h.principal IS ? AND h.user_id IS ?",
             (session_id, agent_id, principal, user_id),
         )
         return [e.message() for e in entries]
@@ -420,23 +420,26 @@ class SQLiteStore:
         agent_id: str | None = None,
         principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
     ) -> list[HistoryEntry]:
-        where: list[str] = ["session_id = ?"]
+        where: list[str] = ["h.session_id = ?"]
         args: list[str | None] = [session_id]
         if agent_id is not None:
-            where.append("agent_id = ?")
+            where.append("h.agent_id = ?")
             args.append(agent_id)
         if not isinstance(principal, EveryPrincipal):
-            where.append("principal IS ?")
+            where.append("h.principal IS ?")
             args.append(principal)  # None matches only None (IS)
         return await self._entries("read history", " AND ".join(where), tuple(args))
 
     async def _entries(self, what: str, where: str, args: tuple[Any, ...]) -> list[HistoryEntry]:
         def read(conn: sqlite3.Connection) -> list[HistoryEntry]:
+            # Reply metadata is kept once per attempt (the run's, or its stored ending), not on
+            # every entry: joined here, so finish_run writes one row (docs/decisions/0039).
             rows = conn.execute(
-                "SELECT id, agent_id, session_id, run_id, role, content, tokens, created_at,"
-                " metadata, tool_call_id, tool_calls, name, is_error, principal, user_id, attempt"
-                " FROM conversation_history"
-                f" WHERE {where} ORDER BY id",
+                "SELECT h.id, h.agent_id, h.session_id, h.run_id, h.role, h.content, h.tokens,"
+                f" h.created_at, {ENTRY_METADATA}, h.tool_call_id, h.tool_calls, h.name,"
+                " h.is_error, h.principal, h.user_id, h.attempt"
+                " FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id"
+                f" WHERE {where} ORDER BY h.id",
                 args,
             ).fetchall()
             return [
@@ -468,7 +471,7 @@ class SQLiteStore:
 
         def write(conn: sqlite3.Connection) -> RunRecord:
             _check_fence(conn, fence)
-            row = conn.execute("SELECT attempt FROM runs WHERE run_id = ?", (run.run_id,))
+            row = conn.execute("SELECT attempt, metadata FROM runs WHERE run_id = ?", (run.run_id,))
             previous = row.fetchone()
             attempt = int(previous[0]) + 1 if previous else 1
             # A retry with the same run id is a new attempt: the last attempt's proof is kept
@@ -480,24 +483,26 @@ class SQLiteStore:
                 (time.time(), run.run_id),
             )
             conn.execute("DELETE FROM proofs WHERE run_id = ?", (run.run_id,))
-            # The entries of an earlier attempt that never got reply metadata: it crashed.
-            crashed = conn.execute(
-                "SELECT DISTINCT attempt FROM conversation_history WHERE run_id = ?"
-                " AND attempt < ? AND metadata IS NULL",
-                (run.run_id, attempt),
-            ).fetchall()
-            for (number,) in crashed:
+            if previous:
+                # The last attempt's ending is kept for its entries before runs.metadata is
+                # reset; one that never ended crashed: its entries read interrupted.
+                number, ending = int(previous[0]), previous[1]
                 conn.execute(
-                    "UPDATE conversation_history SET metadata = ? WHERE run_id = ?"
-                    " AND attempt = ? AND metadata IS NULL",
-                    (_dumps({"status": "interrupted", "attempt": number}), run.run_id, number),
+                    "INSERT OR IGNORE INTO attempt_endings (run_id, attempt, metadata)"
+                    " VALUES (?, ?, ?)",
+                    (
+                        run.run_id,
+                        number,
+                        ending or _dumps({"status": "interrupted", "attempt": number}),
+                    ),
                 )
-            conn.execute(
+            stored = conn.execute(
                 "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
                 " started_at, attempt, lease_key) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)"
                 " ON CONFLICT (run_id) DO UPDATE SET status = 'running', verification = NULL,"
                 " incomplete_reason = NULL, metadata = NULL, finished_at = NULL,"
-                " attempt = excluded.attempt, lease_key = excluded.lease_key",
+                " attempt = excluded.attempt, lease_key = excluded.lease_key"
+                f" RETURNING {_RUN_COLUMNS}",
                 (
                     run.run_id,
                     run.agent_id,
@@ -508,11 +513,8 @@ class SQLiteStore:
                     attempt,
                     lease_key,
                 ),
-            )
-            stored = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run.run_id,)
-            ).fetchone()
-            return _run(stored)
+            ).fetchall()  # all of it: the statement is done before COMMIT
+            return _run(stored[0])
 
         return await self._commit("start run", write)
 
@@ -601,7 +603,7 @@ class SQLiteStore:
 
         def write(conn: sqlite3.Connection) -> None:
             _check_fence(conn, fence)
-            conn.execute(
+            finished = conn.execute(
                 "UPDATE runs SET status = ?, verification = ?, incomplete_reason = ?,"
                 " metadata = ?, finished_at = ? WHERE run_id = ?",
                 (
@@ -613,13 +615,13 @@ class SQLiteStore:
                     run_id,
                 ),
             )
-            # Only this run's entries of its current attempt: another run's notice, and an
-            # earlier attempt's ending, are never touched.
-            conn.execute(
-                "UPDATE conversation_history SET metadata = ? WHERE run_id = ? AND attempt ="
-                " COALESCE((SELECT attempt FROM runs WHERE run_id = ?), 1)",
-                (body, run_id, run_id),
-            )
+            # One row: the entries of the run's current attempt read it from here (joined).
+            if finished.rowcount == 0:  # no record of the run: its entries are attempt 1's
+                conn.execute(
+                    "INSERT INTO attempt_endings (run_id, attempt, metadata) VALUES (?, 1, ?)"
+                    " ON CONFLICT (run_id, attempt) DO UPDATE SET metadata = excluded.metadata",
+                    (run_id, body),
+                )
 
         await self._commit("finish run", write)
 

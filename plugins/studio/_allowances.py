@@ -12,15 +12,15 @@ policy plugin disabled nothing reads them and the declared defaults apply.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import trio
 
-from soulacy.kernel import Duration, Kernel, SoulacyError
+from soulacy.kernel import Duration, SoulacyError
 from soulacy.kernel.policy import DEFAULT, ExecutionPolicy, Limit, PolicyLimit
 
-from ._scratch import scratch_kernel
+if TYPE_CHECKING:  # the config section is read before any kernel exists (decision 0038)
+    from soulacy.kernel import Kernel
 
 DEFAULT_ATTEMPTS = 32
 DEFAULT_ELAPSED = 48 * 3600
@@ -154,6 +154,10 @@ async def resolve_allowances(kernel: Kernel, agent_id: str, exists: bool) -> All
     if exists:
         # A kernel of its own: resolving loads the agent file into that kernel's cache, and the
         # caller's kernel must not keep a copy of a file the build is about to change.
+        import trio
+
+        from ._scratch import scratch_kernel
+
         resolver = scratch_kernel(kernel, kernel.workspace)
         try:
             policy = resolver.resolve_policy(agent_id)

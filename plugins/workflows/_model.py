@@ -8,7 +8,6 @@ from typing import Any, Literal
 import attrs
 
 from soulacy.kernel import ConfigError, ConfigIssue, Location
-from soulacy.kernel.store import canonical_json
 
 
 @attrs.frozen
@@ -65,6 +64,8 @@ class Workflow:
     def fingerprint(self) -> str:
         if self.version:
             return self.version
+        from soulacy.kernel.store import canonical_json  # the store's imports load trio
+
         body = canonical_json(attrs.asdict(self))
         return "sha256:" + hashlib.sha256(body.encode()).hexdigest()[:16]
 

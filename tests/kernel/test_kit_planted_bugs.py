@@ -145,13 +145,13 @@ class LoadHistoryIgnoresPrincipal(MemoryStore):
         principal: str | None = None,
         user_id: str | None = None,
     ) -> list[Message]:
-        entries = [
-            e
-            for key, entries in self._by_conversation.items()
+        recorded = [  # (entry id, run id, attempt, time, message), as the store keeps them
+            r
+            for key, found in self._by_conversation.items()
             if (key.agent_id, key.session_id, key.user_id) == (agent_id, session_id, user_id)
-            for e in entries
+            for r in found
         ]
-        return [e.message() for e in sorted(entries, key=lambda e: e.id)]
+        return [r[4] for r in sorted(recorded, key=lambda r: r[0])]
 
 
 class LoadHistoryIgnoresUser(MemoryStore):
@@ -162,13 +162,13 @@ class LoadHistoryIgnoresUser(MemoryStore):
         principal: str | None = None,
         user_id: str | None = None,
     ) -> list[Message]:
-        entries = [
-            e
-            for key, entries in self._by_conversation.items()
+        recorded = [  # (entry id, run id, attempt, time, message), as the store keeps them
+            r
+            for key, found in self._by_conversation.items()
             if (key.agent_id, key.session_id, key.principal) == (agent_id, session_id, principal)
-            for e in entries
+            for r in found
         ]
-        return [e.message() for e in entries]
+        return [r[4] for r in recorded]
 
 
 class LoadHistoryNewestFirst(MemoryStore):

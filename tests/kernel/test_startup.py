@@ -1,4 +1,5 @@
-"""Start-up: `soulacy --help` is answered from the commands' declarations (decision 0036).
+"""Start-up: `soulacy --help` is answered from the commands' declarations (decision 0036), and
+builtin plugin packages keep their top level light (decision 0038).
 
 Nothing here is timed (the figures are bench/startup.py's, in docs/benchmarks.md): each test
 runs the launcher in a fresh interpreter and looks at what it imported.
@@ -25,6 +26,8 @@ from soulacy.kernel import (
 from soulacy.kernel._manager import COMMAND_PLUGINS, may_have_entry_points
 
 HEAVY = ("trio", "httpx")
+# What `soulacy --help` does not need either: attrs, and the configuration's machinery.
+NOT_FOR_HELP = ("attrs", "cattrs", "ruamel.yaml", "soulacy.kernel._config")
 # What a command needs to run; none of it is needed to list the commands.
 RUNTIME = (
     "soulacy.kernel._kernel",
@@ -34,10 +37,6 @@ RUNTIME = (
     "soulacy.plugins.core._run",
     "soulacy.plugins.studio._cli",
 )
-# Builtins whose package still imports the kernel's runtime when registered (their owners are
-# making them declare commands by name, as core does): blocked where a test looks at imports.
-NOT_YET_LIGHT = ("approvals",)  # __init__ imports Kernel, kernel.engine.Run, ._service
-BLOCKED = [f"-p=no:{name}" for name in NOT_YET_LIGHT]
 
 
 def launched(tmp_path: Path, *argv: str) -> dict[str, object]:
@@ -69,7 +68,7 @@ def imported_plugins(modules: set[str]) -> set[str]:
 def test_help_lists_every_command_and_loads_only_the_plugins_that_declare_commands(
     tmp_path: Path,
 ) -> None:
-    result = launched(tmp_path, *BLOCKED, "--help")
+    result = launched(tmp_path, "--help")
     assert result["code"] == 0
     out = str(result["out"])
     for command in ("demo", "run", "serve", "plugins", "config", "policy", "build", "schedules"):
@@ -81,7 +80,7 @@ def test_help_lists_every_command_and_loads_only_the_plugins_that_declare_comman
 
 
 def test_a_subcommands_help_imports_its_arguments_only(tmp_path: Path) -> None:
-    result = launched(tmp_path, *BLOCKED, "demo", "--help")
+    result = launched(tmp_path, "demo", "--help")
     assert result["code"] == 0
     assert str(result["out"]).startswith("usage: soulacy demo ")
     assert "--keep DIR" in str(result["out"])
@@ -89,20 +88,42 @@ def test_a_subcommands_help_imports_its_arguments_only(tmp_path: Path) -> None:
 
 
 def test_help_imports_neither_trio_nor_httpx(tmp_path: Path) -> None:
-    modules = set(launched(tmp_path, *BLOCKED, "--help")["modules"])  # type: ignore[call-overload]
+    modules = set(launched(tmp_path, "--help")["modules"])  # type: ignore[call-overload]
     assert not modules & set(HEAVY)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="soulacy plugins registers every builtin: http, sqlite_store, memory_store,"
-    " compaction, portal and openai import trio at module level (their own modules and"
-    " `from soulacy.kernel import Kernel` -> kernel/_kernel.py -> trio)",
-)
+def test_help_imports_neither_attrs_nor_the_configuration(tmp_path: Path) -> None:
+    modules = set(launched(tmp_path, "--help")["modules"])  # type: ignore[call-overload]
+    assert not modules & set(NOT_FOR_HELP)
+
+
+def test_registering_every_builtin_imports_neither_trio_nor_httpx() -> None:
+    probe = (
+        "import json, sys\n"
+        "from soulacy.kernel import SoulacyPluginManager\n"
+        "pm = SoulacyPluginManager()\n"
+        "pm.load_builtins()\n"
+        "pm.load_builtins(fallbacks=True)\n"
+        "pm.check_unknown_hooks()\n"
+        "pm.describe()\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert {name for name, _ in BUILTIN_PLUGINS} <= {
+        name for name, module in BUILTIN_PLUGINS if module in modules
+    }
+    assert not modules & {*HEAVY, "soulacy.kernel._kernel", "soulacy.kernel._engine"}
+
+
 def test_plugins_imports_neither_trio_nor_httpx(tmp_path: Path) -> None:
     result = launched(tmp_path, "plugins")
     assert result["code"] == 0
-    assert not set(result["modules"]) & set(HEAVY)  # type: ignore[call-overload]
+    assert "classic" in str(result["out"])  # every builtin listed, none of them loaded a runtime
+    modules = set(result["modules"])  # type: ignore[call-overload]
+    assert not modules & {*HEAVY, "soulacy.kernel._kernel", "soulacy.kernel._engine"}
 
 
 def test_command_plugins_are_the_builtins_that_implement_the_command_hook() -> None:
@@ -177,3 +198,20 @@ def test_entry_points_are_looked_for_only_where_a_distribution_declares_the_grou
     archive = tmp_path / "plugins.zip"
     archive.write_bytes(b"")
     assert may_have_entry_points([str(archive)])  # a zip on the path: importlib.metadata reads it
+
+
+def test_listing_the_commands_builds_only_the_parsers_used(tmp_path: Path) -> None:
+    early = argparse.Namespace(workspace=str(tmp_path), plugins=[])
+    declared = _cli.declared_commands(early, environ={})
+    assert declared is not None
+    parser = _cli._build_parser(declared)
+    parser.format_help()
+    (top,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+
+    def built() -> set[str]:
+        return {name for name, sub in dict.items(top.choices) if sub is not None}
+
+    assert built() == set()  # the help lists the names; no command's parser is made
+    parsed = parser.parse_args(["config", "get", "runtime"])
+    assert parsed._command.name == "config get"
+    assert built() == {"config"}

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.messages import Message
-from soulacy.kernel.store import RunRecord, StorageError
+from soulacy.kernel.store import RunRecord, StorageError, ToolRecord
 from soulacy.kernel.testing import Workspace, check_store
 from soulacy.plugins.memory_store import MemoryStore
-from soulacy.plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore
+from soulacy.plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore, _schema
 from soulacy.plugins.sqlite_store._schema import migrate
 
 LEGACY = Path(__file__).with_name("legacy_v1.sql")
@@ -104,11 +107,13 @@ async def test_wal_mode_and_the_default_file(
     path = workspace.path / "soulacy.db"
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # The reply metadata is the run's, once (docs/decisions/0039): no entry holds a copy.
     rows = conn.execute(
-        "SELECT role, content, metadata IS NOT NULL FROM conversation_history"
-        " WHERE session_id = 's' ORDER BY id"
+        "SELECT h.role, h.content, h.metadata IS NULL, r.metadata IS NOT NULL"
+        " FROM conversation_history AS h JOIN runs AS r USING (run_id)"
+        " WHERE h.session_id = 's' ORDER BY h.id"
     ).fetchall()
-    assert rows == [("user", "hello", 1), ("assistant", "hi", 1)]
+    assert rows == [("user", "hello", 1, 1), ("assistant", "hi", 1, 1)]
     proof = conn.execute("SELECT sha256 FROM proofs WHERE run_id = ?", (result.run_id,))
     assert proof.fetchone()[0] == result.metadata()["proof"]["sha256"]
     conn.close()
@@ -265,3 +270,207 @@ async def test_scripted_tool_arguments_arrive_as_plain_values(
     result = await kernel.run("a", "go")
     assert result.status == "completed"
     assert seen == [str]
+
+
+# -- schema 9: one row per attempt for reply metadata, fewer pages per turn (decision 0039) ------
+
+V8_DUMP = Path(__file__).with_name("v8_store.sql")  # made by make_v8_fixture.py, schema-8 code
+V8_READ = Path(__file__).with_name("v8_store.json")  # what the schema-8 code read from it
+
+
+def v8_database(path: Path) -> Path:
+    conn = sqlite3.connect(path)
+    conn.executescript(V8_DUMP.read_text())
+    conn.close()
+    return path
+
+
+def _fixture_reader() -> Callable[[SQLiteStore], Any]:
+    spec = importlib.util.spec_from_file_location(
+        "make_v8_fixture", Path(__file__).with_name("make_v8_fixture.py")
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.read  # type: ignore[no-any-return]
+
+
+def _rows(path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(path)
+    try:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
+    finally:
+        conn.close()
+
+
+async def test_a_schema_8_file_reads_the_same_after_its_migration(tmp_path: Path) -> None:
+    path = v8_database(tmp_path / "soulacy.db")
+    before = _rows(path)
+    store = SQLiteStore(path)
+    try:
+        assert await store.open() == 8
+        read = _fixture_reader()
+        assert json.loads(json.dumps(await read(store))) == json.loads(V8_READ.read_text())
+        # New ids follow the old ones, as AUTOINCREMENT gave them.
+        retry = await store.start_run(RunRecord("again", "agent", "s2"))
+        assert retry.attempt == 3
+        tool = ToolRecord("again", "c9", "step", {}, "ok", False, 20.0)
+        await store.record_turn(retry, [Message("user", "thrice")], [tool])
+        await store.finish_run("running", {"status": "completed"})
+        entries = {e.content: e for e in await store.history("s2")}
+        assert entries["thrice"].id == 10
+        assert entries["twice"].metadata == {"status": "interrupted", "attempt": 2}
+        assert entries["once"].metadata == {"status": "incomplete", "run_id": "again"}
+        assert entries["still going"].metadata == {"status": "completed"}
+    finally:
+        await store.aclose()
+    after = _rows(path)
+    assert after.pop("attempt_endings") == 3  # retried 1, again 1 (moved), again 2 (just now)
+    assert after == {**before, "conversation_history": 10, "runs": 4, "tool_records": 3}
+    conn = sqlite3.connect(path)
+    try:
+        declarations = dict(
+            conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE name IN"
+                " ('conversation_history', 'tool_records')"
+            ).fetchall()
+        )
+        assert len(declarations) == 2
+        assert not any("AUTOINCREMENT" in sql.upper() for sql in declarations.values())
+        assert conn.execute("SELECT MAX(seq) FROM tool_records").fetchone()[0] == 3
+        indexes = {
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index'"
+                " AND tbl_name = 'conversation_history'"
+            )
+        }
+        assert indexes == {"history_by_owner"}
+        # Moved: only the entry whose metadata was its own keeps a copy.
+        kept = conn.execute(
+            "SELECT id, metadata FROM conversation_history WHERE metadata IS NOT NULL"
+        ).fetchall()
+        assert kept == [(2, '{"own": 1}')]
+    finally:
+        conn.close()
+
+
+async def test_a_failed_migration_leaves_the_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = v8_database(tmp_path / "soulacy.db")
+    conn = sqlite3.connect(path)
+    dump = list(conn.iterdump())
+    conn.close()
+    rebuild = _schema._rebuild_without_autoincrement
+
+    def fail_halfway(conn: sqlite3.Connection, table: str, *args: Any) -> None:
+        rebuild(conn, table, *args)
+        if table == "tool_records":  # the history table is rebuilt already
+            raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(_schema, "_rebuild_without_autoincrement", fail_halfway)
+    store = SQLiteStore(path)
+    with pytest.raises(StorageError, match="disk I/O error"):
+        await store.open()
+    await store.aclose()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+        assert list(conn.iterdump()) == dump
+    finally:
+        conn.close()
+
+
+async def test_finish_run_writes_one_row_whatever_the_run_length(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "soulacy.db")
+    try:
+        run = await store.start_run(RunRecord("long", "agent", "s"))
+        for n in range(50):
+            await store.record_turn(run, [Message("user", f"m{n}")], [])
+        conn = store._conn
+        assert conn is not None
+        changes = conn.total_changes
+        await store.finish_run("long", {"status": "completed"})
+        assert conn.total_changes - changes == 1  # the runs row; no history entry rewritten
+        entries = await store.history("s")
+        assert {json.dumps(e.metadata) for e in entries} == {'{"status": "completed"}'}
+    finally:
+        await store.aclose()
+
+
+# Every query of the store on the history and tool records, and the index it must use.
+_PLANS = {
+    "load_history": (
+        "SELECT h.id FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id"
+        " WHERE h.session_id = ? AND h.agent_id = ? AND h.principal IS ? AND h.user_id IS ?"
+        " ORDER BY h.id",
+        "history_by_owner",
+    ),
+    "history of an agent": (
+        "SELECT h.id FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id"
+        " WHERE h.session_id = ? AND h.agent_id = ? ORDER BY h.id",
+        "history_by_owner",
+    ),
+    "history of a session": (
+        "SELECT h.id FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id"
+        " WHERE h.session_id = ? AND h.principal IS ? ORDER BY h.id",
+        "history_by_owner",
+    ),
+    "tool records": (
+        "SELECT call_id FROM tool_records WHERE run_id = ? ORDER BY seq",
+        "sqlite_autoindex_tool_records_1",
+    ),
+}
+
+
+@pytest.mark.parametrize("query", sorted(_PLANS))
+def test_every_history_read_uses_an_index(tmp_path: Path, query: str) -> None:
+    conn = sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)
+    migrate(conn)
+    sql, index = _PLANS[query]
+    plan = " | ".join(
+        str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", (None,) * sql.count("?"))
+    )
+    conn.close()
+    assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, plan
+    assert "SCAN h" not in plan, plan
+
+
+async def test_finish_run_of_a_run_never_started_labels_its_entries(tmp_path: Path) -> None:
+    # As schema 8 did (its UPDATE matched attempt 1 without a runs row), and the memory store.
+    store = SQLiteStore(tmp_path / "soulacy.db")
+    try:
+        await store.record_turn(RunRecord("lone", "agent", "s"), [Message("user", "hi")], [])
+        await store.finish_run("lone", {"status": "failed"})
+        assert [e.metadata for e in await store.history("s")] == [{"status": "failed"}]
+        assert await store.get_run("lone") is None
+    finally:
+        await store.aclose()
+
+
+async def test_a_schema_8_file_read_only_reads_the_same_and_stays_schema_8(tmp_path: Path) -> None:
+    path = v8_database(tmp_path / "soulacy.db")
+    conn = sqlite3.connect(path)
+    dump = list(conn.iterdump())
+    conn.close()
+    store = SQLiteStore(path, read_only=True)
+    try:
+        read = _fixture_reader()
+        assert json.loads(json.dumps(await read(store))) == json.loads(V8_READ.read_text())
+        assert store.migrated_from == 8  # migrated in memory only
+    finally:
+        await store.aclose()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+        assert list(conn.iterdump()) == dump
+    finally:
+        conn.close()

@@ -1,0 +1,91 @@
+"""Hooks the engine calls on every turn, without pluggy's per-call machinery when it adds none.
+
+A pluggy call checks its arguments against the spec, copies the implementation list and runs
+the general ``_multicall`` loop; with several calls a turn that is a measurable share of a turn,
+and most of them find no implementation at all. A :class:`HotHook` calls the same implementations
+in the same order (pluggy's: last registered first, ``tryfirst``/``trylast`` respected) with the
+same results (``None`` left out; the first non-``None`` answer for ``firstresult`` hooks), and
+hands the call to pluggy whenever pluggy would do more: a wrapper implementation, or tracing
+(``SOULACY_TRACE_PLUGINS``, which replaces the manager's inner call). The implementation list is
+compared with the one it was built from on every call, so registering or unregistering a plugin
+at any time is seen at the next call (docs/decisions/0042-hot-hooks-and-events-nobody-reads.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+from pluggy._callers import _multicall  # the inner call pluggy uses when nothing traces
+
+Call = tuple[Callable[..., Any], tuple[str, ...]]
+
+
+class HotHook:
+    """One hook of a plugin manager, called as ``hook(kernel=..., run=...)`` is."""
+
+    __slots__ = ("_caller", "_calls", "_direct", "_firstresult", "_impls", "_pm")
+
+    def __init__(self, pm: pluggy.PluginManager, name: str) -> None:
+        self._pm = pm
+        self._caller: pluggy.HookCaller = getattr(pm.hook, name)
+        spec = self._caller.spec
+        self._firstresult = bool(spec and spec.opts.get("firstresult"))
+        self._impls: list[Any] | None = None  # the implementation list the calls were made from
+        self._calls: list[Call] = []
+        self._direct = False
+
+    def _current(self) -> list[Any]:
+        return self._caller._hookimpls  # pluggy's own list, mutated as plugins come and go
+
+    def _refresh(self) -> None:
+        impls = self._current()
+        self._impls = list(impls)
+        self._calls = [(impl.function, tuple(impl.argnames)) for impl in reversed(impls)]
+        self._direct = not any(impl.wrapper or impl.hookwrapper for impl in impls)
+
+    @property
+    def implemented(self) -> bool:
+        """Whether any plugin implements the hook now."""
+        return bool(self._current())
+
+    @property
+    def heard(self) -> bool:
+        """Whether a call now reaches anyone: an implementation, or whoever traces or records
+        the manager's hook calls (``HookRecorder``, ``SOULACY_TRACE_PLUGINS``), who sees every
+        call, even one that no plugin implements."""
+        return bool(self._current()) or self._pm._inner_hookexec is not _multicall
+
+    def __call__(self, **kwargs: Any) -> Any:
+        if self._impls != self._current():
+            self._refresh()
+        if not (self._direct and self._pm._inner_hookexec is _multicall):
+            return self._caller(**kwargs)
+        if self._firstresult:
+            for function, names in self._calls:
+                answer = function(*[kwargs[name] for name in names])
+                if answer is not None:
+                    return answer
+            return None
+        results = []
+        for function, names in self._calls:
+            answer = function(*[kwargs[name] for name in names])
+            if answer is not None:
+                results.append(answer)
+        return results
+
+
+class HotHooks:
+    """The per-turn hooks of one kernel, made on first use."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self._pm = pm
+        self._hooks: dict[str, HotHook] = {}
+
+    def __getattr__(self, name: str) -> HotHook:
+        if not name.startswith("soulacy_"):
+            raise AttributeError(name)
+        hook = self._hooks[name] = HotHook(self._pm, name)
+        setattr(self, name, hook)  # found as an attribute from now on, not through here
+        return hook

@@ -1,0 +1,60 @@
+"""The approvals plugin reads an agent's ``confirm_tools`` once per agent spec, not once per
+tool call (it is asked before every call), and a reloaded spec is read again."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from soulacy.kernel import AgentSpec, Settings
+from soulacy.kernel._config import SourceMap
+from soulacy.plugins import approvals
+
+
+class CountedValues(Mapping[str, Any]):
+    """An agent's section values that count how often ``confirm_tools`` is read."""
+
+    def __init__(self, confirm_tools: list[str]) -> None:
+        self.values: dict[str, Any] = {"confirm_tools": confirm_tools}
+        self.reads = 0
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads += key == "confirm_tools"
+        return self.values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def spec(values: CountedValues) -> AgentSpec:
+    return AgentSpec("a", Settings(Path("agents/a/SOUL.yaml"), values, SourceMap()))
+
+
+def ask(agent: AgentSpec, tool: str) -> str | None:
+    return approvals.soulacy_tool_approval(run=SimpleNamespace(agent=agent), tool_name=tool)
+
+
+def test_confirm_tools_is_read_once_per_agent_spec() -> None:
+    values = CountedValues(["delete"])
+    agent = spec(values)
+    answers = [ask(agent, tool) for tool in ("look", "delete") * 50]
+    assert answers[:2] == [None, "confirm_tools lists 'delete'"]
+    assert values.reads == 1
+
+
+def test_a_reloaded_spec_is_read_again_and_a_dropped_one_is_forgotten() -> None:
+    before = len(approvals._confirmed)
+    first = spec(CountedValues(["delete"]))
+    assert ask(first, "delete") is not None
+    reloaded = spec(CountedValues(["look"]))  # the same agent after its SOUL.yaml changed
+    assert ask(reloaded, "delete") is None
+    assert ask(reloaded, "look") == "confirm_tools lists 'look'"
+    del first, reloaded
+    gc.collect()
+    assert len(approvals._confirmed) == before
