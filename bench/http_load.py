@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,20 +44,35 @@ def start_server(folder: Path, words: int) -> tuple[subprocess.Popen[str], str]:
     (folder / "agents" / "talker" / "t.py").write_text(
         "async def echo_back(x: int) -> int:\n    '''Echo.'''\n    return x\n"
     )
+    return serve(folder)
+
+
+def serve(
+    folder: Path, plugins: Sequence[str] = (), pythonpath: Sequence[str] = ()
+) -> tuple[subprocess.Popen[str], str]:
+    """``soulacy serve`` on the workspace ``folder`` in a process of its own (``-p`` each of
+    ``plugins``, importable from ``pythonpath`` first): the process and its base URL."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*pythonpath, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        )
+    options = [arg for name in plugins for arg in ("-p", name)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(folder), "serve"],
+        [sys.executable, "-m", "soulacy.kernel.cli", *options, "--workspace", str(folder), "serve"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     assert proc.stderr is not None
+    said = []
     for line in proc.stderr:
         found = re.search(r"Running on (http://127\.0\.0\.1:\d+)", line)
         if found:
             return proc, found.group(1)
-    raise RuntimeError("the server did not start")
+        said.append(line)
+    raise RuntimeError("the server did not start: " + "".join(said)[-2000:])
 
 
 async def load(url: str, clients: int) -> dict[str, Any]:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     )
     from ._events import Event, EventStream
     from ._kernel import DEFAULT_GRACE_PERIOD, AgentSpec, Kernel, Service, open_kernel
+    from ._lazy import lazy_exports
     from ._loading import AGENT_FILE, AGENTS_DIR, LoadedPlugins, PluginsConfig, load_plugins
     from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
     from ._redact import redact, redact_text
@@ -86,6 +87,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "._kernel": ("DEFAULT_GRACE_PERIOD", "AgentSpec", "Kernel", "Service", "open_kernel"),
     "._loading": ("AGENTS_DIR", "AGENT_FILE", "LoadedPlugins", "PluginsConfig", "load_plugins"),
     "._manager": ("BUILTIN_PLUGINS", "PluginInfo", "SoulacyPluginManager"),
+    "._lazy": ("lazy_exports",),
     "._redact": ("redact", "redact_text"),
     "._stash": ("Stash", "StashKey"),
     "._tools": ("Tool",),
@@ -136,6 +138,7 @@ __all__ = [
     "format_duration",
     "hookimpl",
     "hookspec",
+    "lazy_exports",
     "load_document",
     "load_plugins",
     "open_kernel",

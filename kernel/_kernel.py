@@ -100,6 +100,7 @@ class Kernel:
         # StashKey of their own, never in a module-level dictionary keyed by kernel.
         self.stash = Stash()
         self._agents: dict[str, AgentSpec] = {}
+        self._provider_types: tuple[list[Any], dict[str, ProviderType]] | None = None
         self.conversations = ConversationRegistry()
         self.leases = Leases(self)
         self.cancel_watcher = CancelWatcher(self)
@@ -408,6 +409,17 @@ class Kernel:
     # -- providers and tools -------------------------------------------------------------------
 
     def provider_types(self) -> dict[str, ProviderType]:
+        # Asked on every run (policy resolution, the model's capacity): collected again only
+        # when the plugins implementing the hook change (it takes no arguments).
+        impls = self.hook.soulacy_provider_types.get_hookimpls()
+        known = self._provider_types
+        if known is not None and known[0] == impls:
+            return dict(known[1])
+        types = self._collect_provider_types()
+        self._provider_types = (impls, types)
+        return dict(types)
+
+    def _collect_provider_types(self) -> dict[str, ProviderType]:
         found: dict[str, tuple[ProviderType, str]] = {}
         for plugin, kinds in self.pm.named_contributions("soulacy_provider_types"):
             for kind in cast("Sequence[ProviderType]", kinds or ()):

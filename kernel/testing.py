@@ -38,13 +38,13 @@ import pytest
 from ruamel.yaml import YAML
 
 from ._kernel import Kernel
-from ._loading import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, load_plugins
 from ._kits import (
     check_checkpoint_store,
     check_compactor,
     check_progress_detector,
     check_provider,
 )
+from ._loading import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, load_plugins
 from ._process_kit import ProcessKitResult, check_store_processes
 from ._store_kit import STORE_CHECKS, check_store
 from ._transport_kit import (

@@ -20,11 +20,10 @@ See docs/approvals.md.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from soulacy.kernel import CliCommand, hookimpl
+from soulacy.kernel import CliCommand, StashKey, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from soulacy.kernel import AgentSpec, ConfigSection, Kernel, Service
@@ -37,15 +36,8 @@ __all__ = ["ApprovalsConfig"]
 _HERE = "soulacy.plugins.approvals"
 
 
-def __getattr__(name: str) -> Any:
-    """``ApprovalsConfig`` is imported on first use (PEP 562): registering the plugin stays
-    light (decision 0036)."""
-    if name != "ApprovalsConfig":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from ._settings import ApprovalsConfig
-
-    globals()[name] = ApprovalsConfig
-    return ApprovalsConfig
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, {"ApprovalsConfig": "._settings"})
 
 
 @hookimpl
@@ -66,31 +58,27 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
     ]
 
 
-# The confirm_tools of each agent, by the AgentSpec's identity: asked before every tool call,
-# it is read once per agent. A reloaded configuration makes new AgentSpecs (a spec never
-# changes), and an entry goes when its spec does.
-_confirmed: dict[int, tuple[weakref.ref[AgentSpec], frozenset[str]]] = {}
+# The confirm_tools of each agent of a kernel, with the AgentSpec they were read from: asked
+# before every tool call, they are read once per spec. A reloaded configuration makes new specs
+# (a spec never changes), and only each agent's latest is kept.
+_CONFIRMED = StashKey[dict[str, tuple["AgentSpec", frozenset[str]]]]("approvals confirm_tools")
 
 
-def _confirm_tools(agent: AgentSpec) -> frozenset[str]:
-    key = id(agent)
-    entry = _confirmed.get(key)
-    if entry is not None and entry[0]() is agent:
+def _confirm_tools(kernel: Kernel, agent: AgentSpec) -> frozenset[str]:
+    cache = kernel.stash.get(_CONFIRMED, None)
+    if cache is None:
+        cache = kernel.stash[_CONFIRMED] = {}
+    entry = cache.get(agent.id)
+    if entry is not None and entry[0] is agent:
         return entry[1]
     names = frozenset(agent.section("confirm_tools") or ())
-
-    def forget(_: object) -> None:
-        if _confirmed.get(key) is stored:
-            del _confirmed[key]
-
-    stored = (weakref.ref(agent, forget), names)
-    _confirmed[key] = stored
+    cache[agent.id] = (agent, names)
     return names
 
 
 @hookimpl
-def soulacy_tool_approval(run: Run, tool_name: str) -> str | None:
-    if tool_name in _confirm_tools(run.agent):
+def soulacy_tool_approval(kernel: Kernel, run: Run, tool_name: str) -> str | None:
+    if tool_name in _confirm_tools(kernel, run.agent):
         return f"confirm_tools lists {tool_name!r}"
     return None
 

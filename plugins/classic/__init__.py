@@ -13,9 +13,9 @@ another plugin that answers them; with none, a run fails with a PluginError nami
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from soulacy.kernel import hookimpl
+from soulacy.kernel import hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from soulacy.kernel import Kernel
@@ -27,14 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["NUDGE_EMPTY", "NUDGE_PROGRESS", "is_progress_only", "tool_loop"]
 
 
-def __getattr__(name: str) -> Any:
-    # The loop imports the engine (and trio): loaded on first use, so that registering the
-    # plugin (``soulacy plugins``) stays light (decision 0038).
-    if name in __all__:
-        from . import _loop
-
-        return getattr(_loop, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, {name: "._loop" for name in __all__})
 
 
 @hookimpl(trylast=True)

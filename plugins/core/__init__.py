@@ -13,9 +13,9 @@ builtin ``providers`` plugin's (:mod:`soulacy.plugins.providers`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from soulacy.kernel import CliCommand, hookimpl
+from soulacy.kernel import CliCommand, hookimpl, lazy_exports
 
 from ._args import (
     _configure_cancel,
@@ -46,16 +46,8 @@ _RUN = "soulacy.plugins.core._run:"
 _LAZY = {"RUN_EXIT_CODES": "._run", "new_agent": "._commands", "AgentLLM": "._settings"}
 
 
-def __getattr__(name: str) -> Any:
-    """``RUN_EXIT_CODES``, ``new_agent`` and ``AgentLLM`` are imported on first use (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, _LAZY)
 
 
 @hookimpl

@@ -17,9 +17,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from soulacy.kernel import ConfigIssue, ConfigSection, Location, Settings, StashKey, hookimpl
+from soulacy.kernel import (
+    ConfigIssue,
+    ConfigSection,
+    Location,
+    Settings,
+    StashKey,
+    hookimpl,
+    lazy_exports,
+)
 from soulacy.kernel.policy import PolicyLimit
 
 from . import hookspecs
@@ -51,15 +59,8 @@ __all__ = [
 _LAZY = {"Api": "._app", "HttpService": "._service", "RunLogs": "._runlog"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, _LAZY)
 
 
 ORIGIN = re.compile(r"https?://[^/\s]+")  # what a browser sends as Origin

@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # not exported by soulacy.kernel (yet): only its type is need
 PREFIX = "/api/v1"
 OPENAPI = Path(__file__).with_name("openapi.json")
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
+GATHER_TURNS = 32  # scheduler turns a busy stream waits for more events before a write
 TOKEN_HEADER = "soulacy-events-token"
 # A run whose log is gone (a restart) replays its result under this id, the largest a
 # JavaScript number holds exactly, so that "Last-Event-ID at or past it" means "seen the end".
@@ -571,7 +572,7 @@ class Api:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_on_disconnect, request.receive, nursery.cancel_scope)
                 if log is not None:
-                    await self._pump(request.send, log, last_id)
+                    await pump_log(request.send, log, last_id)
                 elif pump is not None:
                     await pump(request.send, last_id=last_id)
                 nursery.cancel_scope.cancel()
@@ -581,31 +582,6 @@ class Api:
                 {"type": "http.response.body", "body": sse(None, DEADLINE_EVENT, data)}
             )
         await request.send({"type": "http.response.body", "body": b""})
-
-    async def _pump(self, send: Send, log: RunLog, last_id: int) -> None:
-        while True:
-            changed = log.changed
-            missed, events = log.after(last_id)
-            chunk = b""
-            if missed:
-                chunk += sse(
-                    None,
-                    "gap",
-                    {"missed": missed, "reason": "events dropped from the run's bounded log"},
-                )
-            if events:
-                chunk += b"".join(sse(e.id, e.name, e.data) for e in events)  # one send
-                last_id = events[-1].id
-            if chunk:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            if log.result is not None and last_id >= log.result.id:
-                return
-            with trio.move_on_after(KEEPALIVE) as quiet:
-                await changed.wait()
-            if quiet.cancelled_caught:
-                await send(
-                    {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
-                )
 
     async def cancel(self, request: Request) -> None:
         body: CancelBody = parse(await self._json(request), CancelBody)
@@ -774,6 +750,60 @@ def _replayed(stored: RunRecord) -> dict[str, Any]:
 
 def _principal_of(run: RunRecord | None) -> str | None:
     return run.principal if run else None
+
+
+async def pump_log(send: Send, log: RunLog, last_id: int) -> None:
+    """Stream the events of this process's ``log`` after ``last_id`` until its ``result``:
+    what came since the last write in one ``send()``, a keep-alive comment when quiet."""
+    busy = streaming = False
+    while True:
+        if busy:  # the run outpaces this stream: let it add what it has ready, write once
+            await _gathered(log, last_id)
+        changed = log.changed
+        missed, events = log.after(last_id)
+        chunk = b""
+        if missed:
+            chunk += sse(
+                None,
+                "gap",
+                {"missed": missed, "reason": "events dropped from the run's bounded log"},
+            )
+        if events:
+            chunk += b"".join(sse(e.id, e.name, e.data) for e in events)  # one send
+            last_id = events[-1].id
+            streaming = streaming or any(e.name == "delta" for e in events)
+        if chunk:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if log.result is not None and last_id >= log.result.id:
+            return
+        # More came while this chunk was sent: the run outpaces the writes. Not before the
+        # reply streams: its first token goes with no wait, whatever came just before it.
+        busy = changed.is_set() and streaming
+        if changed.is_set():
+            continue
+        with trio.move_on_after(KEEPALIVE) as quiet:
+            await changed.wait()
+        if quiet.cancelled_caught:
+            await send(
+                {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
+            )
+
+
+async def _gathered(log: RunLog, last_id: int) -> None:
+    """Yield to the run while it keeps appending, at most :data:`GATHER_TURNS` times: one
+    write for what a fast run has ready rather than one per event. A run that waits for its
+    model appends nothing for two turns (the scheduler may run it before or after this task
+    in a turn), and its events go at once. Never so long that the bounded log would drop
+    events this stream has not read."""
+    size, idle = log.next_id, 0
+    for _ in range(GATHER_TURNS):
+        await trio.lowlevel.checkpoint()
+        if log.finished or log.next_id - 1 - last_id >= log.limit // 2:  # a margin
+            return
+        idle = idle + 1 if log.next_id == size else 0
+        if idle == 2:
+            return
+        size = log.next_id
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

@@ -47,13 +47,21 @@ class RunLog:
     first_kept: int = 1  # ids below this were dropped from a long run's log
     next_id: int = 1
     result: SseEvent | None = None
-    changed: trio.Event = attrs.Factory(trio.Event)
     # told of every event appended (the store's shared copy, when processes share the store)
     publish: Callable[[RunLog, SseEvent], None] | None = None
+    _changed: trio.Event | None = attrs.field(default=None, init=False)
 
     @property
     def finished(self) -> bool:
         return self.result is not None
+
+    @property
+    def changed(self) -> trio.Event:
+        """Set by the next append. Made when a reader asks: an append that nobody waits for
+        (most, while a stream sends the previous ones) makes none."""
+        if self._changed is None:
+            self._changed = trio.Event()
+        return self._changed
 
     def append(self, name: str, data: Mapping[str, Any]) -> None:
         event = SseEvent(self.next_id, name, data)
@@ -65,8 +73,9 @@ class RunLog:
             if len(self.events) > self.limit + self.limit // 4:  # trim in chunks: O(1) amortized
                 del self.events[: len(self.events) - self.limit]
                 self.first_kept = self.events[0].id
-        self.changed.set()
-        self.changed = trio.Event()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
         if self.publish is not None:
             self.publish(self, event)
 

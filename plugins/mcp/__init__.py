@@ -45,6 +45,7 @@ from soulacy.kernel import (
     Tool,
     UsageError,
     hookimpl,
+    lazy_exports,
 )
 
 from ._model import (
@@ -88,14 +89,8 @@ _FROM_SERVICE = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _FROM_SERVICE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import _service
-
-    value = getattr(_service, name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, {name: "._service" for name in _FROM_SERVICE})
 
 
 logger = logging.getLogger("soulacy.mcp")

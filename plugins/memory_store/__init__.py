@@ -13,9 +13,9 @@ nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from soulacy.kernel import StashKey, hookimpl
+from soulacy.kernel import StashKey, hookimpl, lazy_exports
 
 if TYPE_CHECKING:  # the store imports trio: registering the plugin does not (decision 0038)
     from soulacy.kernel import Kernel
@@ -27,14 +27,8 @@ __all__ = ["MemoryStore"]
 _store_key = StashKey["MemoryStore"]("memory_store")  # one store per kernel, gone with it
 
 
-def __getattr__(name: str) -> Any:
-    """``MemoryStore`` is imported on first use (PEP 562)."""
-    if name != "MemoryStore":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from ._store import MemoryStore
-
-    globals()[name] = MemoryStore
-    return MemoryStore
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, {"MemoryStore": "._store"})
 
 
 def store_of(kernel: Kernel) -> MemoryStore:

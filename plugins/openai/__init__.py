@@ -22,9 +22,9 @@ this plugin is the Chat Completions wire format.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from soulacy.kernel import hookimpl
+from soulacy.kernel import hookimpl, lazy_exports
 
 if TYPE_CHECKING:  # the provider imports httpx and trio: registering does not (decision 0038)
     from soulacy.kernel.providers import ProviderType
@@ -34,15 +34,10 @@ if TYPE_CHECKING:  # the provider imports httpx and trio: registering does not (
 __all__ = ["OpenAIProvider"]
 
 
-def __getattr__(name: str) -> Any:
-    """``OpenAIProvider`` and ``DEFAULT_BASE_URL`` are imported on first use (PEP 562)."""
-    if name not in ("OpenAIProvider", "DEFAULT_BASE_URL"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import _provider
-
-    value = getattr(_provider, name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(
+        __name__, {"OpenAIProvider": "._provider", "DEFAULT_BASE_URL": "._provider"}
+    )
 
 
 @hookimpl

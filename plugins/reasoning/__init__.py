@@ -17,9 +17,9 @@ incomplete (``max_steps``), never as a success. Plugins add strategies through t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
-from soulacy.kernel import ConfigIssue, Location, hookimpl
+from soulacy.kernel import ConfigIssue, Location, hookimpl, lazy_exports
 
 from . import hookspecs
 
@@ -36,15 +36,8 @@ if TYPE_CHECKING:  # the strategies drive runs with trio: registering does not (
 __all__ = ["plan_execute", "react", "strategies"]
 
 
-def __getattr__(name: str) -> Any:
-    """The strategies are imported on first use (PEP 562)."""
-    if name not in ("react", "plan_execute"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import _strategies
-
-    value = getattr(_strategies, name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, {"react": "._strategies", "plan_execute": "._strategies"})
 
 
 def strategies(kernel: Kernel) -> dict[str, Strategy]:

@@ -21,11 +21,11 @@ their kernel is read-only, and so is the store it gets here: it creates and chan
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from soulacy.kernel import ConfigIssue, Duration, Location, StashKey, hookimpl
+from soulacy.kernel import ConfigIssue, Duration, Location, StashKey, hookimpl, lazy_exports
 
 if TYPE_CHECKING:  # the store imports trio: registering the plugin does not (decision 0038)
     from soulacy.kernel import ConfigSection, Kernel, Settings
@@ -37,16 +37,8 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore", "StoreConfig"]
 _LAZY = {"SCHEMA_VERSION": "._schema", "SQLiteStore": "._store"}
 
 
-def __getattr__(name: str) -> Any:
-    """``SQLiteStore`` and ``SCHEMA_VERSION`` are imported on first use (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, _LAZY)
 
 
 @attrs.frozen

@@ -13,9 +13,9 @@ the person set (in the file, or under ``limits:`` of the spec) are kept exactly.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from soulacy.kernel import CliCommand
+from soulacy.kernel import CliCommand, lazy_exports
 
 if TYPE_CHECKING:
     from soulacy.kernel import ConfigSection
@@ -66,15 +66,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def soulacy_config_sections() -> Sequence[ConfigSection]:

@@ -17,9 +17,9 @@ A retry with the same run id restores completed steps; see docs/workflows.md.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
-from soulacy.kernel import CliCommand, hookimpl
+from soulacy.kernel import CliCommand, hookimpl, lazy_exports
 
 from . import hookspecs
 
@@ -50,15 +50,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
+    __getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

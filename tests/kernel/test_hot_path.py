@@ -203,3 +203,22 @@ async def test_a_recorded_kernel_builds_every_event_for_its_recorder(
     await kernel.run("a", "hi")
     seen = [call.event.type for call in hook_recorder.getcalls("soulacy_event")]
     assert seen == ["run.started", "run.limits", "llm.call", "llm.result", "run.completed"]
+
+
+def test_provider_types_are_collected_again_when_their_plugins_change(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    from soulacy.kernel.providers import ProviderType
+
+    kernel = _kernel(workspace, make_kernel)
+    before = kernel.provider_types()
+    assert "late" not in before
+    before["mutated"] = before["scripted"]  # a copy: the kernel's own answer is not changed
+    assert "mutated" not in kernel.provider_types()
+
+    late = ProviderType("late", lambda name, config, kernel: None)  # type: ignore[arg-type,return-value]
+    plugin = throwaway_plugin("late", soulacy_provider_types=lambda: [late])
+    kernel.pm.register(plugin)
+    assert kernel.provider_types()["late"] is late
+    kernel.pm.unregister(plugin)
+    assert "late" not in kernel.provider_types()

@@ -3,13 +3,12 @@ tool call (it is asked before every call), and a reloaded spec is read again."""
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from soulacy.kernel import AgentSpec, Settings
+from soulacy.kernel import AgentSpec, Settings, Stash
 from soulacy.kernel._config import SourceMap
 from soulacy.plugins import approvals
 
@@ -36,8 +35,13 @@ def spec(values: CountedValues) -> AgentSpec:
     return AgentSpec("a", Settings(Path("agents/a/SOUL.yaml"), values, SourceMap()))
 
 
-def ask(agent: AgentSpec, tool: str) -> str | None:
-    return approvals.soulacy_tool_approval(run=SimpleNamespace(agent=agent), tool_name=tool)
+KERNEL = SimpleNamespace(stash=Stash())  # what the hook reads of its kernel
+
+
+def ask(agent: AgentSpec, tool: str, kernel: Any = KERNEL) -> str | None:
+    return approvals.soulacy_tool_approval(
+        kernel=kernel, run=SimpleNamespace(agent=agent), tool_name=tool
+    )
 
 
 def test_confirm_tools_is_read_once_per_agent_spec() -> None:
@@ -48,13 +52,12 @@ def test_confirm_tools_is_read_once_per_agent_spec() -> None:
     assert values.reads == 1
 
 
-def test_a_reloaded_spec_is_read_again_and_a_dropped_one_is_forgotten() -> None:
-    before = len(approvals._confirmed)
+def test_a_reloaded_spec_is_read_again_and_only_the_latest_is_kept() -> None:
+    kernel = SimpleNamespace(stash=Stash())
     first = spec(CountedValues(["delete"]))
-    assert ask(first, "delete") is not None
+    assert ask(first, "delete", kernel) is not None
     reloaded = spec(CountedValues(["look"]))  # the same agent after its SOUL.yaml changed
-    assert ask(reloaded, "delete") is None
-    assert ask(reloaded, "look") == "confirm_tools lists 'look'"
-    del first, reloaded
-    gc.collect()
-    assert len(approvals._confirmed) == before
+    assert ask(reloaded, "delete", kernel) is None
+    assert ask(reloaded, "look", kernel) == "confirm_tools lists 'look'"
+    (kept,) = kernel.stash[approvals._CONFIRMED].values()
+    assert kept[0] is reloaded  # one entry per agent: the cache does not grow with reloads

@@ -196,6 +196,9 @@ def test_the_editor_creates_an_agent_without_caps_and_edits_one_key_keeping_the_
         )
         before = soul.read_text()
         page.reload()
+        # is_visible() does not wait: the reloaded page renders its sections once it has fetched
+        # the agent, which a loaded machine may not have done yet.
+        page.get_by_role("heading", name="Purpose", exact=True).wait_for()
         for section in ("Purpose", "Model", "Tools", "Permissions"):
             assert page.get_by_role("heading", name=section, exact=True).is_visible(), section
         assert page.get_by_role("heading", name="Limits", exact=True).is_hidden()
