@@ -89,8 +89,9 @@ class EventStream:
         if self._every or self._by_type:
             results = [
                 *results,
-                *(observer(event) for observer in self._every),
-                *(observer(event) for observer in self._by_type.get(event.type, ())),
+                # copies: an observer may stop itself, or another, while it is called
+                *(observer(event) for observer in tuple(self._every)),
+                *(observer(event) for observer in tuple(self._by_type.get(event.type, ()))),
             ]
         for result in results:
             if inspect.isawaitable(result):

@@ -120,10 +120,7 @@ def _frozen(value: Any) -> Hashable:
         return ("seq", tuple(_frozen(v) for v in value))
     if value is None or isinstance(value, str | int | float | bool):
         return (type(value), value)
-    if attrs.has(type(value)):  # a RequestOverrides given by Python code: frozen
-        try:
-            hash(value)
-        except TypeError:
-            raise _Unhashable from None
-        return (type(value), value)
+    if attrs.has(type(value)):  # a RequestOverrides given by Python code: its fields, typed
+        fields = attrs.asdict(value, recurse=False)
+        return (type(value), _frozen(fields))
     raise _Unhashable

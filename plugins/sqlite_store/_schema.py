@@ -248,11 +248,22 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
 )
 
 
+def refuse_newer(version: int) -> None:
+    """A file of a newer schema is never written (nor read) by this code: its layout is not
+    the one this code writes, and a write could hide what the newer code keeps."""
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(
+            f"the file is at schema {version}, written by a newer Soulacy (this one knows up to"
+            f" {SCHEMA_VERSION}); nothing was changed: open it with that version or newer"
+        )
+
+
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring the database to ``SCHEMA_VERSION`` in one transaction; returns the old version."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
+        refuse_newer(int(version))
         for number, step in enumerate(MIGRATIONS, start=1):
             if version < number:
                 step(conn)

@@ -51,7 +51,7 @@ from soulacy.kernel.store import (
     run_as_read,
 )
 
-from ._schema import ENTRY_METADATA, SCHEMA_VERSION, migrate
+from ._schema import ENTRY_METADATA, SCHEMA_VERSION, migrate, refuse_newer
 
 if TYPE_CHECKING:
     from soulacy.kernel.store import Store
@@ -351,6 +351,7 @@ class SQLiteStore:
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
                 version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                refuse_newer(version)
                 if version < SCHEMA_VERSION:  # an older file: read it migrated, in memory
                     memory = sqlite3.connect(
                         ":memory:", check_same_thread=False, isolation_level=None
@@ -525,6 +526,8 @@ class SQLiteStore:
         tools: Sequence[ToolRecord],
         fence: Lease | None = None,
     ) -> None:
+        # History and tool-record ids come from the rowid (schema 9): they stay above every
+        # earlier one only because no such row is ever deleted (docs/storage.md, Migrations).
         now = time.time()
         rows = [
             (

@@ -176,6 +176,27 @@ async def test_a_read_only_database_raises_a_storage_error(tmp_path: Path) -> No
         await store.aclose()
 
 
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_a_file_of_a_newer_schema_is_refused_and_left_as_it_was(
+    tmp_path: Path, read_only: bool
+) -> None:
+    path = tmp_path / "newer.db"
+    store = SQLiteStore(path)
+    await store.open()
+    await store.record_turn(RunRecord("r", "a", "s"), [Message("user", "kept")], [])
+    await store.aclose()
+    with sqlite3.connect(path) as conn:  # what a later Soulacy would leave
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = path.read_bytes()
+    newer = SQLiteStore(path, read_only=read_only)
+    try:
+        with pytest.raises(StorageError, match=rf"schema {SCHEMA_VERSION + 1}.*newer Soulacy"):
+            await newer.load_history("a", "s")
+    finally:
+        await newer.aclose()
+    assert path.read_bytes() == before
+
+
 async def test_a_full_database_raises_a_storage_error(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "full.db")
     await store.open()
