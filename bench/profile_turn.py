@@ -81,7 +81,7 @@ PARTS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        "cancel scopes: CancelScope enter+exit (the step, the model call, the tool call)",
+        "cancel scopes: CancelScope enter+exit (the tool call's; the watchdog times the rest)",
         [
             ("_timeouts.py", "move_on_after"),
             ("_run.py", "__enter__"),

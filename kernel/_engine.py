@@ -31,8 +31,8 @@ from ._contracts import (
     Verdict,
 )
 from ._conversations import ConversationKey, RunHandle
+from ._deadlines import INF, RunClock, Watchdog
 from ._errors import PluginError, UsageError
-from ._hookpath import HotHooks
 from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
 from ._redact import redact_text
@@ -282,9 +282,9 @@ class Run:
         # The run timeout's scope, once the strategy runs: a wait for an approval that does
         # not count against the timeout (approvals.wait_counts_against_timeout) moves it.
         self.timeout_scope: trio.CancelScope | None = None
-        # The deadline of the step a strategy is in (the classic loop's step timeout): an
-        # operation timeout, which a person's decision never uses up.
-        self.step_scope: trio.CancelScope | None = None
+        # The deadlines of its step (an operation timeout, which a person's decision never
+        # uses up), its model call and its tool call, enforced by the kernel's watchdog.
+        self.clock = RunClock(engine.watchdog)
         self.awaiting: str | None = None  # the call id it waits to have approved, meanwhile
         # Stopped from outside (its process shutting down) while it waited for approval: it is
         # left as the store reads a crashed run (interrupted), so a decision resumes it.
@@ -303,10 +303,21 @@ class Run:
         """A turn boundary: store what is pending, let other runs in, count the turn against
         the policy (raises RunStop when a limit is reached). ``limit="steps"`` counts it as a
         reasoning step (``reasoning.max_steps``) instead of a turn."""
+        self.clock.step = INF  # a turn boundary ends the step
         await self._engine._record(self)
         await self._engine._yield(self)
         self._engine._check_budget(self, limit)
         self.result.turns += 1
+
+    def start_step(self, seconds: float | None) -> None:
+        """Time the step that starts now: if it is not over within ``seconds`` (None: no
+        limit) the run ends as incomplete, ``step_timeout``. The next turn boundary
+        (:meth:`turn`) or :meth:`end_step` ends it; a wait for approval does not count."""
+        self.clock.step = INF if seconds is None else self.clock.due(seconds)
+
+    def end_step(self) -> None:
+        """The step is over: its deadline no longer applies."""
+        self.clock.step = INF
 
     async def call_model(self, *, tools: bool = True) -> ModelReply:
         """One model call on the run's messages (compacted, timed, accounted); the reply is
@@ -320,7 +331,7 @@ class Run:
         from here on, until a final answer (``complete``) or a limit; with ``limit="steps"``
         each model call is a reasoning step."""
         loop: ToolLoop = _required(
-            self.kernel.hook.soulacy_tool_loop(kernel=self.kernel, run=self),
+            self.kernel.hot.soulacy_tool_loop(kernel=self.kernel, run=self),
             "soulacy_tool_loop",
             "the tool loop",
             "classic",
@@ -341,7 +352,8 @@ class Engine:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        self.hooks = HotHooks(kernel.pm)  # every turn's hooks, without pluggy's overhead
+        self.hooks = kernel.hot  # every turn's hooks, without pluggy's overhead
+        self.watchdog = Watchdog()  # the runs' step, model and tool deadlines
 
     async def run(self, request: RunRequest) -> RunResult:
         kernel = self.kernel
@@ -444,7 +456,7 @@ class Engine:
         # Tool calls already executed under this run id (a retry after a crash) replay.
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
-        run.detector = kernel.hook.soulacy_make_progress_detector(kernel=kernel, run=run)
+        run.detector = kernel.hot.soulacy_make_progress_detector(kernel=kernel, run=run)
         if run.detector is None and policy.no_progress_limit.value is not None:
             # The policy sets a stall limit: running without a detector would ignore it.
             _required(None, "soulacy_make_progress_detector", "progress detection", "progress")
@@ -475,7 +487,7 @@ class Engine:
         # A plugin drives the run: a workflow, a reasoning strategy, or the trylast default,
         # the builtin ``classic`` plugin's tool loop.
         strategy: RunStrategy = _required(
-            kernel.hook.soulacy_run_strategy(kernel=kernel, run=run),
+            kernel.hot.soulacy_run_strategy(kernel=kernel, run=run),
             "soulacy_run_strategy",
             "the run strategy",
             "classic",
@@ -483,12 +495,17 @@ class Engine:
 
         with trio.move_on_after(_seconds(policy.run_timeout)) as run_scope:
             run.timeout_scope = run_scope
+            self.watchdog.watch(run.clock, run_scope)  # its step and model calls end it
             try:
                 await strategy(run)
             except RunStop as stop:
                 self._finish(run, stop.status, stop.reason, stop.error, stop.evidence)
+            finally:
+                self.watchdog.forget(run.clock)
         if run_scope.cancelled_caught:
-            self._finish(run, "incomplete", "run_timeout")
+            # The run's own deadline first, as the outermost scope catches it.
+            run_out = trio.current_time() >= run_scope.deadline
+            self._finish(run, "incomplete", (not run_out and run.clock.fired) or "run_timeout")
         if run.result.status == "completed":
             self._verify(run)
 
@@ -514,7 +531,7 @@ class Engine:
 
     def _verify(self, run: Run) -> None:
         """Evaluate declared outcome assertions; with none, completion stays unverified."""
-        verdict: Verification | None = self.kernel.hook.soulacy_verify_outcome(
+        verdict: Verification | None = self.kernel.hot.soulacy_verify_outcome(
             kernel=self.kernel, run=run
         )
         if verdict is None:
@@ -532,7 +549,7 @@ class Engine:
             kernel = self.kernel
             provider_name, model = kernel.model_of(run.agent)
             compactor: Compactor = _required(
-                kernel.hook.soulacy_make_compactor(kernel=kernel, run=run),
+                kernel.hot.soulacy_make_compactor(kernel=kernel, run=run),
                 "soulacy_make_compactor",
                 "the compactor",
                 "passthrough",
@@ -640,11 +657,20 @@ class Engine:
                 await self._emit(run, "llm.call", {"turn": result.turns, "messages": len(view)})
             started = time.perf_counter()
             result.llm_calls += 1
+            sink = self._text_sink(run) if run.request.stream else None
+            clock, seconds = run.clock, policy.llm_timeout.value
             try:
-                with _move_on_after(policy.llm_timeout) as llm_scope:
-                    reply = await provider.complete(
-                        request, self._text_sink(run) if run.request.stream else None
-                    )
+                if seconds is None or clock.model != INF:  # unlimited, or a concurrent call
+                    with _move_on_after(policy.llm_timeout) as llm_scope:
+                        reply = await provider.complete(request, sink)
+                    if llm_scope.cancelled_caught:
+                        raise RunStop("incomplete", "llm_timeout")
+                else:  # the watchdog ends the run when the call outlasts its deadline
+                    clock.model = clock.due(float(seconds))
+                    try:
+                        reply = await provider.complete(request, sink)
+                    finally:
+                        clock.model = INF
             except ContextLengthExceeded as exc:
                 if retried or exc.limit is None:
                     raise RunStop("failed", "context_length", error=str(exc)) from exc
@@ -659,8 +685,6 @@ class Engine:
                 continue
             except ProviderError as exc:
                 raise RunStop("failed", "provider_error", error=str(exc)) from exc
-            if llm_scope.cancelled_caught:
-                raise RunStop("incomplete", "llm_timeout")
             result.input_tokens += reply.usage.input_tokens
             result.output_tokens += reply.usage.output_tokens
             self._account(run, setup.provider_name, model, reply.usage)
@@ -773,8 +797,14 @@ class Engine:
         refusal = await self._approve(run, call)
         if refusal is not None:
             return refusal
-        timeout = run.policy.tool_timeout
-        with _move_on_after(timeout) as scope:
+        timeout, clock = run.policy.tool_timeout, run.clock
+        scope: trio.CancelScope | _NoDeadline
+        if timeout.value is None or clock.tool_scope is not None:  # unlimited, or concurrent
+            scope = _move_on_after(timeout)
+        else:  # no deadline of its own (cheaper to enter): the watchdog cancels it
+            scope = clock.tool_scope = trio.CancelScope()
+            clock.tool = clock.due(float(timeout.value))
+        with scope:
             try:
                 if tool.is_async:
                     value = await tool.function(**call.arguments)
@@ -789,6 +819,9 @@ class Engine:
                     value = await value
             except Exception as exc:
                 return ToolOutcome(f"error: {type(exc).__name__}: {exc}", True)
+            finally:
+                if scope is clock.tool_scope:
+                    clock.tool_scope, clock.tool = None, INF
             return ToolOutcome(_render(value), False, value)
         assert scope.cancelled_caught
         return ToolOutcome(f"error: tool {call.name!r} timed out after {timeout.value}s", True)
@@ -836,10 +869,11 @@ class Engine:
             await self._emit(run, "tool.approval", _approval_event(run, stored))
             # Deadlines the wait does not use up move by it: the step's always, the run's
             # unless approvals.wait_counts_against_timeout.
-            paused = [s for s in (run.step_scope,) if s is not None]
+            paused = []
             if run.timeout_scope is not None and not wait_counts_against_timeout(kernel):
                 paused.append(run.timeout_scope)
             began, deadlines = trio.current_time(), [s.deadline for s in paused]
+            step, run.clock.step = run.clock.step, INF
             for scope in paused:
                 scope.deadline = math.inf
             run.awaiting = call.id  # left set when the wait is cancelled: see _guarded
@@ -849,6 +883,7 @@ class Engine:
                 waited = trio.current_time() - began
                 for scope, deadline in zip(paused, deadlines, strict=True):
                     scope.deadline = deadline + waited
+                run.clock.set_step(step + waited)
             run.awaiting = None
         decision = stored.decision
         assert decision is not None

@@ -19,6 +19,7 @@ from ._conversations import Capacity, ConversationKey, ConversationRegistry, Run
 from ._engine import Engine, RunRequest, RunResult
 from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
+from ._hookpath import HotHooks
 from ._leases import CancelWatcher, Leases, lease_issues
 from ._loading import (
     AGENT_FILE,
@@ -89,6 +90,9 @@ class Kernel:
         self.workspace = workspace
         self.pm = pm
         self.hook = pm.hook
+        # The same hooks, called without pluggy's per-call machinery where it adds nothing
+        # (no wrapper, nobody tracing): for the hooks of every run and every turn (0042).
+        self.hot = HotHooks(pm)
         self.config = config
         self.environ = environ
         self.sections = tuple(sections)
@@ -288,7 +292,7 @@ class Kernel:
 
         Asks the ``soulacy_resolve_policy`` hook (the builtin ``policy`` plugin by default).
         """
-        policy = self.hook.soulacy_resolve_policy(
+        policy = self.hot.soulacy_resolve_policy(
             kernel=self, agent_id=agent_id, overrides=overrides or {}
         )
         if policy is None:
@@ -472,7 +476,7 @@ class Kernel:
         the tools a plugin offers as ``chosen`` by the agent's other keys (``mcp_servers``)."""
         listed: list[str] = agent.section("tools") or []
         contributed: dict[str, Tool] = {}
-        for tools in self.hook.soulacy_tools(kernel=self, agent_id=agent.id, agent=agent):
+        for tools in self.hot.soulacy_tools(kernel=self, agent_id=agent.id, agent=agent):
             for tool in tools or ():
                 contributed.setdefault(tool.listed_as or tool.name, tool)
         chosen = self._listed_tools(agent, listed, contributed)

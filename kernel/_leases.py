@@ -61,7 +61,6 @@ class HeldLease:
         self.took_over_from = took_over_from
         self.lost = False
         self.lost_to: Lease | None = None  # who holds it now, when a renewal found it lost
-        self._keeper = trio.CancelScope()
 
     def error(self) -> LeaseLost:
         return LeaseLost(self.lease.key, self.lease.token, self.lost_to)
@@ -70,12 +69,17 @@ class HeldLease:
 class Leases:
     """The kernel's leases (``kernel.leases``).
 
-    Renewal runs in a Trio system task per held lease rather than in a nursery of the
-    caller's: a nursery around a run would wrap the run's own exceptions in exception groups.
+    One Trio system task renews every lease the kernel holds, in one store call per
+    heartbeat (``renew_leases`` takes them all): a task and a sleep per lease cost every run
+    its spawn and its cancellation, and 10,000 concurrent runs as many renewals a heartbeat. A
+    system task rather than a nursery of the caller's: a nursery around a run would wrap the
+    run's own exceptions in exception groups.
     """
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
+        self._held: dict[HeldLease, Callable[[], None] | None] = {}  # and what to call if lost
+        self._keeping = False
 
     def settings(self) -> LeaseSettings:
         try:
@@ -105,7 +109,10 @@ class Leases:
             if grant.acquired:
                 assert grant.lease is not None
                 held = HeldLease(grant.lease, grant.took_over_from)
-                trio.lowlevel.spawn_system_task(self._keep, held, on_lost, name=f"lease {key}")
+                self._held[held] = on_lost
+                if not self._keeping:
+                    self._keeping = True
+                    trio.lowlevel.spawn_system_task(self._keep, name="lease renewals")
                 return held
             if not wait:
                 return None
@@ -114,7 +121,7 @@ class Leases:
 
     async def release(self, held: HeldLease) -> None:
         """Stop renewing and give the lease back (unless it was lost); never raises."""
-        held._keeper.cancel()
+        self._held.pop(held, None)
         if held.lost:
             return
         with trio.CancelScope(shield=True):
@@ -140,32 +147,48 @@ class Leases:
         if held.lost:
             raise held.error()
 
-    async def _keep(self, held: HeldLease, on_lost: Callable[[], None] | None) -> None:
+    async def _keep(self) -> None:
+        """Renew every held lease each heartbeat, while any is held; stop the holders of the
+        ones a renewal finds taken over."""
         settings = self.settings()
         store = self.kernel.store()
-        with held._keeper:
-            while True:
+        try:
+            while self._held:
                 await trio.sleep(settings.heartbeat.seconds)
+                held = list(self._held)
+                if not held:
+                    break
                 try:
-                    renewed = await store.renew_leases([held.lease], settings.ttl.seconds)
+                    renewed = await store.renew_leases(
+                        [h.lease for h in held], settings.ttl.seconds
+                    )
                 except Exception as exc:  # a system task must not raise
-                    # Unreachable store: the lease may still be ours (a takeover, if any, shows
-                    # at the next renewal or write); keep trying.
-                    log.warning("renewing the lease of %r failed: %s", held.lease.key, exc)
+                    # Unreachable store: the leases may still be ours (a takeover, if any,
+                    # shows at the next renewal or write); keep trying.
+                    log.warning("renewing %d leases failed: %s", len(held), exc)
                     continue
-                if renewed:
-                    held.lease = renewed[0]
-                    continue
-                held.lost = True
-                held.lost_to = await _current(store, held.lease.key)
-                log.warning(
-                    "the lease of %r (token %d) was taken over; stopping what it held",
-                    held.lease.key,
-                    held.lease.token,
-                )
-                if on_lost is not None:
-                    on_lost()
-                return
+                kept = {(lease.key, lease.token): lease for lease in renewed}
+                for one in held:
+                    lease = kept.get((one.lease.key, one.lease.token))
+                    if lease is not None:
+                        one.lease = lease
+                    elif one in self._held:  # not released while the renewal was written
+                        await self._lost(store, one, self._held.pop(one))
+        finally:  # the next lease acquired starts it again (in whichever Trio run it is)
+            self._keeping = False
+
+    async def _lost(
+        self, store: Store, held: HeldLease, on_lost: Callable[[], None] | None
+    ) -> None:
+        held.lost = True
+        held.lost_to = await _current(store, held.lease.key)
+        log.warning(
+            "the lease of %r (token %d) was taken over; stopping what it held",
+            held.lease.key,
+            held.lease.token,
+        )
+        if on_lost is not None:
+            on_lost()
 
 
 async def _current(store: Store, key: str) -> Lease | None:

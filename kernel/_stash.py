@@ -59,18 +59,12 @@ class Stash:
 
     def get(self, key: StashKey[T], default: D) -> T | D:
         """The value of ``key``, or ``default`` when it has none."""
-        try:
-            return self[key]
-        except KeyError:
-            return default
+        # No KeyError raised and caught: plugins ask on every turn, often for what is unset.
+        return cast("T | D", self._storage.get(key, default))
 
     def setdefault(self, key: StashKey[T], default: T) -> T:
         """The value of ``key``, set to ``default`` first when it has none."""
-        try:
-            return self[key]
-        except KeyError:
-            self[key] = default
-            return default
+        return cast("T", self._storage.setdefault(key, default))
 
     def pop(self, key: StashKey[T], default: D) -> T | D:
         """Remove the value of ``key`` and return it, or ``default`` when it has none."""

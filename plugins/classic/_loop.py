@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Literal
-
-import trio
 
 from soulacy.kernel.engine import Run, RunStop
 from soulacy.kernel.messages import Message
@@ -42,31 +39,29 @@ async def tool_loop(run: Run, limit: Literal["turns", "steps"] = "turns") -> Non
     capped by the turn ceiling) and times each with the reasoning step timeout."""
     policy = run.policy
     timeout = (policy.step_timeout if limit == "turns" else policy.reasoning_step_timeout).value
-    seconds = math.inf if timeout is None else float(timeout)
+    seconds = None if timeout is None else float(timeout)
     # Looked up once per run, not per reply: an older detector may lack the method.
     observe_reply = getattr(run.detector, "observe_reply", None)
     while True:
-        await run.turn(limit)
-        # A scope made directly (trio.move_on_after costs a third more, every turn).
-        with trio.CancelScope(deadline=trio.current_time() + seconds) as step_scope:
-            run.step_scope = step_scope  # a wait for approval in this step does not use it up
-            message = (await run.call_model()).message
-            if message.tool_calls:
-                for call in message.tool_calls:
-                    await run.call_tool(call.name, call.arguments, call.id)
-                continue
-            text = message.content.strip()
-            if text and not is_progress_only(text):
-                run.complete(message.content)
-                return
-            # Repair: nudge the model, keep the tools available; the turn counts.
-            if observe_reply is not None:
-                verdict = observe_reply(message.content)
-                if verdict.kind == "stalled":
-                    raise RunStop("incomplete", "no_progress", evidence=verdict.evidence)
-            run.messages.append(Message("user", NUDGE_PROGRESS if text else NUDGE_EMPTY))
-        if step_scope.cancelled_caught:
-            raise RunStop("incomplete", "step_timeout")
+        await run.turn(limit)  # which ends the step before it
+        # Timed by the run's clock, not a cancel scope per step: the watchdog ends the run as
+        # step_timeout when a step outlasts it (and a wait for approval does not count).
+        run.start_step(seconds)
+        message = (await run.call_model()).message
+        if message.tool_calls:
+            for call in message.tool_calls:
+                await run.call_tool(call.name, call.arguments, call.id)
+            continue
+        text = message.content.strip()
+        if text and not is_progress_only(text):
+            run.complete(message.content)
+            return
+        # Repair: nudge the model, keep the tools available; the turn counts.
+        if observe_reply is not None:
+            verdict = observe_reply(message.content)
+            if verdict.kind == "stalled":
+                raise RunStop("incomplete", "no_progress", evidence=verdict.evidence)
+        run.messages.append(Message("user", NUDGE_PROGRESS if text else NUDGE_EMPTY))
 
 
 async def classic(run: Run) -> None:

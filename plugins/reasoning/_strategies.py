@@ -60,11 +60,10 @@ async def plan_execute(run: Run) -> None:
 
 async def _step(run: Run, *, tools: bool) -> Message:
     await run.turn("steps")
-    timeout = run.policy.reasoning_step_timeout.value
-    with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
-        return (await run.call_model(tools=tools)).message
-    assert scope.cancelled_caught
-    raise RunStop("incomplete", "step_timeout")
+    run.start_step(run.policy.reasoning_step_timeout.value)  # the model call is the step
+    message = (await run.call_model(tools=tools)).message
+    run.end_step()
+    return message
 
 
 def bounded(strategy: Strategy, total: float | None) -> Strategy:
