@@ -126,9 +126,16 @@ def label_interrupted(entry: HistoryEntry, run: RunRecord | None) -> HistoryEntr
     return entry
 
 
+# Made once: json.dumps with options builds an encoder per call, and proofs, receipts and
+# reservations encode on every run.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 kept: the same data always hashes the same."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
 
 
 def bounded(text: str, limit: int = RECEIPT_FIELD_CHARS) -> tuple[str, bool]:

@@ -49,16 +49,16 @@ def _strip(value: Any, volatile: frozenset[str]) -> Any:
     return value
 
 
+# Made once: json.dumps with options builds an encoder on every call (every tool result).
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+)
+
+
 def _canonical(result: Any, volatile: frozenset[str]) -> str:
     if isinstance(result, str):
         return normalize_text(result)
-    return json.dumps(
-        _strip(result, volatile),
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        default=str,
-    )
+    return _CANONICAL.encode(_strip(result, volatile))
 
 
 def _digest(labelled: str) -> str:
