@@ -250,6 +250,7 @@ def _configure_copy(parser: argparse.ArgumentParser) -> None:
 
 LABELS = {
     "runs": "runs",
+    "attempt_endings": "attempt endings",
     "conversation_history": "history entries",
     "tool_records": "tool records",
     "proofs": "proofs",

@@ -13,8 +13,10 @@ copied, or nothing is.
 
 What is copied, row for row and value for value: history (with its ids, so the order of every
 conversation is kept, and the identity sequence set past the file's last id), runs with their
-attempts, tool records (in call order), proofs and superseded proofs (bodies byte for byte, so
-each sha256 still verifies), checkpoints (in step order), plugin state, leases (owners and
+attempts and the endings of their earlier attempts (both stores keep reply metadata once per
+attempt and join it on read, so an entry's metadata is copied as the file keeps it), tool
+records (in call order), proofs and superseded proofs (bodies byte for byte, so each sha256
+still verifies), checkpoints (in step order), plugin state, leases (owners and
 tokens: a token the target grants next is greater than every token the file granted) and
 counters. Left out: the queues of leases and cancellation requests (both live for seconds, for
 processes running now), and what the store never reads (the original system's
@@ -51,6 +53,7 @@ TARGET_TABLES = (
     "leases",
     "lease_waiters",
     "runs",
+    "attempt_endings",
     "conversation_history",
     "tool_records",
     "proofs",
@@ -123,15 +126,11 @@ TABLES: tuple[Table, ...] = (
             "user_id",
             "attempt",
         ),
-        # An entry's reply metadata is its own, else its attempt's: the run's for its last
-        # attempt, attempt_endings' for an earlier one (the file keeps it once per attempt;
-        # the PostgreSQL store keeps it on every entry).
-        "SELECT h.id, h.agent_id, h.session_id, h.run_id, h.role, h.content, h.tokens,"
-        " h.created_at, COALESCE(h.metadata, CASE WHEN h.attempt = r.attempt THEN r.metadata"
-        " ELSE (SELECT e.metadata FROM attempt_endings AS e WHERE e.run_id = h.run_id AND"
-        " e.attempt = h.attempt) END), h.tool_call_id, h.tool_calls, h.name, h.is_error,"
-        " h.principal, h.user_id, h.attempt"
-        " FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id ORDER BY h.id",
+        # An entry's own reply metadata only: its attempt's is the run's or its attempt's
+        # ending, copied with them and joined on read by both stores (docs/decisions/0045).
+        "SELECT id, agent_id, session_id, run_id, role, content, tokens, created_at, metadata,"
+        " tool_call_id, tool_calls, name, is_error, principal, user_id, attempt"
+        " FROM conversation_history ORDER BY id",
         sequence="id",
     ),
     Table(
@@ -141,6 +140,16 @@ TABLES: tuple[Table, ...] = (
         "SELECT seq, run_id, call_id, name, arguments, content, is_error, created_at"
         " FROM tool_records ORDER BY seq",
         sequence="seq",
+    ),
+    Table(
+        "attempt_endings",
+        "attempt endings",
+        ("run_id", "attempt", "metadata"),
+        # Those the file reads: the SQLite store reads a run's current attempt's metadata from
+        # the run alone; the PostgreSQL store would read such an ending after a NULL there.
+        "SELECT e.run_id, e.attempt, e.metadata FROM attempt_endings AS e"
+        " WHERE NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.run_id = e.run_id"
+        " AND r.attempt = e.attempt) ORDER BY e.run_id, e.attempt",
     ),
     Table(
         "proofs",
@@ -419,6 +428,8 @@ def _convert(table: str, r: Sequence[Any]) -> tuple[Any, ...]:
             _text(r[14]),
             _int(r[15], 1),
         )
+    if table == "attempt_endings":
+        return (_str(r[0]), _int(r[1], 1), _str(r[2]))
     if table == "tool_records":
         return (
             int(r[0]),

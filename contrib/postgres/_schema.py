@@ -1,9 +1,12 @@
 """The PostgreSQL schema and its migrations, recorded in ``soulacy_schema``.
 
 Each migration is a numbered list of statements; ``soulacy_schema`` has one row per version
-applied (its number, what it did, when, by the server's clock). Migrations are additive: a later
-version only adds tables, columns (with defaults) and indexes, so a process of an older release
-still reads and writes a database a newer one migrated. They run at start-up, in one
+applied (its number, what it did, when, by the server's clock). Versions 1-3 only added tables,
+columns and indexes; version 4 keeps reply metadata once per attempt instead of on every history
+entry (docs/decisions/0045), which a process of an earlier release does not read: every such
+process must stop before the first of this release opens the database. A database at a version
+newer than :data:`SCHEMA_VERSION` is refused and left as it is (:func:`refuse_newer`): its
+layout may not be the one this code reads and writes. Migrations run at start-up, in one
 transaction, under a transaction-scoped advisory lock of the database
 (``pg_advisory_xact_lock``): processes starting at once migrate one after the other, and every
 one but the first finds nothing left to do. PostgreSQL's DDL is transactional, so a migration
@@ -125,6 +128,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX IF NOT EXISTS tool_approvals_in_order ON tool_approvals (seq)",
         ),
     ),
+    Migration(
+        4,
+        "reply metadata kept once per attempt (attempt_endings), joined on read",
+        (
+            # The ending of an attempt that is no longer its run's last (the last one's is
+            # runs.metadata), and of attempt 1 of a run finished without a record. Entries
+            # written before keep their own copy: it is what the join would give, so nothing
+            # is rewritten and every read answers as before.
+            """CREATE TABLE IF NOT EXISTS attempt_endings (
+                run_id TEXT NOT NULL, attempt INTEGER NOT NULL, metadata TEXT NOT NULL,
+                PRIMARY KEY (run_id, attempt))""",
+            # Served only finish_run's rewrite and start_run's look for a crashed attempt's
+            # entries, neither of which reads the history any more: one index fewer per turn.
+            "DROP INDEX IF EXISTS history_by_attempt",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -140,10 +159,28 @@ def schema_version(conn: Connection) -> int:
     return int(found[0]) if found else 0
 
 
+class NewerSchema(Exception):
+    """The database is at a schema newer than this release's: nothing was changed."""
+
+    def __init__(self, found: int) -> None:
+        super().__init__(
+            f"the database's Soulacy schema is version {found}, written by a newer Soulacy"
+            f" (this one knows up to {SCHEMA_VERSION}); nothing was changed: use that release"
+            " or a newer one"
+        )
+        self.found = found
+
+
+def refuse_newer(found: int) -> None:
+    """A database of a newer schema is neither written nor read by this code."""
+    if found > SCHEMA_VERSION:
+        raise NewerSchema(found)
+
+
 def migrate(conn: Connection) -> int:
     """Bring the database to :data:`SCHEMA_VERSION` in one transaction, under the migration
     lock; returns the version it found. ``conn`` must be in autocommit mode (no transaction
-    open)."""
+    open). A newer schema raises :class:`NewerSchema`, and the transaction changes nothing."""
     with conn.transaction():
         # First the lock, then even the schema table: two processes creating it at once would
         # collide in the catalogue.
@@ -153,6 +190,7 @@ def migrate(conn: Connection) -> int:
             " description TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
         )
         found = schema_version(conn)
+        refuse_newer(found)
         for migration in MIGRATIONS:
             if migration.version <= found:
                 continue

@@ -15,7 +15,10 @@ a cycle):
   askers cannot both insert), then locks it ``FOR UPDATE``; the lease's queue is only touched
   under that lock;
 * ``start_run`` and ``finalize_proof`` then take a transaction-scoped advisory lock of the run
-  id: concurrent finalizations wait for each other, and the second returns the first's proof.
+  id: concurrent finalizations wait for each other, and the second returns the first's proof;
+* ``start_run`` then locks the run's row (``FOR UPDATE``), which ``finish_run`` updates: a
+  retry reads the last attempt's ending, keeps it in ``attempt_endings`` and resets the row
+  with no ``finish_run`` in between.
 
 Time is the server's: every expiry is judged by ``clock_timestamp()`` (epoch seconds) read
 inside the transaction, after its locks are held, never by the caller's clock.
@@ -71,7 +74,14 @@ from soulacy.kernel.store import (
 )
 
 from ._notify import CANCELS, RUN_EVENTS, Listener
-from ._schema import SCHEMA_VERSION, Connection, migrate, schema_version
+from ._schema import (
+    SCHEMA_VERSION,
+    Connection,
+    NewerSchema,
+    migrate,
+    refuse_newer,
+    schema_version,
+)
 
 if TYPE_CHECKING:
     from soulacy.kernel.store import Store
@@ -282,19 +292,12 @@ class PostgresStore:
         pool. Connecting directly first makes a server that is down fail at once, saying why."""
         with psycopg.connect(self._dsn, **self._connect_args()) as conn:
             self._configure(conn)
-            if self.read_only:
-                found = schema_version(conn)
-                if found < SCHEMA_VERSION:
-                    raise StorageError(
-                        self._scrub(
-                            f"PostgreSQL store {self.describe()}: the database's Soulacy schema"
-                            f" is version {found}, this release reads version {SCHEMA_VERSION}:"
-                            " run `soulacy store migrate` (or any command that writes) first"
-                        )
-                    )
-                self.migrated_from = found
-            else:
-                self.migrated_from = migrate(conn)
+            try:
+                self.migrated_from = self._check_schema(conn)
+            except NewerSchema as exc:
+                raise StorageError(
+                    self._scrub(f"PostgreSQL store {self.describe()}: {exc}")
+                ) from None
         pool: ConnectionPool[Connection] = ConnectionPool(
             self._dsn,
             kwargs=self._connect_args(),
@@ -311,6 +314,22 @@ class PostgresStore:
             pool.close()
             raise
         return pool
+
+    def _check_schema(self, conn: Connection) -> int:
+        """Migrate (or, read-only, check) the schema; returns the version found."""
+        if not self.read_only:
+            return migrate(conn)
+        found = schema_version(conn)
+        refuse_newer(found)
+        if found < SCHEMA_VERSION:
+            raise StorageError(
+                self._scrub(
+                    f"PostgreSQL store {self.describe()}: the database's Soulacy schema"
+                    f" is version {found}, this release reads version {SCHEMA_VERSION}:"
+                    " run `soulacy store migrate` (or any command that writes) first"
+                )
+            )
+        return found
 
     async def _ready(self, what: str) -> ConnectionPool[Connection]:
         pool = self._pool
@@ -449,6 +468,11 @@ class PostgresStore:
                 f"SELECT {_HISTORY_COLUMNS} FROM conversation_history WHERE {where} ORDER BY id",
                 args,
             ).fetchall()
+            # Reply metadata is kept once per attempt (docs/decisions/0045): an entry without
+            # its own reads its attempt's, looked up once per run, not joined per entry.
+            endings = _attempt_endings(
+                conn, {r[3] for r in rows if r[8] is None and r[3] is not None}
+            )
             return [
                 HistoryEntry(
                     int(r[0]),
@@ -459,7 +483,7 @@ class PostgresStore:
                     r[5] or "",
                     r[6],
                     float(r[7]),
-                    _loads(r[8]),
+                    _loads(r[8] if r[8] is not None else endings.get((r[3], int(r[15])))),
                     r[9],
                     _loads(r[10]) or (),
                     r[11],
@@ -479,8 +503,10 @@ class PostgresStore:
         def write(conn: Connection) -> RunRecord:
             _check_fence(conn, fence)
             _lock_run(conn, run.run_id)
+            # Locked: a finish_run committing meanwhile cannot slip between the read of the
+            # last attempt's ending and the reset below (it waits, or was read).
             previous = conn.execute(
-                "SELECT attempt FROM runs WHERE run_id = %s", (run.run_id,)
+                "SELECT attempt, metadata FROM runs WHERE run_id = %s FOR UPDATE", (run.run_id,)
             ).fetchone()
             attempt = int(previous[0]) + 1 if previous else 1
             # A retry with the same run id is a new attempt: the last attempt's proof is kept
@@ -492,17 +518,19 @@ class PostgresStore:
                 (run.run_id,),
             )
             conn.execute("DELETE FROM proofs WHERE run_id = %s", (run.run_id,))
-            # The entries of an earlier attempt that never got reply metadata: it crashed.
-            crashed = conn.execute(
-                "SELECT DISTINCT attempt FROM conversation_history WHERE run_id = %s"
-                " AND attempt < %s AND metadata IS NULL",
-                (run.run_id, attempt),
-            ).fetchall()
-            for (number,) in crashed:
+            if previous:
+                # The last attempt's ending is kept for its entries before runs.metadata is
+                # reset; one that never ended crashed: its entries read interrupted. The
+                # history is neither read nor written (docs/decisions/0045).
+                number, ending = int(previous[0]), previous[1]
                 conn.execute(
-                    "UPDATE conversation_history SET metadata = %s WHERE run_id = %s"
-                    " AND attempt = %s AND metadata IS NULL",
-                    (_dumps({"status": "interrupted", "attempt": number}), run.run_id, number),
+                    "INSERT INTO attempt_endings (run_id, attempt, metadata) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (run_id, attempt) DO NOTHING",
+                    (
+                        run.run_id,
+                        number,
+                        ending or _dumps({"status": "interrupted", "attempt": number}),
+                    ),
                 )
             stored = conn.execute(
                 "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
@@ -606,7 +634,7 @@ class PostgresStore:
 
         def write(conn: Connection) -> None:
             _check_fence(conn, fence)
-            conn.execute(
+            finished = conn.execute(
                 "UPDATE runs SET status = %s, verification = %s, incomplete_reason = %s,"
                 f" metadata = %s, finished_at = {_NOW} WHERE run_id = %s",
                 (
@@ -617,13 +645,14 @@ class PostgresStore:
                     run_id,
                 ),
             )
-            # Only this run's entries of its current attempt: another run's notice, and an
-            # earlier attempt's ending, are never touched.
-            conn.execute(
-                "UPDATE conversation_history SET metadata = %s WHERE run_id = %s AND attempt ="
-                " COALESCE((SELECT attempt FROM runs WHERE run_id = %s), 1)",
-                (body, run_id, run_id),
-            )
+            # One row, whatever the run's length: the entries of its current attempt read it
+            # from there (joined on read), another run's and an earlier attempt's never do.
+            if finished.rowcount == 0:  # no record of the run: its entries are attempt 1's
+                conn.execute(
+                    "INSERT INTO attempt_endings (run_id, attempt, metadata) VALUES (%s, 1, %s)"
+                    " ON CONFLICT (run_id, attempt) DO UPDATE SET metadata = excluded.metadata",
+                    (run_id, body),
+                )
 
         await self._write("finish run", write)
 
@@ -1314,6 +1343,29 @@ def _leave_queue(conn: Connection, key: str, owner_id: str, holder: str) -> None
         "DELETE FROM lease_waiters WHERE key = %s AND owner_id = %s AND holder = %s",
         (key, owner_id, holder),
     )
+
+
+def _attempt_endings(conn: Connection, run_ids: set[str]) -> dict[tuple[str, int], str]:
+    """The reply metadata of each attempt of these runs, by (run id, attempt): the run's own
+    for its current attempt, else the stored ending (the run's first: an ending stored for the
+    current attempt, of a run finished before it was started, counts only while the run has
+    none). One statement, so one snapshot: a retry starting meanwhile is seen whole or not."""
+    if not run_ids:
+        return {}
+    ids = sorted(run_ids)
+    rows = conn.execute(
+        "SELECT run_id, attempt, metadata, TRUE FROM runs"
+        " WHERE run_id = ANY(%s) AND metadata IS NOT NULL"
+        " UNION ALL SELECT run_id, attempt, metadata, FALSE FROM attempt_endings"
+        " WHERE run_id = ANY(%s)",
+        (ids, ids),
+    ).fetchall()
+    found: dict[tuple[str, int], str] = {}
+    for run_id, attempt, metadata, of_the_run in rows:
+        key = (run_id, int(attempt))
+        if of_the_run or key not in found:
+            found[key] = metadata
+    return found
 
 
 def _tool_records(conn: Connection, run_id: str) -> list[ToolRecord]:

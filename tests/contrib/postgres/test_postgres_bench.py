@@ -36,3 +36,30 @@ def test_the_postgres_benchmark_runs(postgres_server: Server) -> None:
     }
     assert len(data["takeover_same_host_ms"]) == 1
     assert "| PostgreSQL | 2 |" in done.stdout
+
+
+FINISH = BENCH.with_name("postgres_finish.py")
+
+
+def test_the_finish_run_benchmark_runs(postgres_server: Server) -> None:
+    args = ["--sizes", "3", "--rounds", "1", "--runs", "1", "--turn-writes", "3"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(FINISH),
+            *args,
+            "--floor-writes",
+            "3",
+            "--dsn",
+            postgres_server.admin_dsn,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout.splitlines()[-1])
+    assert [f["rewritten"] for f in data["finish"]["after-3"]] == [0.0]
+    assert set(data["turn_us"]) == {"turn-after", "turn-async-after"}
+    assert len(data["turn_us"]["turn-after"]) == len(data["floor_us"]) == 1

@@ -227,6 +227,7 @@ async def test_a_workspace_copied_into_postgres_reads_the_same_and_goes_on(
         table: sqlite_rows(source, f"SELECT COUNT(*) FROM {table}")[0][0]
         for table in (
             "runs",
+            "attempt_endings",
             "conversation_history",
             "tool_records",
             "proofs",
@@ -240,6 +241,7 @@ async def test_a_workspace_copied_into_postgres_reads_the_same_and_goes_on(
     }
     assert report["copied"] == expected
     assert expected["superseded_proofs"] == 2  # R1's and W1's first attempts
+    assert expected["attempt_endings"] == 2  # their endings, read by their entries
     assert expected["workflow_checkpoints"] == 2
     assert report["left_out"] == {"lease_waiters": 0, "cancel_requests": 1, "run_events": 0}
     assert report["running"] == ["R4"]  # its process (this one) still holds its lease

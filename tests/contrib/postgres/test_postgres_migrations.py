@@ -81,20 +81,6 @@ def test_processes_migrating_at_once_migrate_once(database: str, tmp_path: Path)
     assert [v for v, _ in applied(database)] == list(range(1, SCHEMA_VERSION + 1))
 
 
-async def test_a_schema_a_newer_release_migrated_is_used_as_it_is(database: str) -> None:
-    await PostgresStore(database).open()
-    with psycopg.connect(database) as conn:  # migrations only add: an older release reads on
-        conn.execute(
-            "INSERT INTO soulacy_schema VALUES (%s, 'a later release', 0)", (SCHEMA_VERSION + 1,)
-        )
-    store = PostgresStore(database)
-    try:
-        assert await store.open() == SCHEMA_VERSION + 1
-        assert (await store.start_run(RunRecord("r", "a", "s"))).attempt == 1
-    finally:
-        await store.aclose()
-
-
 async def test_a_read_only_store_creates_nothing_and_writes_nothing(database: str) -> None:
     reader = PostgresStore(database, read_only=True)
     with pytest.raises(StorageError, match="soulacy store migrate"):
