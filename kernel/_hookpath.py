@@ -25,11 +25,13 @@ Call = tuple[Callable[..., Any], tuple[str, ...]]
 class HotHook:
     """One hook of a plugin manager, called as ``hook(kernel=..., run=...)`` is."""
 
-    __slots__ = ("_caller", "_calls", "_direct", "_firstresult", "_impls", "_pm")
+    __slots__ = ("_caller", "_calls", "_current_impls", "_direct", "_firstresult", "_impls", "_pm")
 
     def __init__(self, pm: pluggy.PluginManager, name: str) -> None:
         self._pm = pm
         self._caller: pluggy.HookCaller = getattr(pm.hook, name)
+        # pluggy's own list, mutated in place as plugins come and go (read on every call)
+        self._current_impls: list[Any] = self._caller._hookimpls
         spec = self._caller.spec
         self._firstresult = bool(spec and spec.opts.get("firstresult"))
         self._impls: list[Any] | None = None  # the implementation list the calls were made from
@@ -37,7 +39,7 @@ class HotHook:
         self._direct = False
 
     def _current(self) -> list[Any]:
-        return self._caller._hookimpls  # pluggy's own list, mutated as plugins come and go
+        return self._current_impls
 
     def _refresh(self) -> None:
         impls = self._current()
@@ -55,10 +57,10 @@ class HotHook:
         """Whether a call now reaches anyone: an implementation, or whoever traces or records
         the manager's hook calls (``HookRecorder``, ``SOULACY_TRACE_PLUGINS``), who sees every
         call, even one that no plugin implements."""
-        return bool(self._current()) or self._pm._inner_hookexec is not _multicall
+        return bool(self._current_impls) or self._pm._inner_hookexec is not _multicall
 
     def __call__(self, **kwargs: Any) -> Any:
-        if self._impls != self._current():
+        if self._impls != self._current_impls:
             self._refresh()
         if not (self._direct and self._pm._inner_hookexec is _multicall):
             return self._caller(**kwargs)
