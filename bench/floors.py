@@ -5,7 +5,8 @@ Runs in the project's venv. Each prints one JSON object.
 * ``sqlite``: committed single-row INSERTs per second with raw ``sqlite3`` and Soulacy's pragmas
   (WAL, ``synchronous=NORMAL``; ``BEGIN IMMEDIATE`` … ``COMMIT`` each): no runtime persists a
   turn faster than one such commit, the floor for W2. Also the raw cost of the SQL that
-  Soulacy's store commits per turn (two history rows and a tool record, in its own schema).
+  Soulacy's store commits per turn (the fence's read, two history rows and a tool record, in
+  its own schema), and of the same turn without the tool record.
 * ``asgi``: a bare ASGI app (no framework) that streams N server-sent events per request, served
   by ``hypercorn.trio.serve`` on 127.0.0.1 (port chosen by the OS) in a child process and read by
   httpx under Trio in this one, many streams at once: 200 concurrent streams of 50 token-sized
@@ -67,9 +68,11 @@ def _single_rows(path: Path, writes: int) -> float:
     return elapsed / writes * 1e6
 
 
-def _soulacy_turns(path: Path, writes: int) -> float:
-    """µs per committed turn as Soulacy's store writes one (two history rows and one tool
-    record, in its schema, created by the store itself), issued with raw sqlite3."""
+def _soulacy_turns(path: Path, writes: int, *, tool_records: bool = True) -> float:
+    """µs per committed turn as Soulacy's store writes one, issued with raw sqlite3 into its
+    schema (created by the store itself): the fence's read of the lease, two history rows and
+    one tool record. Without ``tool_records``: the history rows only (what a turn would cost
+    if the tool record were kept in the tool result's history row; see decision 0044)."""
     from soulacy.plugins.sqlite_store import SQLiteStore
 
     async def create() -> None:
@@ -79,28 +82,35 @@ def _soulacy_turns(path: Path, writes: int) -> float:
 
     trio.run(create)
     conn = _connect(path)
+    conn.execute("INSERT INTO leases (key, token, owner_id) VALUES ('conversation', 1, 'bench')")
+    fence = (
+        "SELECT token, owner_id, pid, host, boot, holder, acquired_at, renewed_at, expires_at"
+        " FROM leases WHERE key = ?"
+    )
     history = (
         "INSERT INTO conversation_history (agent_id, session_id, run_id, role, content,"
-        " created_at, tool_call_id, tool_calls, name, is_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?,"
-        " ?, ?)"
+        " created_at, tool_call_id, tool_calls, name, is_error, principal, user_id, attempt)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
     tools = (
-        "INSERT INTO tool_records (run_id, call_id, name, arguments, content, is_error,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments, content,"
+        " is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
     )
     started = time.perf_counter()
     for n in range(writes):
         now, call = time.time(), f"call-{n}"
         calls = json.dumps([{"id": call, "name": "step", "arguments": {"i": n}}])
         conn.execute("BEGIN IMMEDIATE")
+        conn.execute(fence, ("conversation",)).fetchone()
         conn.executemany(
             history,
             [
-                ("bench", "s", "r", "assistant", "", now, None, calls, None, 0),
-                ("bench", "s", "r", "tool", f"ok-{n}", now, call, None, "step", 0),
+                ("bench", "s", "r", "assistant", "", now, None, calls, None, 0, None, None, 1),
+                ("bench", "s", "r", "tool", f"ok-{n}", now, call, None, "step", 0, None, None, 1),
             ],
         )
-        conn.execute(tools, ("r", call, "step", json.dumps({"i": n}), f"ok-{n}", 0, now))
+        if tool_records:
+            conn.execute(tools, ("r", call, "step", json.dumps({"i": n}), f"ok-{n}", 0, now))
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - started
     conn.close()
@@ -111,12 +121,14 @@ def sqlite_floor(writes: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="soulacy-floor-") as tmp:
         single = _single_rows(Path(tmp) / "raw.db", writes)
         turn = _soulacy_turns(Path(tmp) / "turns.db", writes)
+        history_only = _soulacy_turns(Path(tmp) / "history.db", writes, tool_records=False)
     return {
         "floor": "sqlite",
         "writes": writes,
         "commits_per_s": 1e6 / single,
         "us_per_commit": single,
         "us_per_soulacy_turn_commit": turn,
+        "us_per_soulacy_turn_commit_history_only": history_only,
         "sqlite": sqlite3.sqlite_version,
     }
 

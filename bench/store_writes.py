@@ -3,9 +3,12 @@
 Each write is one committed transaction holding one turn (one small message), the unit the
 engine persists per turn; the raw floor is a single-row INSERT committed the same way (WAL,
 synchronous=NORMAL, BEGIN IMMEDIATE). Both run side by side in one process, alternating.
-Also finalizes 64 proofs concurrently and counts failures.
+Also the store's part of one W2 run (``--run-turns``): its calls in the engine's order, fenced
+by the conversation's lease (the reads before the first turn, ``start_run``, a tool turn per
+turn, ``finish_run``, ``finalize_proof``), per turn. And 64 proofs finalized concurrently,
+failures counted.
 
-    python bench/store_writes.py [--writes 3000] [--rounds 3]
+    python bench/store_writes.py [--writes 3000] [--rounds 3] [--run-turns 200]
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from pathlib import Path
 
 import trio
 
-from soulacy.kernel.messages import Message
-from soulacy.kernel.store import RunRecord, ToolRecord
+from soulacy.kernel.messages import Message, ToolCall
+from soulacy.kernel.store import LeaseOwner, RunRecord, ToolRecord
 from soulacy.plugins.sqlite_store import SQLiteStore
 from soulacy.plugins.sqlite_store._schema import migrate
 
@@ -79,6 +82,36 @@ async def store_rate(path: Path, writes: int) -> float:
     return writes / elapsed
 
 
+async def store_run(path: Path, turns: int) -> float:
+    """µs per turn of the store's calls for one engine run of ``turns`` tool turns."""
+    store = SQLiteStore(path)
+    await store.open()  # W2 creates the file before its clock too
+    owner = LeaseOwner("bench", 1, "host", "boot")
+    calls = [ToolCall(f"call-{n}", "step", {"i": n}) for n in range(turns)]
+    started = time.perf_counter()
+    lease = (await store.acquire_lease("conversation", owner, 60, holder="r", queue=True)).lease
+    assert lease is not None
+    await store.cancel_requests(-1)  # the lease watcher's first look
+    await store.get_run("r")
+    await store.load_tool_records("r")
+    await store.load_history("agent", "s")
+    run = await store.start_run(RunRecord("r", "agent", "s"), lease)
+    await store.record_turn(run, [Message("user", "go")], [], lease)
+    for n, call in enumerate(calls):
+        tool = Message("tool", f"ok-{n}", tool_call_id=call.id, name="step")
+        record = ToolRecord("r", call.id, "step", {"i": n}, f"ok-{n}", False)
+        await store.record_turn(
+            run, [Message("assistant", "", tool_calls=(call,)), tool], [record], lease
+        )
+    await store.record_turn(run, [Message("assistant", "done")], [], lease)
+    await store.finish_run("r", {"status": "completed"}, lease)
+    await store.finalize_proof("r", {"status": "completed"}, (), lease)
+    await store.release_lease(lease)
+    elapsed = time.perf_counter() - started
+    await store.aclose()
+    return elapsed / turns * 1e6
+
+
 async def concurrent_proofs(path: Path, count: int = 64) -> tuple[int, int]:
     store = SQLiteStore(path)
     runs = [RunRecord(f"r{n}", "agent", f"s{n}") for n in range(count)]
@@ -106,15 +139,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--run-turns", type=int, default=200, help="turns of the W2-shaped run")
     args = parser.parse_args()
     raw: list[float] = []
     schema: list[float] = []
     plugin: list[float] = []
+    runs: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):  # alternating, side by side
             raw.append(raw_rate(Path(tmp, f"raw{round_}.db"), args.writes))
             schema.append(raw_schema_rate(Path(tmp, f"schema{round_}.db"), args.writes))
             plugin.append(trio.run(store_rate, Path(tmp, f"store{round_}.db"), args.writes))
+            runs.append(trio.run(store_run, Path(tmp, f"run{round_}.db"), args.run_turns))
         failures, stored = trio.run(concurrent_proofs, Path(tmp, "proofs.db"))
     r, q, p = (statistics.median(x) for x in (raw, schema, plugin))
     print("| path | committed writes/s (median) | min-max |")
@@ -126,6 +162,11 @@ def main() -> None:
     ):
         print(f"| {name} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} |")
     print(f"\nplugin / raw: {p / r:.2f}; plugin / raw with the store's schema: {p / q:.2f}")
+    turn = statistics.median(runs)
+    print(
+        f"the store's part of a {args.run_turns}-turn run: {turn:,.1f} µs/turn"
+        f" ({min(runs):,.1f}-{max(runs):,.1f}), {turn * r / 1e6:.2f}x one raw commit"
+    )
     print(f"64 concurrent proof finalizations: {failures} failures, {stored} proofs stored")
 
 

@@ -1,7 +1,10 @@
-"""The SQLite store: one file per workspace, WAL, every call off the Trio thread.
+"""The SQLite store: one file per workspace, WAL.
 
-One connection per store, used by one worker thread at a time (a ``CapacityLimiter(1)``), so
-calls of one process queue instead of colliding. Writers open ``BEGIN IMMEDIATE``: the writer
+One connection per store, used by one caller at a time, so calls of one process queue instead
+of colliding. With ``synchronous=NORMAL`` (no fsync per commit) every call runs on the Trio
+thread with a busy timeout of 0, and only one that SQLite answers busy (another process's
+writer) runs again in a worker thread that waits; with ``FULL`` every call runs in a worker
+thread (decisions 0009 and 0044). Writers open ``BEGIN IMMEDIATE``: the writer
 lock is reserved before anything is read, so a proof finalized by another process is never
 promoted from a stale snapshot, and a busy database makes writers wait (``busy_timeout``)
 instead of failing. A write made under a lease (``fence=``) reads the lease's token inside that
@@ -57,7 +60,9 @@ if TYPE_CHECKING:
     from soulacy.kernel.store import Store
 
 T = TypeVar("T")
+R = TypeVar("R")
 CHECKPOINT_EVERY = 256  # inline commits between two checkpoints (run in a worker thread)
+INLINE_ROWS = 256  # rows of a long read made on the Trio thread (about 1 ms); the rest in a thread
 RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream event is kept
 RUN_EVENTS_POLL = 0.25  # seconds between two looks for events another process appended
 HOUSEKEEPING_EVERY = 600.0  # seconds between two sweeps of old stream events
@@ -121,6 +126,11 @@ def _is_wal(path: Path) -> bool:
     return len(header) == 20 and header[18:20] == b"\x02\x02"
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLite's answer when another connection holds a lock: worth waiting for, in a thread."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
@@ -177,7 +187,9 @@ class SQLiteStore:
         self.read_only = read_only
         self._snapshot: tempfile.TemporaryDirectory[str] | None = None
         self._conn: sqlite3.Connection | None = None
-        self._lock = trio.Lock()  # one user of the connection at a time, on any thread
+        # One user of the connection at a time, on any thread. A semaphore: a third of the
+        # cost of a trio.Lock per call, and every call releases it in a finally.
+        self._lock = trio.Semaphore(1, max_value=1)
         # With synchronous=NORMAL a WAL commit does not fsync, so an uncontended write is
         # cheaper on the Trio thread than the hop to a worker; see docs/decisions/0009.
         self._inline = synchronous == "NORMAL" and not read_only
@@ -202,10 +214,32 @@ class SQLiteStore:
             detail = f"{cause} ({detail})"
         return StorageError(f"SQLite store {self.path}: {what} failed: {detail}")
 
-    async def _call(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in a worker thread, waiting up to busy_timeout for other writers."""
-        async with self._lock:
+    async def _run(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn`` on the connection, one caller at a time. Inline on the Trio thread while
+        writes run inline (busy_timeout is 0 there: SQLite never waits), else, and when SQLite
+        answers busy, in a worker thread that waits up to busy_timeout."""
+        try:
+            self._lock.acquire_nowait()  # the uncontended path does not yield (the engine does)
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
+            conn = self._conn
+            if conn is not None and self._inline:
+                try:
+                    return fn(conn)
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc):
+                        raise self._error(what, exc) from exc
+                except (sqlite3.Error, OSError) as exc:
+                    raise self._error(what, exc) from exc
             return await self._in_thread(what, fn)
+        finally:
+            self._lock.release()
+
+    async def _call(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A read. A WAL read waits for no writer, so it runs inline like a write: no hop to
+        a worker thread for each of a run's reads (docs/decisions/0044)."""
+        return await self._run(what, fn)
 
     async def _in_thread(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         def work() -> T:
@@ -225,30 +259,11 @@ class SQLiteStore:
 
     async def _commit(self, what: str, body: Callable[[sqlite3.Connection], T]) -> T:
         """One write transaction: inline when uncontended, else in a thread that waits."""
-        try:
-            self._lock.acquire_nowait()  # the uncontended path does not yield (the engine does)
-        except trio.WouldBlock:
-            await self._lock.acquire()
-        try:
-            conn = self._conn
-            if conn is not None and self._inline:
-                try:
-                    result = self._write(conn, body)  # busy_timeout is 0: never blocks
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) and "busy" not in str(exc):
-                        raise self._error(what, exc) from exc
-                except sqlite3.Error as exc:
-                    raise self._error(what, exc) from exc
-                else:
-                    await self._count_commit()
-                    return result
-            result = await self._in_thread(what, lambda c: self._write(c, body))
-            await self._count_commit()
-            return result
-        finally:
-            self._lock.release()
+        result = await self._run(what, lambda conn: self._write(conn, body))
+        self._count_commit()
+        return result
 
-    async def _count_commit(self) -> None:
+    def _count_commit(self) -> None:
         """Autocheckpointing is off when writes run inline: checkpoint every N commits, on a
         connection of its own in a worker thread, while writers go on (WAL allows it)."""
         self._commits += 1
@@ -285,7 +300,7 @@ class SQLiteStore:
                     self._conn = self._open()
                     break
                 except sqlite3.OperationalError as exc:
-                    locked = "locked" in str(exc) or "busy" in str(exc)
+                    locked = _busy(exc)
                     if not locked or time.monotonic() >= deadline:
                         raise
                     time.sleep(0.05)  # in a worker thread: this never blocks the Trio loop
@@ -432,40 +447,69 @@ class SQLiteStore:
         return await self._entries("read history", " AND ".join(where), tuple(args))
 
     async def _entries(self, what: str, where: str, args: tuple[Any, ...]) -> list[HistoryEntry]:
-        def read(conn: sqlite3.Connection) -> list[HistoryEntry]:
-            # Reply metadata is kept once per attempt (the run's, or its stored ending), not on
-            # every entry: joined here, so finish_run writes one row (docs/decisions/0039).
-            rows = conn.execute(
-                "SELECT h.id, h.agent_id, h.session_id, h.run_id, h.role, h.content, h.tokens,"
-                f" h.created_at, {ENTRY_METADATA}, h.tool_call_id, h.tool_calls, h.name,"
-                " h.is_error, h.principal, h.user_id, h.attempt"
-                " FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id"
-                f" WHERE {where} ORDER BY h.id",
-                args,
-            ).fetchall()
-            return [
-                HistoryEntry(
-                    r[0],
-                    r[1] or "",
-                    r[2] or "",
-                    r[3],
-                    r[4] or "",
-                    r[5] or "",
-                    r[6],
-                    _epoch(r[7]),
-                    _loads(r[8]),
-                    r[9],
-                    _loads(r[10]) or (),
-                    r[11],
-                    bool(r[12]),
-                    r[13],
-                    r[14],
-                    int(r[15]),
-                )
-                for r in rows
-            ]
+        # Reply metadata is kept once per attempt (the run's, or its stored ending), not on
+        # every entry: joined here, so finish_run writes one row (docs/decisions/0039).
+        sql = (
+            "SELECT h.id, h.agent_id, h.session_id, h.run_id, h.role, h.content, h.tokens,"
+            f" h.created_at, {ENTRY_METADATA}, h.tool_call_id, h.tool_calls, h.name,"
+            " h.is_error, h.principal, h.user_id, h.attempt"
+            " FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id"
+            f" WHERE {where} ORDER BY h.id"
+        )
+        return await self._read_long(what, sql, args, _history_entry)
 
-        return await self._call(what, read)
+    async def _read_long(
+        self,
+        what: str,
+        sql: str,
+        args: tuple[Any, ...],
+        make: Callable[[Sequence[Any]], R],
+    ) -> list[R]:
+        """A read that may be long (a conversation's whole history): its first INLINE_ROWS
+        rows as any read, the rest of a longer one in a worker thread, from the same statement
+        (one snapshot), so that a long read does not hold the Trio thread."""
+
+        def whole(conn: sqlite3.Connection) -> list[R]:
+            return [make(r) for r in conn.execute(sql, args)]
+
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
+            conn = self._conn
+            if conn is None or not self._inline:
+                return await self._in_thread(what, whole)
+            try:
+                cursor = conn.execute(sql, args)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise self._error(what, exc) from exc
+                return await self._in_thread(what, whole)
+            except sqlite3.Error as exc:
+                raise self._error(what, exc) from exc
+            try:
+                head = [make(r) for r in cursor.fetchmany(INLINE_ROWS)]
+            except BaseException as exc:
+                cursor.close()  # ends the statement's read transaction
+                if isinstance(exc, sqlite3.Error):
+                    raise self._error(what, exc) from exc
+                raise
+            if len(head) < INLINE_ROWS:  # the statement is done
+                return head
+
+            def rest() -> list[R]:
+                try:
+                    return head + [make(r) for r in cursor]
+                finally:
+                    cursor.close()
+
+            try:
+                return await trio.to_thread.run_sync(rest)
+            except (sqlite3.Error, OSError) as exc:
+                raise self._error(what, exc) from exc
+        finally:
+            self._lock.release()
 
     async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
         lease_key = fence.key if fence is not None else run.lease_key
@@ -559,7 +603,7 @@ class SQLiteStore:
                 t.run_id,
                 t.call_id,
                 t.name,
-                json.dumps(dict(t.arguments), default=str),
+                _encode_arguments(dict(t.arguments)),
                 t.content,
                 int(t.is_error),
                 t.created_at,
@@ -1178,6 +1222,10 @@ def _run_filters(
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(args)
 
 
+# Built once: json.dumps given any option builds a JSONEncoder per call (this is every turn's).
+_encode_arguments = json.JSONEncoder(default=str).encode
+
+
 def _dumps(value: Mapping[str, Any]) -> str:
     return json.dumps(dict(value), sort_keys=True, default=str)
 
@@ -1198,6 +1246,28 @@ def _run(r: Sequence[Any]) -> RunRecord:
         r[10],
         int(r[11]),
         r[12],
+    )
+
+
+def _history_entry(r: Sequence[Any]) -> HistoryEntry:
+    """A HistoryEntry from a row of ``_entries``'s SELECT."""
+    return HistoryEntry(
+        r[0],
+        r[1] or "",
+        r[2] or "",
+        r[3],
+        r[4] or "",
+        r[5] or "",
+        r[6],
+        _epoch(r[7]),
+        _loads(r[8]),
+        r[9],
+        _loads(r[10]) or (),
+        r[11],
+        bool(r[12]),
+        r[13],
+        r[14],
+        int(r[15]),
     )
 
 
