@@ -3,6 +3,7 @@ from a model's first token to the client's first byte, over HTTP and in process.
 
     python bench/http_sse.py [--quick] [--events 20000] [--rounds 5] [--runs 300] [--json]
     python bench/http_sse.py --compare DIR  # also a copy of the package at DIR (before/after)
+    python bench/http_sse.py --serve-ticking  # the same-source bare app alone (prints its URL)
 
 The model is the ``ticking`` provider of this file (loaded with ``-p http_sse``): the scripted
 model's text deltas, one word each, with no latency, but with a Trio checkpoint after each
@@ -16,7 +17,11 @@ bytes each (``id``, ``event: delta``, the word in JSON); the client (httpx under
 counts them from the first delta it reads to the last. The bare app: bench/floors.py's
 ``sse_app`` on ``hypercorn.trio.serve`` sends the same number of 51-byte ``data:`` events, once
 one per ``send()`` and once as many per ``send()`` as Soulacy's stream carried per read of the
-client in the same round (the same batching), read by the same client code. Each server's CPU
+client in the same round (the same batching), read by the same client code. The same-source
+bare app (``ticking_sse_app`` below, served by this file with ``--serve-ticking``) sends the
+same events in the same batches, but makes each one as the ticking model does: one Trio
+checkpoint per event, so that it pays the event's source as Soulacy's run does; the first
+bare app pays nothing for its events, which is the stricter floor. Each server's CPU
 time (user + system, /proc) per event is reported too: on a machine shared with other work it
 moves far less than events/s.
 
@@ -42,6 +47,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import httpx
 import trio
@@ -125,10 +131,65 @@ def stop(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
-def bare_server() -> tuple[subprocess.Popen[str], str]:
-    """bench/floors.py's bare ASGI SSE app in a process of its own; stops when stdin closes."""
+async def ticking_sse_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """``GET /?n=N&batch=B``: bench/floors.py's ``sse_app`` (N events, B per ``send()``), but
+    each event costs what the ticking model's delta costs its source: one Trio checkpoint."""
+    sys.path.insert(0, str(BENCH))
+    from floors import EVENT, sse_app
+
+    if scope["type"] == "lifespan":
+        await sse_app(scope, receive, send)
+        return
+    query = parse_qs(scope["query_string"].decode())
+    n, batch = int(query["n"][0]), int(query["batch"][0])
+    headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    ready = 0
+    for made in range(1, n + 1):
+        await trio.lowlevel.checkpoint()  # as the ticking model's read from its socket
+        ready += 1
+        if ready == batch or made == n:
+            body = EVENT * ready
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+            ready = 0
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def serve_ticking() -> None:
+    """Serve ``ticking_sse_app`` as bench/floors.py serves its app: an OS-chosen loopback
+    port, the URL printed, stopped when stdin closes."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as hypercorn_serve
+
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.errorlog = None
+    stopped = trio.Event()
+
+    async def watch_stdin() -> None:
+        await trio.to_thread.run_sync(sys.stdin.read)
+        stopped.set()
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(
+            lambda task_status: hypercorn_serve(
+                ticking_sse_app,  # type: ignore[arg-type]  # a plain ASGI callable
+                config,
+                shutdown_trigger=stopped.wait,
+                task_status=task_status,
+            )
+        )
+        print(binds[0], flush=True)
+        nursery.start_soon(watch_stdin)
+
+
+def bare_server(ticking: bool = False) -> tuple[subprocess.Popen[str], str]:
+    """A bare ASGI SSE app in a process of its own, stopped when stdin closes: bench/floors.py's
+    (events from nothing), or with ``ticking`` this file's (one checkpoint per event)."""
+    command = [__file__, "--serve-ticking"] if ticking else [str(BENCH / "floors.py"), "serve"]
     proc = subprocess.Popen(
-        [sys.executable, str(BENCH / "floors.py"), "serve"],
+        [sys.executable, *command],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -236,6 +297,15 @@ def one_round(events: int, packages: dict[str, Path | None]) -> dict[str, Any]:
             found[f"bare_as_{label}"]["batch"] = batch
     finally:
         stop_bare(proc)
+    proc, url = bare_server(ticking=True)
+    try:
+        trio.run(bare_stream, url, 1000, 1)  # warm-up
+        for label in packages:  # the same batches, from the same source as Soulacy's model
+            batch = found[f"bare_as_{label}"]["batch"]
+            found[f"ticking_as_{label}"] = measured(proc.pid, bare_stream, url, events, batch)
+            found[f"ticking_as_{label}"]["batch"] = batch
+    finally:
+        stop_bare(proc)
     return found
 
 
@@ -326,7 +396,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         packages["compared"] = Path(args.compare).resolve()
     rounds = [one_round(args.events, packages) for _ in range(args.rounds)]
     out: dict[str, Any] = {"events": args.events, "rounds": args.rounds, "throughput": {}}
-    for label in [*packages, "bare_per_send", *(f"bare_as_{label}" for label in packages)]:
+    bare = [f"{kind}_as_{label}" for kind in ("bare", "ticking") for label in packages]
+    for label in [*packages, "bare_per_send", *bare]:
         out["throughput"][label] = _spread([r[label]["events_per_s"] for r in rounds])
         out["throughput"][label]["events_per_read"] = statistics.median(
             r[label]["events_per_read"] for r in rounds
@@ -336,10 +407,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             [r[label]["server_cpu_us_per_event"] for r in rounds]
         )
     for label in packages:
-        out["throughput"][f"bare_as_{label}"]["batch"] = rounds[-1][f"bare_as_{label}"]["batch"]
-        for bare in ("bare_per_send", f"bare_as_{label}"):
-            ratios = [r[label]["events_per_s"] / r[bare]["events_per_s"] for r in rounds]
-            out["throughput"][f"{label}_vs_{bare}"] = _spread(ratios)
+        for kind in ("bare", "ticking"):
+            key = f"{kind}_as_{label}"
+            out["throughput"][key]["batch"] = rounds[-1][key]["batch"]
+        for floor in ("bare_per_send", f"bare_as_{label}", f"ticking_as_{label}"):
+            ratios = [r[label]["events_per_s"] / r[floor]["events_per_s"] for r in rounds]
+            out["throughput"][f"{label}_vs_{floor}"] = _spread(ratios)
     out["first_token"] = latencies(args.runs, packages)
     return out
 
@@ -363,6 +436,12 @@ def table(out: dict[str, Any]) -> str:
             for label in ("soulacy", "compared")
             if f"bare_as_{label}" in t
         },
+        **{
+            f"ticking_as_{label}": f"same-source bare app: 1 checkpoint per event,"
+            f" {t[f'ticking_as_{label}']['batch']} per send() (as {label})"
+            for label in ("soulacy", "compared")
+            if f"ticking_as_{label}" in t
+        },
     }
     for key, name in names.items():
         if key in t:
@@ -372,7 +451,14 @@ def table(out: dict[str, Any]) -> str:
                 f" {cpu['median']:.1f} ({cpu['min']:.1f}-{cpu['max']:.1f}) |"
                 f" {v['events_per_read']:.1f} |"
             )
-    lines += ["", "| ratio | median (min-max) |", "|---|---|"]
+    lines += [
+        "",
+        "bare_as_*: events from nothing (the stricter floor); ticking_as_*: one checkpoint per"
+        " event, as Soulacy's model takes (the same-source floor)",
+        "",
+        "| ratio | median (min-max) |",
+        "|---|---|",
+    ]
     for key, v in t.items():
         if "_vs_" in key:
             lines.append(f"| {key} | {v['median']:.2f}x ({v['min']:.2f}-{v['max']:.2f}) |")
@@ -398,7 +484,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5,000 events, 2 rounds, 50 runs")
     parser.add_argument("--compare", metavar="DIR", help="a folder holding another soulacy/")
     parser.add_argument("--json", action="store_true", help="JSON only")
+    parser.add_argument("--serve-ticking", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_ticking:
+        trio.run(serve_ticking)
+        return
     if args.quick:
         args.events, args.rounds, args.runs = 5_000, 2, 50
     out = measure(args)

@@ -41,10 +41,11 @@ from ._asgi import (
     sse,
 )
 from ._config import ServerConfig, chat_deadline
+from ._gather import gathered
 from ._guard import Guard
 from ._limits import check_depth, check_json_type, check_unicode, last_event_id
 from ._principals import Principals
-from ._runlog import RunLog, RunLogs
+from ._runlog import RunLog, RunLogs, frame_of
 from ._shared import PAGE, pump_stored
 from ._tokens import EventTokens
 from .hookspecs import HttpRequest, HttpRoute
@@ -55,7 +56,6 @@ if TYPE_CHECKING:  # not exported by soulacy.kernel (yet): only its type is need
 PREFIX = "/api/v1"
 OPENAPI = Path(__file__).with_name("openapi.json")
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
-GATHER_TURNS = 32  # scheduler turns a busy stream waits for more events before a write
 TOKEN_HEADER = "soulacy-events-token"
 # A run whose log is gone (a restart) replays its result under this id, the largest a
 # JavaScript number holds exactly, so that "Last-Event-ID at or past it" means "seen the end".
@@ -758,7 +758,7 @@ async def pump_log(send: Send, log: RunLog, last_id: int) -> None:
     busy = streaming = False
     while True:
         if busy:  # the run outpaces this stream: let it add what it has ready, write once
-            await _gathered(log, last_id)
+            await gathered(log, last_id)
         changed = log.changed
         missed, events = log.after(last_id)
         chunk = b""
@@ -769,7 +769,7 @@ async def pump_log(send: Send, log: RunLog, last_id: int) -> None:
                 {"missed": missed, "reason": "events dropped from the run's bounded log"},
             )
         if events:
-            chunk += b"".join(sse(e.id, e.name, e.data) for e in events)  # one send
+            chunk += b"".join([e.frame or frame_of(e) for e in events])  # encoded once; one send
             last_id = events[-1].id
             streaming = streaming or any(e.name == "delta" for e in events)
         if chunk:
@@ -787,23 +787,6 @@ async def pump_log(send: Send, log: RunLog, last_id: int) -> None:
             await send(
                 {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
             )
-
-
-async def _gathered(log: RunLog, last_id: int) -> None:
-    """Yield to the run while it keeps appending, at most :data:`GATHER_TURNS` times: one
-    write for what a fast run has ready rather than one per event. A run that waits for its
-    model appends nothing for two turns (the scheduler may run it before or after this task
-    in a turn), and its events go at once. Never so long that the bounded log would drop
-    events this stream has not read."""
-    size, idle = log.next_id, 0
-    for _ in range(GATHER_TURNS):
-        await trio.lowlevel.checkpoint()
-        if log.finished or log.next_id - 1 - last_id >= log.limit // 2:  # a margin
-            return
-        idle = idle + 1 if log.next_id == size else 0
-        if idle == 2:
-            return
-        size = log.next_id
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

@@ -18,6 +18,8 @@ import trio
 
 from soulacy.kernel import Event
 
+from ._asgi import sse
+
 # kernel event type -> SSE event name (what the stream shows)
 STREAMED = {
     "run.started": "run",
@@ -36,6 +38,17 @@ class SseEvent:
     id: int
     name: str
     data: Mapping[str, Any]
+    # the event as the wire carries it, encoded by the first stream that writes it and kept
+    # for every other (decision 0043); None until then: a run nobody streams encodes nothing
+    frame: bytes | None = attrs.field(default=None, repr=False, eq=False)
+
+
+def frame_of(event: SseEvent) -> bytes:
+    """The event's bytes on the wire, encoded once for all the streams of its run (an event
+    JSON refuses raises here, in the stream that writes it, as it always did)."""
+    if event.frame is None:
+        event.frame = sse(event.id, event.name, event.data)
+    return event.frame
 
 
 @attrs.define(eq=False)
