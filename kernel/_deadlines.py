@@ -1,13 +1,14 @@
 """Run deadlines kept as numbers, enforced by one watchdog task (docs/decisions/0046).
 
 A Trio cancel scope costs 12-18 µs to enter and leave on a 2-core machine, and a turn with the
-default finite timeouts opened three: its step's, its model call's and its tool call's. The
-step's and the model call's end the run, and every run already has a scope that ends it (the
-run timeout's). So a run keeps those two deadlines as floats on its :class:`RunClock`, and a
-:class:`Watchdog` -- one Trio system task per kernel, asleep until the earliest deadline it
-knows -- cancels the run's scope when one passes, saying which. A tool call's timeout is an
-error result and the run goes on, so the call keeps a scope of its own, but one without a
-deadline (cheaper), which the watchdog cancels.
+default finite timeouts opened three: its step's, its model call's and its tool call's. A step's
+and a model call's timeout stop what the strategy is doing (a ``RunStop`` it may catch), so one
+scope per tool loop serves every turn of it: a run keeps those two deadlines as floats on its
+:class:`RunClock`, and a :class:`Watchdog` -- one Trio system task per kernel, asleep until the
+earliest deadline it knows -- cancels the clock's ``target`` when one passes, saying which (the
+target is the innermost ``Run.timeouts()`` block, else the run's own scope). A tool call's
+timeout is an error result and the run goes on, so the call keeps a scope of its own, but one
+without a deadline (cheaper), which the watchdog cancels.
 
 Starting a step or a call writes a float; the watchdog is woken earlier only when a deadline
 comes before the one it sleeps until, which the steady state of a run never does (each new
@@ -28,16 +29,31 @@ class RunClock:
     seconds (``INF``: none). A slot in use is busy: a strategy that makes calls of one kind
     concurrently gives the others scopes of their own (see :meth:`Watchdog`)."""
 
-    __slots__ = ("_now", "_run_scope", "_watchdog", "fired", "model", "step", "tool", "tool_scope")
+    __slots__ = (
+        "_now",
+        "_watchdog",
+        "fired",
+        "fired_at",
+        "fired_for",
+        "model",
+        "step",
+        "target",
+        "tool",
+        "tool_scope",
+    )
 
     def __init__(self, watchdog: Watchdog) -> None:
         self._watchdog = watchdog
         # The Trio run's clock, asked directly (trio.current_time() is three calls deep).
         self._now = trio.lowlevel.current_clock().current_time
-        self._run_scope: trio.CancelScope | None = None
+        # What a passing step or model deadline cancels: the innermost Run.timeouts() block,
+        # else the run's own scope (None: the run is not watched).
+        self.target: trio.CancelScope | None = None
         self.step = self.model = self.tool = INF
         self.tool_scope: trio.CancelScope | None = None
-        self.fired: str | None = None  # why the watchdog ended the run: step or llm timeout
+        self.fired: str | None = None  # why the watchdog cancelled the target: step or llm
+        self.fired_at = INF
+        self.fired_for: trio.CancelScope | None = None  # the target it cancelled
 
     def due(self, seconds: float) -> float:
         """The deadline ``seconds`` from now, the watchdog told if it is its earliest."""
@@ -58,12 +74,23 @@ class RunClock:
             self.tool = INF
             if self.tool_scope is not None:
                 self.tool_scope.cancel()
-        scope = self._run_scope
-        if self.fired is None and scope is not None and (self.step <= now or self.model <= now):
-            # The step's first, as the outer of two nested scopes would catch it.
+        target = self.target
+        if self.fired is None and target is not None and (self.step <= now or self.model <= now):
+            # The step's first, as the outer of two nested scopes would catch it. What fired is
+            # over: a strategy that catches the stop and goes on has no deadline left of it.
             self.fired = "step_timeout" if self.step <= now else "llm_timeout"
-            scope.cancel()
+            self.fired_at, self.fired_for, self.step, self.model = now, target, INF, INF
+            target.cancel()
         return INF if self.fired is not None else min(self.step, self.model, self.tool)
+
+    def took(self, target: trio.CancelScope) -> tuple[str, float] | None:
+        """Why and when the watchdog cancelled ``target`` (None: it did not), once: cleared,
+        so that a run that goes on can be stopped again."""
+        if self.fired is None or self.fired_for is not target:
+            return None
+        fired = (self.fired, self.fired_at)
+        self.fired, self.fired_at, self.fired_for = None, INF, None
+        return fired
 
 
 class Watchdog:
@@ -78,16 +105,17 @@ class Watchdog:
         self._running = False
 
     def watch(self, clock: RunClock, run_scope: trio.CancelScope) -> None:
-        """Enforce ``clock``'s deadlines by cancelling ``run_scope`` (until :meth:`forget`)."""
-        clock._run_scope = run_scope
+        """Enforce ``clock``'s deadlines, cancelling ``run_scope`` when no Run.timeouts() block
+        is the target (until :meth:`forget`)."""
+        clock.target = run_scope
         self.clocks.add(clock)
         if not self._running:
-            self._running = True
             self.wake = min(self.wake, self._earliest())
             trio.lowlevel.spawn_system_task(self._serve, name="soulacy deadlines")
+            self._running = True  # after the spawn: a spawn that failed leaves it startable
 
     def forget(self, clock: RunClock) -> None:
-        clock._run_scope, clock.step, clock.model = None, INF, INF
+        clock.target, clock.step, clock.model = None, INF, INF
         self.clocks.discard(clock)
 
     def wake_at(self, at: float) -> None:
@@ -112,3 +140,4 @@ class Watchdog:
                     break
         finally:  # the next watched run starts it again (in whichever Trio run it is)
             self._sleep, self._running, self.wake = None, False, INF
+            self.clocks.clear()  # what is left belongs to the Trio run that is ending

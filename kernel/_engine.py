@@ -16,6 +16,7 @@ import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -294,10 +295,23 @@ class Run:
         """The lease this run's writes are made under (its conversation's), once it holds it."""
         return None if self.held is None else self.held.lease
 
+    @property
+    def step_scope(self) -> None:
+        raise AttributeError(_NO_STEP_SCOPE)
+
+    @step_scope.setter
+    def step_scope(self, scope: object) -> None:
+        raise AttributeError(_NO_STEP_SCOPE)
+
     async def call_tool(self, name: str, arguments: Mapping[str, Any], call_id: str) -> ToolOutcome:
         """Call a tool as the loop does: validated, permission-checked, recorded, replayed when
         ``call_id`` was executed before in this run, and judged by the progress detector."""
-        return await self._engine._call_tool(self, ToolCall(call_id, name, dict(arguments)))
+        call = ToolCall(call_id, name, dict(arguments))
+        clock = self.clock
+        if clock.step != INF and clock.target is self.timeout_scope:  # a step, no block
+            with self.timeouts():
+                return await self._engine._call_tool(self, call)
+        return await self._engine._call_tool(self, call)
 
     async def turn(self, limit: Literal["turns", "steps"] = "turns") -> None:
         """A turn boundary: store what is pending, let other runs in, count the turn against
@@ -311,18 +325,34 @@ class Run:
 
     def start_step(self, seconds: float | None) -> None:
         """Time the step that starts now: if it is not over within ``seconds`` (None: no
-        limit) the run ends as incomplete, ``step_timeout``. The next turn boundary
-        (:meth:`turn`) or :meth:`end_step` ends it; a wait for approval does not count."""
+        limit), ``RunStop("incomplete", "step_timeout")`` is raised from the innermost
+        :meth:`timeouts` block (or from the model or tool call it interrupts, outside any),
+        which ends the run unless the strategy catches it. The next turn boundary
+        (:meth:`turn`), :meth:`end_step` or the end of a ``timeouts(ends_step=True)`` block
+        ends the step; a wait for approval does not count."""
         self.clock.step = INF if seconds is None else self.clock.due(seconds)
 
     def end_step(self) -> None:
         """The step is over: its deadline no longer applies."""
         self.clock.step = INF
 
+    def timeouts(self, *, ends_step: bool = False) -> Timeouts:
+        """A block in which a step's or a model call's timeout stops the block: it is raised
+        from the block as ``RunStop("incomplete", "step_timeout" | "llm_timeout")``. One
+        cancel scope for the whole block, however many turns it takes (a tool loop's); with
+        ``ends_step`` the step in progress ends with the block. Outside any block,
+        :meth:`call_model` (and :meth:`call_tool` during a step) make one of their own."""
+        return Timeouts(self, ends_step)
+
     async def call_model(self, *, tools: bool = True) -> ModelReply:
         """One model call on the run's messages (compacted, timed, accounted); the reply is
-        appended to the messages and returned. ``tools=False`` offers no tools."""
-        reply: ModelReply = await self._engine._call_model(self, offer_tools=tools)
+        appended to the messages and returned. ``tools=False`` offers no tools. Its timeout
+        raises ``RunStop("incomplete", "llm_timeout")``."""
+        if self.clock.target is self.timeout_scope:  # in no timeouts() block: one of its own
+            with self.timeouts():
+                reply: ModelReply = await self._engine._call_model(self, offer_tools=tools)
+        else:
+            reply = await self._engine._call_model(self, offer_tools=tools)
         self.messages.append(reply.message)
         return reply
 
@@ -345,6 +375,44 @@ class Run:
 
     async def emit(self, type: str, data: Mapping[str, Any]) -> None:
         await self._engine._emit(self, type, data)
+
+
+_NO_STEP_SCOPE = (
+    "Run.step_scope is gone (docs/decisions/0046): time a step with run.start_step(seconds)"
+)
+
+
+class Timeouts:
+    """:meth:`Run.timeouts`: the clock's target while the block runs; a step's or a model
+    call's timeout that cancels it comes out of it as a :class:`RunStop`."""
+
+    __slots__ = ("_ends_step", "_outer", "_run", "_scope")
+
+    def __init__(self, run: Run, ends_step: bool) -> None:
+        self._run, self._ends_step = run, ends_step
+        self._scope = trio.CancelScope()
+        self._outer: trio.CancelScope | None = None
+
+    def __enter__(self) -> None:
+        clock = self._run.clock
+        self._scope.__enter__()
+        self._outer, clock.target = clock.target, self._scope
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        clock, scope = self._run.clock, self._scope
+        clock.target = self._outer
+        if self._ends_step:
+            clock.step = INF
+        handled = scope.__exit__(exc_type, exc, tb)
+        fired = clock.took(scope)  # taken even when nothing noticed: the block is over
+        if scope.cancelled_caught:
+            raise RunStop("incomplete", fired[0] if fired else "step_timeout") from None
+        return handled
 
 
 class Engine:
@@ -502,10 +570,11 @@ class Engine:
                 self._finish(run, stop.status, stop.reason, stop.error, stop.evidence)
             finally:
                 self.watchdog.forget(run.clock)
+        fired = run.clock.took(run_scope)
         if run_scope.cancelled_caught:
             # The run's own deadline first, as the outermost scope catches it.
-            run_out = trio.current_time() >= run_scope.deadline
-            self._finish(run, "incomplete", (not run_out and run.clock.fired) or "run_timeout")
+            reason = fired[0] if fired and fired[1] < run_scope.deadline else "run_timeout"
+            self._finish(run, "incomplete", reason)
         if run.result.status == "completed":
             self._verify(run)
 
@@ -883,7 +952,8 @@ class Engine:
                 waited = trio.current_time() - began
                 for scope, deadline in zip(paused, deadlines, strict=True):
                     scope.deadline = deadline + waited
-                run.clock.set_step(step + waited)
+                if run.clock.step == INF:  # unless the strategy started a step meanwhile
+                    run.clock.set_step(step + waited)
             run.awaiting = None
         decision = stored.decision
         assert decision is not None

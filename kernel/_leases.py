@@ -111,8 +111,8 @@ class Leases:
                 held = HeldLease(grant.lease, grant.took_over_from)
                 self._held[held] = on_lost
                 if not self._keeping:
-                    self._keeping = True
                     trio.lowlevel.spawn_system_task(self._keep, name="lease renewals")
+                    self._keeping = True  # after the spawn: one that failed leaves it startable
                 return held
             if not wait:
                 return None
@@ -176,6 +176,9 @@ class Leases:
                         await self._lost(store, one, self._held.pop(one))
         finally:  # the next lease acquired starts it again (in whichever Trio run it is)
             self._keeping = False
+            # It stops with leases held only when their Trio run ends: they belong to it, and
+            # the next run's keeper must not renew them (they expire on their own).
+            self._held.clear()
 
     async def _lost(
         self, store: Store, held: HeldLease, on_lost: Callable[[], None] | None

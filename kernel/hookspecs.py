@@ -322,7 +322,9 @@ def soulacy_run_strategy(kernel: Kernel, run: Run) -> RunStrategy | None:
     that takes the run and ends it with ``run.complete(reply)`` or by raising ``RunStop``.
     The engine still owns serialization, timeouts, storage and the terminal event; a strategy
     times a step of its own with ``run.start_step(seconds)`` (the next ``run.turn()`` or
-    ``run.end_step()`` ends it), and the run ends as ``step_timeout`` if it outlasts it. The first
+    ``run.end_step()`` ends it): a step or model call that outlasts its deadline raises
+    ``RunStop`` (``step_timeout``, ``llm_timeout``) from the innermost ``run.timeouts()``
+    block, or from the call itself outside any, and the strategy may catch it. The first
     non-None result wins; the builtin ``classic`` plugin answers last with the tool loop, and
     with no answer at all the run fails with a PluginError naming this hook.
     """

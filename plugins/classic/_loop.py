@@ -42,26 +42,29 @@ async def tool_loop(run: Run, limit: Literal["turns", "steps"] = "turns") -> Non
     seconds = None if timeout is None else float(timeout)
     # Looked up once per run, not per reply: an older detector may lack the method.
     observe_reply = getattr(run.detector, "observe_reply", None)
-    while True:
-        await run.turn(limit)  # which ends the step before it
-        # Timed by the run's clock, not a cancel scope per step: the watchdog ends the run as
-        # step_timeout when a step outlasts it (and a wait for approval does not count).
-        run.start_step(seconds)
-        message = (await run.call_model()).message
-        if message.tool_calls:
-            for call in message.tool_calls:
-                await run.call_tool(call.name, call.arguments, call.id)
-            continue
-        text = message.content.strip()
-        if text and not is_progress_only(text):
-            run.complete(message.content)
-            return
-        # Repair: nudge the model, keep the tools available; the turn counts.
-        if observe_reply is not None:
-            verdict = observe_reply(message.content)
-            if verdict.kind == "stalled":
-                raise RunStop("incomplete", "no_progress", evidence=verdict.evidence)
-        run.messages.append(Message("user", NUDGE_PROGRESS if text else NUDGE_EMPTY))
+    # One cancel scope for the whole loop, not one per step: a step or model call that outlasts
+    # its deadline comes out of here as RunStop (step_timeout, llm_timeout), and the step in
+    # progress ends with the loop.
+    with run.timeouts(ends_step=True):
+        while True:
+            await run.turn(limit)  # which ends the step before it
+            # Timed by the run's clock (a wait for approval does not count).
+            run.start_step(seconds)
+            message = (await run.call_model()).message
+            if message.tool_calls:
+                for call in message.tool_calls:
+                    await run.call_tool(call.name, call.arguments, call.id)
+                continue
+            text = message.content.strip()
+            if text and not is_progress_only(text):
+                run.complete(message.content)
+                return
+            # Repair: nudge the model, keep the tools available; the turn counts.
+            if observe_reply is not None:
+                verdict = observe_reply(message.content)
+                if verdict.kind == "stalled":
+                    raise RunStop("incomplete", "no_progress", evidence=verdict.evidence)
+            run.messages.append(Message("user", NUDGE_PROGRESS if text else NUDGE_EMPTY))
 
 
 async def classic(run: Run) -> None:

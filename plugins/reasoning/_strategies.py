@@ -61,9 +61,10 @@ async def plan_execute(run: Run) -> None:
 async def _step(run: Run, *, tools: bool) -> Message:
     await run.turn("steps")
     run.start_step(run.policy.reasoning_step_timeout.value)  # the model call is the step
-    message = (await run.call_model(tools=tools)).message
-    run.end_step()
-    return message
+    try:
+        return (await run.call_model(tools=tools)).message
+    finally:
+        run.end_step()
 
 
 def bounded(strategy: Strategy, total: float | None) -> Strategy:

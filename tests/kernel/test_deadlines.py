@@ -14,7 +14,8 @@ import trio
 import trio.testing
 
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.engine import Run
+from soulacy.kernel.engine import Run, RunStop
+from soulacy.kernel.messages import Message
 from soulacy.kernel.testing import Workspace, throwaway_plugin
 
 
@@ -22,6 +23,11 @@ async def slow() -> str:
     """Takes ten minutes."""
     await trio.sleep(600)
     return "done"
+
+
+async def same(n: int) -> str:
+    """Returns the same evidence whatever the argument."""
+    return "nothing new"
 
 
 async def read(path: str) -> str:
@@ -32,7 +38,8 @@ async def read(path: str) -> str:
 TRIO = Path(trio.__file__).parent
 
 TOOLS = throwaway_plugin(
-    "tools", soulacy_tools=lambda kernel, agent_id: [Tool.from_function(f) for f in (slow, read)]
+    "tools",
+    soulacy_tools=lambda kernel, agent_id: [Tool.from_function(f) for f in (slow, read, same)],
 )
 
 
@@ -146,3 +153,92 @@ def test_the_watchdog_serves_a_later_trio_run_of_the_same_kernel(workspace: Work
         text, took = trio.run(once, clock=clock)
         assert "timed out after 60.0s" in text
         assert took == pytest.approx(60, abs=1)
+
+
+# A step's or a model call's timeout stops what the strategy does, as a RunStop it may catch:
+# the tool loop's one scope (Run.timeouts) raises it, and a model call outside any block makes
+# a scope of its own.
+
+
+async def test_a_strategy_can_catch_an_llm_timeout_and_fall_back(
+    workspace: Workspace, load: Callable[..., Kernel], autojump_clock: trio.abc.Clock
+) -> None:
+    workspace.write_config("runtime:\n  timeouts: {tool: 30s, llm: 1m}\n")
+    workspace.scripted_agent("a", [{"text": "late", "sleep": 120}])
+
+    reasons: list[str | None] = []
+
+    async def fallback(run: Run) -> None:
+        with pytest.raises(RunStop) as stopped:
+            await run.call_model()
+        reasons.append(stopped.value.reason)
+        run.complete("fallback answer")
+
+    strategy = throwaway_plugin("fallback", soulacy_run_strategy=lambda kernel, run: fallback)
+    result = await load(strategy).run("a", "go")
+    assert (result.status, result.reply, reasons) == (
+        "completed",
+        "fallback answer",
+        ["llm_timeout"],
+    )
+
+
+async def test_a_strategy_can_catch_the_tool_loops_step_timeout(
+    workspace: Workspace, load: Callable[..., Kernel], autojump_clock: trio.abc.Clock
+) -> None:
+    workspace.write_config("runtime:\n  timeouts: {step: 90s, tool: 1m, llm: 1m}\n")
+    workspace.scripted_agent(
+        "a", [{"tool_calls": [{"tool": "slow"}, {"tool": "slow"}]}], tools=["slow"]
+    )
+
+    async def wrapped(run: Run) -> None:
+        with pytest.raises(RunStop) as stopped:
+            await run.tool_loop()
+        run.complete(f"gave up politely ({stopped.value.reason})")
+
+    strategy = throwaway_plugin("wrapped", soulacy_run_strategy=lambda kernel, run: wrapped)
+    result = await load(strategy).run("a", "go")
+    assert (result.status, result.reply) == ("completed", "gave up politely (step_timeout)")
+
+
+async def test_the_tool_loop_leaves_no_step_deadline_behind(
+    workspace: Workspace, load: Callable[..., Kernel], autojump_clock: trio.abc.Clock
+) -> None:
+    # The loop stops with no_progress 30 s into a 60 s step; the strategy's own 40 s model call
+    # after it is no part of that step.
+    workspace.write_config("runtime:\n  timeouts: {tool: 30s, llm: 60s, step: 60s}\n")
+    workspace.scripted_agent(
+        "a",
+        [{"tool": "same", "arguments": {"n": 1}}] * 2
+        + [{"tool": "same", "arguments": {"n": 1}, "sleep": 30}, {"text": "summary", "sleep": 40}],
+        tools=["same"],
+        no_progress_limit=3,
+    )
+
+    async def recover(run: Run) -> None:
+        with pytest.raises(RunStop, match="no_progress"):
+            await run.tool_loop()
+        run.messages.append(Message("user", "Summarize what you found."))
+        run.complete((await run.call_model(tools=False)).message.content)
+
+    strategy = throwaway_plugin("recover", soulacy_run_strategy=lambda kernel, run: recover)
+    result = await load(strategy).run("a", "go")
+    assert (result.status, result.reply) == ("completed", "summary")
+
+
+async def test_run_step_scope_is_gone_with_a_clear_error(
+    workspace: Workspace, load: Callable[..., Kernel]
+) -> None:
+    workspace.scripted_agent("a", [{"text": "ok"}])
+    seen: list[str] = []
+
+    async def old_style(run: Run) -> None:
+        with pytest.raises(AttributeError, match="start_step") as raised:
+            run.step_scope = trio.CancelScope()
+        seen.append(str(raised.value))
+        run.complete("ok")
+
+    strategy = throwaway_plugin("old", soulacy_run_strategy=lambda kernel, run: old_style)
+    assert (await load(strategy).run("a", "go")).status == "completed"
+    assert len(seen) == 1
+    assert "0046" in seen[0]

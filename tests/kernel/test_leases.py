@@ -139,3 +139,32 @@ def test_lease_settings_are_validated(
     assert "config.yaml:1:" in message
     assert key in message
     assert expected in message
+
+
+def test_a_lease_left_held_when_its_trio_run_ends_is_not_renewed_by_the_next(
+    workspace: Workspace,
+) -> None:
+    # One keeper renews every held lease, and it stops with its Trio run: a lease that run
+    # never released (a holder's bug, a task abandoned at shutdown) must expire, not be
+    # renewed for ever by the keeper the next Trio run starts.
+    workspace.write_config("leases: {ttl: 300ms, heartbeat: 50ms, cancel_poll: 50ms}\n")
+    one = Kernel.load(workspace.path, autoload=False)
+    two = Kernel.load(workspace.path, autoload=False)
+
+    async def first() -> None:
+        assert await one.leases.acquire("leaked", holder="x") is not None
+
+    async def second() -> bool:
+        other = await one.leases.acquire("other", holder="y")
+        assert other is not None
+        await trio.sleep(1.0)  # three ttls
+        got = await two.leases.acquire("leaked", holder="z", wait=False)
+        await one.leases.release(other)
+        if got is not None:
+            await two.leases.release(got)
+        await one.aclose()
+        await two.aclose()
+        return got is not None
+
+    trio.run(first)
+    assert trio.run(second), "the lease the first Trio run left held is still renewed"
