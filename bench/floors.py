@@ -153,8 +153,9 @@ async def sse_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def serve() -> None:
-    """Serve ``sse_app`` on an OS-chosen loopback port; print its URL; stop when stdin closes."""
+async def serve(app: Any = None) -> None:
+    """Serve ``app`` (``sse_app`` by default) on an OS-chosen loopback port; print its URL;
+    stop when stdin closes."""
     from hypercorn.config import Config
     from hypercorn.trio import serve as hypercorn_serve
 
@@ -171,7 +172,7 @@ async def serve() -> None:
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(
             lambda task_status: hypercorn_serve(
-                sse_app, config, shutdown_trigger=stop.wait, task_status=task_status
+                app or sse_app, config, shutdown_trigger=stop.wait, task_status=task_status
             )
         )
         print(binds[0], flush=True)

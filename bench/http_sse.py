@@ -156,32 +156,10 @@ async def ticking_sse_app(scope: dict[str, Any], receive: Any, send: Any) -> Non
 
 
 async def serve_ticking() -> None:
-    """Serve ``ticking_sse_app`` as bench/floors.py serves its app: an OS-chosen loopback
-    port, the URL printed, stopped when stdin closes."""
-    from hypercorn.config import Config
-    from hypercorn.trio import serve as hypercorn_serve
+    """Serve ``ticking_sse_app`` as bench/floors.py serves its own app."""
+    from floors import serve
 
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.errorlog = None
-    stopped = trio.Event()
-
-    async def watch_stdin() -> None:
-        await trio.to_thread.run_sync(sys.stdin.read)
-        stopped.set()
-
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            lambda task_status: hypercorn_serve(
-                ticking_sse_app,  # type: ignore[arg-type]  # a plain ASGI callable
-                config,
-                shutdown_trigger=stopped.wait,
-                task_status=task_status,
-            )
-        )
-        print(binds[0], flush=True)
-        nursery.start_soon(watch_stdin)
+    await serve(ticking_sse_app)
 
 
 def bare_server(ticking: bool = False) -> tuple[subprocess.Popen[str], str]:
