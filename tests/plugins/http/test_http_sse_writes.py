@@ -31,12 +31,13 @@ def expected(count: int) -> bytes:
     return deltas + sse(count + 1, "result", {"reply": "done"})
 
 
-async def test_a_fast_run_is_written_in_few_sends_with_the_same_bytes() -> None:
-    log = RunLog("r1", "alice", limit=10_000)
+async def stream_fast_run(log: RunLog, count: int) -> Sent:
+    """Stream ``log`` while a fast run appends ``count`` deltas to it (a model whose deltas are
+    ready: one per scheduler turn), then its result; what the stream sent."""
     sent = Sent()
 
-    async def fast_run() -> None:  # a model whose deltas are ready: one per scheduler turn
-        for n in range(1, 301):
+    async def fast_run() -> None:
+        for n in range(1, count + 1):
             log.append("delta", {"text": f"w{n} "})
             await trio.lowlevel.checkpoint()
         log.append("result", {"reply": "done"})
@@ -44,6 +45,11 @@ async def test_a_fast_run_is_written_in_few_sends_with_the_same_bytes() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(pump_log, sent, log, 0)
         nursery.start_soon(fast_run)
+    return sent
+
+
+async def test_a_fast_run_is_written_in_few_sends_with_the_same_bytes() -> None:
+    sent = await stream_fast_run(RunLog("r1", "alice", limit=10_000), 300)
     assert b"".join(sent.bodies) == expected(300)
     assert len(sent.bodies) <= 30  # one send per event (or per three) before
 
@@ -77,17 +83,7 @@ async def test_a_reader_that_resumes_gets_the_events_after_its_id() -> None:
 
 async def test_gathering_never_costs_a_small_log_its_events() -> None:
     log = RunLog("r1", "alice", limit=8)  # dropped from 11 events on, down to 8
-    sent = Sent()
-
-    async def fast_run() -> None:
-        for n in range(1, 201):
-            log.append("delta", {"text": f"w{n} "})
-            await trio.lowlevel.checkpoint()
-        log.append("result", {"reply": "done"})
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pump_log, sent, log, 0)
-        nursery.start_soon(fast_run)
+    sent = await stream_fast_run(log, 200)
     assert b"event: gap" not in b"".join(sent.bodies)
     assert b"".join(sent.bodies) == expected(200)
 
