@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from ._events import Event, EventStream
+    from ._json import json_encoder
     from ._kernel import DEFAULT_GRACE_PERIOD, AgentSpec, Kernel, Service, open_kernel
     from ._lazy import lazy_exports
     from ._loading import AGENT_FILE, AGENTS_DIR, LoadedPlugins, PluginsConfig, load_plugins
@@ -84,6 +85,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "UsageError",
     ),
     "._events": ("Event", "EventStream"),
+    "._json": ("json_encoder",),
     "._kernel": ("DEFAULT_GRACE_PERIOD", "AgentSpec", "Kernel", "Service", "open_kernel"),
     "._loading": ("AGENTS_DIR", "AGENT_FILE", "LoadedPlugins", "PluginsConfig", "load_plugins"),
     "._manager": ("BUILTIN_PLUGINS", "PluginInfo", "SoulacyPluginManager"),
@@ -138,6 +140,7 @@ __all__ = [
     "format_duration",
     "hookimpl",
     "hookspec",
+    "json_encoder",
     "lazy_exports",
     "load_document",
     "load_plugins",

@@ -34,6 +34,7 @@ from ._contracts import (
 from ._conversations import ConversationKey, RunHandle
 from ._deadlines import INF, RunClock, Watchdog
 from ._errors import PluginError, UsageError
+from ._json import json_encoder
 from ._messages import Message, ModelReply, ModelRequest, ToolCall
 from ._providers import ContextLengthExceeded, ProviderError
 from ._redact import redact_text
@@ -47,7 +48,7 @@ from ._store import (
     StorageError,
     ToolRecord,
 )
-from ._tools import Tool, validate_arguments
+from ._tools import Tool
 
 if TYPE_CHECKING:
     from ._kernel import AgentSpec, Kernel
@@ -149,7 +150,7 @@ class _IdentityRefused(Exception):
         self.differs = differs
 
 
-@attrs.frozen
+@attrs.define
 class _ModelSetup:
     provider: Any
     provider_name: str
@@ -159,6 +160,9 @@ class _ModelSetup:
     llm: Any = None  # the agent's llm section, read once per run
     allowance: int | None = None  # the input allowance of the run's policy
     calibrate: Any = None  # the compactor's calibrate(view, input_tokens), when it has one
+    # The last request: sent again when nothing in it changed (the same view list, which
+    # grows in place, and the same tools), instead of a new one every turn.
+    request: ModelRequest | None = None
 
 
 class RunStop(Exception):
@@ -203,14 +207,18 @@ def _move_on_after(limit: Limit[float]) -> trio.CancelScope | _NoDeadline:
     return trio.CancelScope(deadline=trio.current_time() + float(limit.value))
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)  # made once
+_ENCODER = json_encoder(ensure_ascii=False, sort_keys=True, default=str)  # made once
+
+
+# What a tool returns most often: never awaitable (asked before the slower inspect call).
+_PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None)})
 
 
 def _render(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return _ENCODER.encode(value)
+        return _ENCODER(value)
     except (TypeError, ValueError):
         return str(value)
 
@@ -709,16 +717,18 @@ class Engine:
                         "provider_limit": reported or exc.limit,
                     },
                 ) from exc
-            request = ModelRequest(
-                messages=view,
-                tools=specs,
-                model=model,
-                max_output_tokens=policy.max_output_tokens.value,
-                temperature=llm.temperature,
-                top_p=llm.top_p,
-                tool_choice=llm.tool_choice,
-                stream=run.request.stream,
-            )
+            request = setup.request
+            if request is None or request.messages is not view or request.tools is not specs:
+                request = setup.request = ModelRequest(
+                    messages=view,
+                    tools=specs,
+                    model=model,
+                    max_output_tokens=policy.max_output_tokens.value,
+                    temperature=llm.temperature,
+                    top_p=llm.top_p,
+                    tool_choice=llm.tool_choice,
+                    stream=run.request.stream,
+                )
             refusal = await self._admit(run)
             if refusal:
                 raise RunStop("incomplete", refusal)
@@ -855,7 +865,7 @@ class Engine:
         if tool is None:
             known = ", ".join(sorted(tools)) or "none"
             return ToolOutcome(f"error: unknown tool {call.name!r} (available: {known})", True)
-        problems = validate_arguments(tool.parameters, call.arguments)
+        problems = tool.check_arguments(call.arguments)
         if problems:
             return ToolOutcome("error: invalid arguments: " + "; ".join(problems), True)
         answers = self.hooks.soulacy_tool_permission(
@@ -884,7 +894,7 @@ class Engine:
                     value = await trio.to_thread.run_sync(
                         lambda: tool.function(**arguments), abandon_on_cancel=True
                     )
-                if inspect.isawaitable(value):
+                if type(value) not in _PLAIN and inspect.isawaitable(value):
                     value = await value
             except Exception as exc:
                 return ToolOutcome(f"error: {type(exc).__name__}: {exc}", True)
@@ -903,17 +913,10 @@ class Engine:
         ``approval:<call id>``, tool ``soulacy.approval``), just before the call's.
         """
         kernel = self.kernel
-        reasons = [
-            str(reason)
-            for reason in self.hooks.soulacy_tool_approval(
-                kernel=kernel,
-                run=run,
-                tool_name=call.name,
-                arguments=call.arguments,
-                call_id=call.id,
-            )
-            if reason
-        ]
+        answers = self.hooks.soulacy_tool_approval(
+            kernel=kernel, run=run, tool_name=call.name, arguments=call.arguments, call_id=call.id
+        )
+        reasons = [str(reason) for reason in answers if reason] if answers else None
         if not reasons:
             return None
         # What led to this call is stored before the run waits: a retry in another process

@@ -56,12 +56,28 @@ class Tool:
             function=function,
         )
 
+    # Asked before every call: worked out once, when the tool is made (or evolved).
+    _is_async: bool = attrs.field(init=False, repr=False, eq=False)
+    _check_arguments: Callable[[Any], list[str]] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        is_async = inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
+            getattr(self.function, "__call__", None)  # noqa: B004 - async callable objects
+        )
+        object.__setattr__(self, "_is_async", is_async)
+        object.__setattr__(self, "_check_arguments", arguments_checker(self.parameters))
+
     @property
     def is_async(self) -> bool:
         """``async def`` tools run on the Trio thread; plain functions in a worker thread."""
-        return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
-            getattr(self.function, "__call__", None)  # noqa: B004 - async callable objects
-        )
+        return self._is_async
+
+    def check_arguments(self, arguments: Any) -> list[str]:
+        """Problems of ``arguments`` against :attr:`parameters` (empty if none): what
+        :func:`validate_arguments` says, with the common valid case answered without walking
+        the schema. The schema is read when the tool is made (``parameters`` is not copied:
+        changing it in place afterwards is not seen)."""
+        return self._check_arguments(arguments)
 
     @property
     def spec(self) -> ToolSpec:
@@ -100,6 +116,50 @@ def schema_of(function: Callable[..., Any]) -> dict[str, Any]:
         "required": required,
         "additionalProperties": False,
     }
+
+
+# Keys of a property's schema that constrain nothing the check looks at.
+_NOTES = frozenset({"type", "description", "title", "default", "examples"})
+
+
+def arguments_checker(schema: Mapping[str, Any]) -> Callable[[Any], list[str]]:
+    """:func:`validate_arguments` for one schema. An object schema whose properties only name
+    a JSON type (the shape :func:`schema_of` makes) gets a quick check of the valid case; any
+    argument it does not pass, and any other schema, gets the full walk (and its messages)."""
+
+    def full(arguments: Any) -> list[str]:
+        return _check(schema, arguments, "arguments")
+
+    if not isinstance(schema, Mapping):
+        return full
+    properties = schema.get("properties", {})
+    types_of: dict[str, str] = {}
+    simple = schema.get("type") == "object" and "enum" not in schema
+    if simple and isinstance(properties, Mapping):
+        for key, item in properties.items():
+            kind = item.get("type") if isinstance(item, Mapping) else None
+            if not isinstance(kind, str) or not _NOTES.issuperset(item):
+                simple = False
+                break
+            types_of[key] = kind
+    if not simple:
+        return full
+    required = frozenset(schema.get("required", ()))
+    closed = schema.get("additionalProperties") is False
+
+    def check(arguments: Any) -> list[str]:
+        if type(arguments) is dict and required <= arguments.keys():
+            for key, value in arguments.items():
+                kind = types_of.get(key)
+                if kind is None:
+                    if closed:
+                        return full(arguments)
+                elif not _is_type(value, kind):
+                    return full(arguments)
+            return []
+        return full(arguments)
+
+    return check
 
 
 def validate_arguments(schema: Mapping[str, Any], arguments: Any) -> list[str]:

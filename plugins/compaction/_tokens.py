@@ -8,13 +8,12 @@ estimate is scaled by a ratio learnt from the provider's reported input tokens.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import attrs
 
+from soulacy.kernel import json_encoder
 from soulacy.kernel.messages import Message, ToolSpec
 
 TokenCounter = Callable[[str], int]
@@ -37,11 +36,7 @@ class CharEstimate:
 
 
 # One encoder for every measurement: json.dumps with options builds a new one per call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
-
-
-def _json(value: Any) -> str:
-    return _ENCODER.encode(value)
+_json = json_encoder(ensure_ascii=False, sort_keys=True, default=str)
 
 
 def render(message: Message) -> str:
@@ -49,9 +44,13 @@ def render(message: Message) -> str:
 
     Its length is what markers call the message's characters.
     """
-    if not message.tool_calls:
+    tool_calls = message.tool_calls
+    if not tool_calls:
         return message.content
-    calls = "\n".join(f"→ {call.name}({_json(call.arguments)})" for call in message.tool_calls)
+    if len(tool_calls) == 1:  # most replies: no generator and join
+        calls = f"→ {tool_calls[0].name}({_json(tool_calls[0].arguments)})"
+    else:
+        calls = "\n".join(f"→ {call.name}({_json(call.arguments)})" for call in tool_calls)
     return f"{message.content}\n{calls}" if message.content else calls
 
 

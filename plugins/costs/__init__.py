@@ -192,12 +192,26 @@ def _budget(kernel: Kernel, ledger: _Ledger, run_id: str) -> _RunBudget:
     return ledger.runs.setdefault(run_id, _RunBudget())
 
 
+# Whether the kernel's configuration sets a shared limit, with the configuration it was read
+# from: asked three times a turn, answered again only when the configuration is replaced.
+_HAS_LIMITS = StashKey[tuple[object, bool]]("costs: shared limits set")
+
+
 def _has_limits(kernel: Kernel) -> bool:
     """Whether any shared limit is set (what :func:`_limits` lists, without making keys)."""
-    if kernel.config.section("costs").max_daily_cost_usd:
-        return True
-    quotas: RateLimitConfig = kernel.config.section("rate_limit")
-    return bool(quotas.tokens_per_minute or quotas.tokens_per_hour or quotas.tokens_per_day)
+    config = kernel.config
+    known = kernel.stash.get(_HAS_LIMITS, None)
+    if known is not None and known[0] is config:
+        return known[1]
+    quotas: RateLimitConfig = config.section("rate_limit")
+    found = bool(
+        config.section("costs").max_daily_cost_usd
+        or quotas.tokens_per_minute
+        or quotas.tokens_per_hour
+        or quotas.tokens_per_day
+    )
+    kernel.stash[_HAS_LIMITS] = (config, found)
+    return found
 
 
 def _limits(kernel: Kernel, now: float) -> list[tuple[str, str, int, float]]:

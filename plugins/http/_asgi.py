@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import json.encoder
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+
+from soulacy.kernel import json_encoder
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -128,30 +129,9 @@ async def send_json(
     await send({"type": "http.response.body", "body": payload})
 
 
-# json.dumps(data, default=str) exactly, without building an encoder per call: a stream
-# encodes every event, and making the encoder cost twice the encoding of a text delta.
-_encode = json.JSONEncoder(default=str).encode
-# Faster still: the C encoder that ``_encode`` builds anew at every call, built once
-# (decision 0043). It has no markers dict, so a circular value recurses until RecursionError,
-# and ``_encode`` then raises what json.dumps raises.
-_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # None: no C accelerator
-_c_encode: Any = (
-    None
-    if _c_make_encoder is None
-    else _c_make_encoder(
-        None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
-    )
-)
-
-
-def to_json(data: Any) -> str:
-    """``json.dumps(data, default=str)``: the same text."""
-    if _c_encode is None:
-        return _encode(data)
-    try:
-        return "".join(_c_encode(data, 0))
-    except RecursionError:
-        return _encode(data)
+# json.dumps(data, default=str) exactly, without an encoder built per call: a stream encodes
+# every event, and making the encoder cost twice the encoding of a text delta (decision 0043).
+to_json: Callable[[Any], str] = json_encoder(default=str)
 
 
 def sse(event_id: int | None, name: str, data: Any) -> bytes:

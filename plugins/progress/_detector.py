@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from soulacy.kernel import json_encoder
 from soulacy.kernel.contracts import Verdict
 
 # Text that changes on every call without meaning progress.
@@ -50,15 +50,18 @@ def _strip(value: Any, volatile: frozenset[str]) -> Any:
 
 
 # Made once: json.dumps with options builds an encoder on every call (every tool result).
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
-)
+_CANONICAL = json_encoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _canonical(result: Any, volatile: frozenset[str]) -> str:
     if isinstance(result, str):
         return normalize_text(result)
-    return _CANONICAL.encode(_strip(result, volatile))
+    return _CANONICAL(_strip(result, volatile))
+
+
+# The verdicts of most results, made once (one per tool result otherwise; nothing reads
+# their empty evidence but to copy it).
+_PLAIN = {kind: Verdict(kind) for kind in ("progress", "repeated", "stalled")}
 
 
 def _digest(labelled: str) -> str:
@@ -208,6 +211,8 @@ class SignatureDetector:
         self, kind: Any, warning: str | None = None, evidence: Mapping[str, Any] | None = None
     ) -> Verdict:
         self._last = kind
+        if warning is None and not evidence:
+            return _PLAIN[kind]
         return Verdict(kind, warning, evidence or {})
 
     def statistics(self) -> dict[str, Any]:

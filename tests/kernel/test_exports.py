@@ -57,6 +57,7 @@ SURFACE: dict[str, list[str]] = {
         "format_duration",
         "hookimpl",
         "hookspec",
+        "json_encoder",
         "lazy_exports",
         "load_document",
         "load_plugins",
