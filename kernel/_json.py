@@ -30,17 +30,18 @@ def json_encoder(
     ``json.dumps`` raises.
     """
     item_separator, key_separator = separators
-    slow = json.JSONEncoder(
+    made = json.JSONEncoder(
         sort_keys=sort_keys,
         ensure_ascii=ensure_ascii,
         separators=separators,
         default=default,
-    ).encode
+    )
+    slow = made.encode
     if _C_MAKE_ENCODER is None:
         return slow
     fast = _C_MAKE_ENCODER(
         None,  # markers: no circular check (above)
-        default if default is not None else slow.__self__.default,
+        made.default,  # the given one, else what raises TypeError
         json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring,
         None,  # indent
         key_separator,

@@ -122,16 +122,17 @@ def schema_of(function: Callable[..., Any]) -> dict[str, Any]:
 _NOTES = frozenset({"type", "description", "title", "default", "examples"})
 
 
-def arguments_checker(schema: Mapping[str, Any]) -> Callable[[Any], list[str]]:
+def arguments_checker(schema: object) -> Callable[[Any], list[str]]:
     """:func:`validate_arguments` for one schema. An object schema whose properties only name
     a JSON type (the shape :func:`schema_of` makes) gets a quick check of the valid case; any
     argument it does not pass, and any other schema, gets the full walk (and its messages)."""
 
+    if not isinstance(schema, Mapping):  # not a schema: the call's check says what is wrong
+        return lambda arguments: _check(schema, arguments, "arguments")  # type: ignore[arg-type]
+
     def full(arguments: Any) -> list[str]:
         return _check(schema, arguments, "arguments")
 
-    if not isinstance(schema, Mapping):
-        return full
     properties = schema.get("properties", {})
     types_of: dict[str, str] = {}
     simple = schema.get("type") == "object" and "enum" not in schema
