@@ -6,7 +6,8 @@ Runs in the project's venv. Each prints one JSON object.
   (WAL, ``synchronous=NORMAL``; ``BEGIN IMMEDIATE`` … ``COMMIT`` each): no runtime persists a
   turn faster than one such commit, the floor for W2. Also the raw cost of the SQL that
   Soulacy's store commits per turn (the fence's read, two history rows and a tool record, in
-  its own schema), and of the same turn without the tool record.
+  its own schema), in the variants of ``TURN_VARIANTS`` (schema 9's, schema 10's, and the
+  designs weighed in docs/decisions/0047), each also as a multiple of one commit.
 * ``asgi``: a bare ASGI app (no framework) that streams N server-sent events per request, served
   by ``hypercorn.trio.serve`` on 127.0.0.1 (port chosen by the OS) in a child process and read by
   httpx under Trio in this one, many streams at once: 200 concurrent streams of 50 token-sized
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -45,34 +47,46 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _single_rows(path: Path, writes: int) -> float:
-    """µs per committed single-row INSERT into a table without secondary indexes."""
+Writer = Callable[[int], None]  # one committed write, the n-th
+
+
+def _single_rows(path: Path) -> tuple[Writer, sqlite3.Connection]:
+    """One committed single-row INSERT into a table without secondary indexes."""
     conn = _connect(path)
     conn.execute(
         "CREATE TABLE t (id INTEGER PRIMARY KEY, session TEXT, role TEXT, content TEXT,"
         " created REAL)"
     )
-    started = time.perf_counter()
-    for n in range(writes):
+
+    def write(n: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
             "INSERT INTO t (session, role, content, created) VALUES (?, ?, ?, ?)",
             ("s", "tool", f"ok-{n}", time.time()),
         )
         conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
-    count = conn.execute("SELECT count(*) FROM t").fetchone()[0]
-    conn.close()
-    if count != writes:
-        raise AssertionError(f"{count} rows for {writes} writes")
-    return elapsed / writes * 1e6
+
+    return write, conn
 
 
-def _soulacy_turns(path: Path, writes: int, *, tool_records: bool = True) -> float:
-    """µs per committed turn as Soulacy's store writes one, issued with raw sqlite3 into its
+# The variants of a turn's SQL timed by ``_soulacy_turns`` (decisions 0044 and 0047).
+TURN_VARIANTS = ("schema_9", "history_only", "record_in_history", "records_without_rowid")
+
+
+def _soulacy_turns(path: Path, variant: str) -> tuple[Writer, sqlite3.Connection]:
+    """One committed turn as Soulacy's store writes one, issued with raw sqlite3 into its
     schema (created by the store itself): the fence's read of the lease, two history rows and
-    one tool record. Without ``tool_records``: the history rows only (what a turn would cost
-    if the tool record were kept in the tool result's history row; see decision 0044)."""
+    the tool record. ``variant``:
+
+    * ``schema_9``: the tool record a row of ``tool_records`` (a rowid table and its unique
+      ``(run_id, call_id)`` index): four b-trees per commit;
+    * ``history_only``: no tool record at all, the floor of any design keeping two history rows;
+    * ``record_in_history``: the record kept in its tool result's history row (schema 10,
+      decision 0047): the history rows with the record's arguments and time (the run's row is
+      read at the first turn only); two b-trees per commit;
+    * ``records_without_rowid``: ``tool_records`` a ``WITHOUT ROWID`` table keyed
+      ``(run_id, seq)``, no other index; three b-trees.
+    """
     from soulacy.plugins.sqlite_store import SQLiteStore
 
     async def create() -> None:
@@ -82,7 +96,23 @@ def _soulacy_turns(path: Path, writes: int, *, tool_records: bool = True) -> flo
 
     trio.run(create)
     conn = _connect(path)
+    present = {row[1] for row in conn.execute("PRAGMA table_info(conversation_history)")}
+    for column in ("record_arguments TEXT", "record_content TEXT", "record_created_at REAL"):
+        if column.split()[0] not in present:  # schema 9: the candidate's columns, for the bench
+            conn.execute(f"ALTER TABLE conversation_history ADD COLUMN {column}")
+    if "first_history_id" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN first_history_id INTEGER")
+    conn.execute(
+        "CREATE TABLE bench_records (run_id TEXT NOT NULL, seq INTEGER NOT NULL, call_id TEXT"
+        " NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL, content TEXT NOT NULL,"
+        " is_error INTEGER NOT NULL, created_at REAL NOT NULL, PRIMARY KEY (run_id, seq))"
+        " WITHOUT ROWID"
+    )
     conn.execute("INSERT INTO leases (key, token, owner_id) VALUES ('conversation', 1, 'bench')")
+    conn.execute(
+        "INSERT INTO runs (run_id, agent_id, session_id, status, started_at, first_history_id)"
+        " VALUES ('r', 'bench', 's', 'running', 0, 0)"
+    )
     fence = (
         "SELECT token, owner_id, pid, host, boot, holder, acquired_at, renewed_at, expires_at"
         " FROM leases WHERE key = ?"
@@ -92,43 +122,85 @@ def _soulacy_turns(path: Path, writes: int, *, tool_records: bool = True) -> flo
         " created_at, tool_call_id, tool_calls, name, is_error, principal, user_id, attempt)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
+    # As the store issues them (plugins/sqlite_store/_store.py, record_turn).
+    held = (
+        "INSERT INTO conversation_history (agent_id, session_id, run_id, role, content,"
+        " created_at, tool_call_id, tool_calls, name, is_error, principal, user_id, attempt,"
+        " record_arguments, record_content, record_created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    home = (
+        "SELECT first_history_id FROM runs WHERE run_id = ? AND agent_id = ? AND session_id = ?"
+        " AND principal IS ? AND user_id IS ? AND first_history_id IS NOT NULL"
+    )
     tools = (
         "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments, content,"
         " is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
     )
-    started = time.perf_counter()
-    for n in range(writes):
+    keyed = (
+        "INSERT INTO bench_records (run_id, seq, call_id, name, arguments, content, is_error,"
+        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+
+    def write(n: int) -> None:
         now, call = time.time(), f"call-{n}"
         calls = json.dumps([{"id": call, "name": "step", "arguments": {"i": n}}])
+        arguments = json.dumps({"i": n})
+        assistant = ("bench", "s", "r", "assistant", "", now, None, calls, None, 0, None, None, 1)
+        result = ("bench", "s", "r", "tool", f"ok-{n}", now, call, None, "step", 0, None, None, 1)
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(fence, ("conversation",)).fetchone()
-        conn.executemany(
-            history,
-            [
-                ("bench", "s", "r", "assistant", "", now, None, calls, None, 0, None, None, 1),
-                ("bench", "s", "r", "tool", f"ok-{n}", now, call, None, "step", 0, None, None, 1),
-            ],
-        )
-        if tool_records:
-            conn.execute(tools, ("r", call, "step", json.dumps({"i": n}), f"ok-{n}", 0, now))
+        if variant == "record_in_history":
+            if n == 0:  # the run's row, read at its first turn only (then remembered)
+                conn.execute(home, ("r", "bench", "s", None, None)).fetchone()
+            conn.executemany(
+                held, [(*assistant, None, None, None), (*result, arguments, None, now)]
+            )
+        else:
+            conn.executemany(history, [assistant, result])
+        if variant == "schema_9":
+            conn.execute(tools, ("r", call, "step", arguments, f"ok-{n}", 0, now))
+        elif variant == "records_without_rowid":
+            conn.execute(keyed, ("r", n, call, "step", arguments, f"ok-{n}", 0, now))
         conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
-    conn.close()
-    return elapsed / writes * 1e6
+
+    return write, conn
+
+
+BLOCK = 100  # writes of one path timed before the next path's: the paths interleave
 
 
 def sqlite_floor(writes: int) -> dict[str, Any]:
+    """µs per write of each path, interleaved in blocks (each block's order rotated), so that
+    the machine's load and the files' growth fall on every path alike."""
     with tempfile.TemporaryDirectory(prefix="soulacy-floor-") as tmp:
-        single = _single_rows(Path(tmp) / "raw.db", writes)
-        turn = _soulacy_turns(Path(tmp) / "turns.db", writes)
-        history_only = _soulacy_turns(Path(tmp) / "history.db", writes, tool_records=False)
+        paths = {"commit": _single_rows(Path(tmp) / "raw.db")}
+        for variant in TURN_VARIANTS:
+            paths[variant] = _soulacy_turns(Path(tmp) / f"{variant}.db", variant)
+        names = list(paths)
+        spent = dict.fromkeys(names, 0.0)
+        for block in range(0, writes, BLOCK):
+            names = names[1:] + names[:1]
+            for name in names:
+                write = paths[name][0]
+                started = time.perf_counter()
+                for n in range(block, min(block + BLOCK, writes)):
+                    write(n)
+                spent[name] += time.perf_counter() - started
+        for _, conn in paths.values():
+            conn.close()
+    us = {name: spent[name] / writes * 1e6 for name in spent}
+    single = us.pop("commit")
+    turns = us
     return {
         "floor": "sqlite",
         "writes": writes,
         "commits_per_s": 1e6 / single,
         "us_per_commit": single,
-        "us_per_soulacy_turn_commit": turn,
-        "us_per_soulacy_turn_commit_history_only": history_only,
+        # The turn as the store writes it now (schema 10), under the name bench/run_peers.py reads.
+        "us_per_soulacy_turn_commit": turns["record_in_history"],
+        **{f"us_per_turn_{variant}": us for variant, us in turns.items()},
+        **{f"turn_{variant}_x_commit": us / single for variant, us in turns.items()},
         "sqlite": sqlite3.sqlite_version,
     }
 

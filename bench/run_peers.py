@@ -474,7 +474,7 @@ def render(data: dict[str, Any], sizes: Sizes) -> tuple[str, list[str]]:
     if schema:
         rows.append(
             [
-                "raw sqlite3, one Soulacy turn's SQL (3 rows, its schema)",
+                "raw sqlite3, one Soulacy turn's SQL (its schema)",
                 schema.fmt(1),
                 "-",
                 "-",

@@ -1,6 +1,6 @@
 """``soulacy store copy``: a SQLite workspace file's data, copied into a PostgreSQL database.
 
-The SQLite file is read by its documented format (docs/storage.md, "Schema", version 9), with
+The SQLite file is read by its documented format (docs/storage.md, "Schema", version 10), with
 the ``sqlite3`` module; the SQLite store plugin is not imported (plugins never import each
 other). A file of an older version is refused: the SQLite store migrates it in place the first
 time it opens it for writing, and that migration is the SQLite plugin's to run.
@@ -15,7 +15,8 @@ What is copied, row for row and value for value: history (with its ids, so the o
 conversation is kept, and the identity sequence set past the file's last id), runs with their
 attempts and the endings of their earlier attempts (both stores keep reply metadata once per
 attempt and join it on read, so an entry's metadata is copied as the file keeps it), tool
-records (in call order), proofs and superseded proofs (bodies byte for byte, so each sha256
+records (in call order, from both places the file keeps them: a tool result's history entry,
+or ``tool_records``), proofs and superseded proofs (bodies byte for byte, so each sha256
 still verifies), checkpoints (in step order), plugin state, leases (owners and
 tokens: a token the target grants next is greater than every token the file granted) and
 counters. Left out: the queues of leases and cancellation requests (both live for seconds, for
@@ -44,7 +45,7 @@ from soulacy.kernel.store import LeaseOwner
 from ._schema import Connection
 from ._store import PostgresStore
 
-SQLITE_VERSION = 9  # the SQLite file format this copy reads (docs/storage.md, "Schema")
+SQLITE_VERSION = 10  # the SQLite file format this copy reads (docs/storage.md, "Schema")
 LOCK_TIMEOUT = "10s"  # how long the copy waits for the target's tables before giving up
 
 # Every Soulacy table of the target, in the order they are locked (``leases`` first: the
@@ -69,6 +70,28 @@ TARGET_TABLES = (
 
 class CopyRefused(UsageError):
     """The copy cannot be made as asked (exit code 2); nothing was written."""
+
+
+# A run's tool records as the SQLite store reads them (docs/decisions/0047): those held in its
+# tool results' history entries (an entry of the run's conversation after the run's first
+# history id) and those kept apart in tool_records, each after the entry it followed (NULL:
+# before every entry); of two with one call id the first. Numbered in that call order:
+# PostgreSQL's ``seq`` is the order its store reads them in.
+TOOL_RECORDS = (
+    "SELECT row_number() OVER (ORDER BY position, apart, seq), run_id, call_id, name,"
+    " arguments, content, is_error, created_at FROM (SELECT *, row_number() OVER"
+    " (PARTITION BY run_id, call_id ORDER BY position, apart, seq) AS nth FROM ("
+    " SELECT h.run_id, h.tool_call_id AS call_id, h.name, h.record_arguments AS arguments,"
+    " COALESCE(h.record_content, h.content) AS content, h.is_error,"
+    " h.record_created_at AS created_at, h.id AS position, 0 AS apart, 0 AS seq"
+    " FROM conversation_history AS h JOIN runs AS r ON r.run_id = h.run_id"
+    " WHERE h.record_arguments IS NOT NULL AND h.id > r.first_history_id"
+    " AND h.session_id = r.session_id AND h.agent_id = r.agent_id"
+    " AND h.principal IS r.principal AND h.user_id IS r.user_id"
+    " UNION ALL SELECT run_id, call_id, name, arguments, content, is_error, created_at,"
+    " COALESCE(after_history_id, -1), 1, seq FROM tool_records"
+    ")) WHERE nth = 1 ORDER BY 1"
+)
 
 
 @attrs.frozen
@@ -137,8 +160,7 @@ TABLES: tuple[Table, ...] = (
         "tool_records",
         "tool records",
         ("seq", "run_id", "call_id", "name", "arguments", "content", "is_error", "created_at"),
-        "SELECT seq, run_id, call_id, name, arguments, content, is_error, created_at"
-        " FROM tool_records ORDER BY seq",
+        TOOL_RECORDS,
         sequence="seq",
     ),
     Table(

@@ -4,9 +4,11 @@ Version 1 is the original system's shape (``conversation_history`` without reply
 ``workflow_checkpoints``); a database it wrote has user_version 0 and upgrades in place. Every
 migration only adds (``CREATE TABLE IF NOT EXISTS``, ``ALTER TABLE … ADD COLUMN`` for columns
 that are missing), so running it twice changes nothing and no row is rewritten; version 6 also
-removes what it replaces (the ``claims`` table, by leases; an index made redundant), and
-version 9 rebuilds the two tables written every turn (docs/decisions/0039). All steps run in
-one transaction: a failed migration leaves the file as it was.
+removes what it replaces (the ``claims`` table, by leases; an index made redundant),
+version 9 rebuilds the two tables written every turn (docs/decisions/0039), and version 10
+only adds columns: a tool record is kept in its tool result's history row
+(docs/decisions/0047). All steps run in one transaction: a failed migration leaves the file
+as it was.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -235,6 +237,24 @@ def _v9(conn: sqlite3.Connection) -> None:
     _rebuild_without_autoincrement(conn, "tool_records")
 
 
+def _v10(conn: sqlite3.Connection) -> None:
+    # A turn's tool record is kept in its tool result's history row (docs/decisions/0047): a
+    # commit dirties the history and its index only, not tool_records and its unique index.
+    # ``record_arguments`` is not NULL on a row holding a record; ``record_content`` only when
+    # the record's differs from the message's (a progress warning appended to the message).
+    _add_columns(
+        conn,
+        "conversation_history",
+        {"record_arguments": "TEXT", "record_content": "TEXT", "record_created_at": "REAL"},
+    )
+    # Where a run's records in the history start: every entry of the run has a greater id
+    # (NULL for a run started before: all its records are in tool_records, none in history).
+    _add_columns(conn, "runs", {"first_history_id": "INTEGER"})
+    # A record kept apart (an approval receipt, a record without its tool message): it comes
+    # after the history entry of this id, and before the next (NULL: before every entry).
+    _add_columns(conn, "tool_records", {"after_history_id": "INTEGER"})
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v1,
     _v2,
@@ -245,6 +265,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v7,
     _v8,
     _v9,
+    _v10,
 )
 
 

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 CHECKPOINT_EVERY = 256  # inline commits between two checkpoints (run in a worker thread)
+HOMES_KEPT = 4096  # runs whose home (decision 0047) a store remembers
 INLINE_ROWS = 256  # rows of a long read made on the Trio thread (about 1 ms); the rest in a thread
 RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream event is kept
 RUN_EVENTS_POLL = 0.25  # seconds between two looks for events another process appended
@@ -200,6 +201,11 @@ class SQLiteStore:
         self.migrated_from: int | None = None
         self._appended = trio.Event()  # set, and replaced, by this process's appends
         self._swept_at = -float("inf")  # time.monotonic() of the last sweep of old events
+        # Runs whose records this process has seen held in their history rows: (run id,
+        # agent, session, principal, user) of a runs row with a first_history_id. Once true it
+        # stays true (no runs row is deleted, its owner is never rewritten, first_history_id
+        # is set once), so a turn of such a run skips reading its row (decision 0047).
+        self._homes: dict[tuple[str, str, str, str | None, str | None], None] = {}
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -541,12 +547,17 @@ class SQLiteStore:
                         ending or _dumps({"status": "interrupted", "attempt": number}),
                     ),
                 )
+            # first_history_id: every entry the run writes from now has a greater id; kept
+            # by a retry (its records of earlier attempts stay found), set by the first
+            # attempt started with schema 10 (those before kept every record apart).
             stored = conn.execute(
                 "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
-                " started_at, attempt, lease_key) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)"
+                " started_at, attempt, lease_key, first_history_id) VALUES (?, ?, ?, ?, ?,"
+                " 'running', ?, ?, ?, (SELECT COALESCE(max(id), 0) FROM conversation_history))"
                 " ON CONFLICT (run_id) DO UPDATE SET status = 'running', verification = NULL,"
                 " incomplete_reason = NULL, metadata = NULL, finished_at = NULL,"
-                " attempt = excluded.attempt, lease_key = excluded.lease_key"
+                " attempt = excluded.attempt, lease_key = excluded.lease_key,"
+                " first_history_id = COALESCE(runs.first_history_id, excluded.first_history_id)"
                 f" RETURNING {_RUN_COLUMNS}",
                 (
                     run.run_id,
@@ -561,7 +572,17 @@ class SQLiteStore:
             ).fetchall()  # all of it: the statement is done before COMMIT
             return _run(stored[0])
 
-        return await self._commit("start run", write)
+        stored = await self._commit("start run", write)
+        # first_history_id is set now (by this start or an earlier one): the home is known.
+        self._remember_home(
+            (stored.run_id, stored.agent_id, stored.session_id, stored.principal, stored.user_id)
+        )
+        return stored
+
+    def _remember_home(self, owner: tuple[str, str, str, str | None, str | None]) -> None:
+        if len(self._homes) >= HOMES_KEPT:
+            del self._homes[next(iter(self._homes))]  # the oldest: its run is likely over
+        self._homes[owner] = None
 
     async def record_turn(
         self,
@@ -572,6 +593,8 @@ class SQLiteStore:
     ) -> None:
         # History and tool-record ids come from the rowid (schema 9): they stay above every
         # earlier one only because no such row is ever deleted (docs/storage.md, Migrations).
+        # A tool record is kept in its tool result's row (schema 10, docs/decisions/0047):
+        # then the commit dirties the history and its index only.
         now = time.time()
         rows = [
             (
@@ -598,50 +621,59 @@ class SQLiteStore:
             )
             for m in messages
         ]
-        records = [
-            (
-                t.run_id,
-                t.call_id,
-                t.name,
-                _encode_arguments(dict(t.arguments)),
-                t.content,
-                int(t.is_error),
-                t.created_at,
-            )
-            for t in tools
-        ]
+        places = _tool_messages(run.run_id, messages, tools)
+        arguments = [_encode_arguments(dict(t.arguments)) for t in tools]
+        owner = (run.run_id, run.agent_id, run.session_id, run.principal, run.user_id)
+        known = owner in self._homes
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> bool:
             _check_fence(conn, fence)
-            if rows:
-                conn.executemany(
-                    "INSERT INTO conversation_history (agent_id, session_id, run_id, role,"
-                    " content, created_at, tool_call_id, tool_calls, name, is_error, principal,"
-                    " user_id, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-            if records:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments,"
-                    " content, is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    records,
-                )
+            home = known or conn.execute(_RUN_HOME, owner).fetchone() is not None
+            # Held in the history only when the run's records are read from there: the run
+            # was started (schema 10) by this owner; else every record is kept apart.
+            held: dict[int, tuple[str, str | None, float]] = {}
+            apart: list[tuple[int | None, ToolRecord, str]] = []  # (after message, record)
+            follows = None  # the message holding the last record held so far
+            for t, encoded, index in zip(tools, arguments, places, strict=True):
+                if index is None or not home:
+                    apart.append((follows, t, encoded))
+                else:
+                    content = None if t.content == messages[index].content else t.content
+                    held[index] = (encoded, content, t.created_at)
+                    follows = index
+            values = [(*row, *held.get(n, _NOT_HELD)) for n, row in enumerate(rows)]
+            if not apart:  # a tool turn: no id needed (the rowid's own append is the fastest)
+                conn.executemany(_INSERT_ENTRY, values)
+                return home
+            # A record kept apart names the entry it follows: the ids of this turn's entries,
+            # and the last one before them.
+            before = conn.execute("SELECT max(id) FROM conversation_history").fetchone()[0]
+            ids = [conn.execute(_INSERT_ENTRY, v).lastrowid for v in values]
+            conn.executemany(
+                "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments,"
+                " content, is_error, created_at, after_history_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        t.run_id,
+                        t.call_id,
+                        t.name,
+                        encoded,
+                        t.content,
+                        int(t.is_error),
+                        t.created_at,
+                        (before or 0) if after is None else ids[after],
+                    )
+                    for after, t, encoded in apart
+                ],
+            )
+            return home
 
-        await self._commit("record turn", write)
+        if await self._commit("record turn", write) and not known:
+            self._remember_home(owner)
 
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
-        def read(conn: sqlite3.Connection) -> dict[str, ToolRecord]:
-            rows = conn.execute(
-                "SELECT call_id, name, arguments, content, is_error, created_at"
-                " FROM tool_records WHERE run_id = ? ORDER BY seq",
-                (run_id,),
-            ).fetchall()
-            return {
-                r[0]: ToolRecord(run_id, r[0], r[1], json.loads(r[2]), r[3], bool(r[4]), r[5])
-                for r in rows
-            }
-
-        return await self._call("load tool records", read)
+        return await self._call("load tool records", lambda conn: _tool_records(conn, run_id))
 
     async def finish_run(
         self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
@@ -717,15 +749,7 @@ class SQLiteStore:
             existing = _proof(conn, run_id)
             if existing is not None:
                 return existing
-            rows = conn.execute(
-                "SELECT call_id, name, arguments, content, is_error, created_at"
-                " FROM tool_records WHERE run_id = ? ORDER BY seq",
-                (run_id,),
-            ).fetchall()
-            records = [
-                ToolRecord(run_id, r[0], r[1], json.loads(r[2]), r[3], bool(r[4]), r[5])
-                for r in rows
-            ]
+            records = list(_tool_records(conn, run_id).values())
             proof = make_proof(run_id, metadata, records, assertions)
             conn.execute(
                 "INSERT INTO proofs (run_id, sha256, body, receipts, created_at)"
@@ -1332,6 +1356,79 @@ def _leave_queue(conn: sqlite3.Connection, key: str, owner_id: str, holder: str)
         "DELETE FROM lease_waiters WHERE key = ? AND owner_id = ? AND holder = ?",
         (key, owner_id, holder),
     )
+
+
+_NOT_HELD = (None, None, None)  # the record columns of an entry holding no tool record
+_INSERT_ENTRY = (
+    "INSERT INTO conversation_history (agent_id, session_id, run_id, role, content,"
+    " created_at, tool_call_id, tool_calls, name, is_error, principal, user_id, attempt,"
+    " record_arguments, record_content, record_created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# The run's first history id, when the run was started by this owner with schema 10.
+_RUN_HOME = (
+    "SELECT first_history_id FROM runs WHERE run_id = ? AND agent_id = ? AND session_id = ?"
+    " AND principal IS ? AND user_id IS ? AND first_history_id IS NOT NULL"
+)
+# A run's tool records from both places, in call order: those held in its history entries
+# (found through history_by_owner, from the run's first history id) and those kept apart,
+# each after the entry it followed (schema 9's, NULL, before every entry).
+_TOOL_RECORDS = (
+    "SELECT call_id, name, arguments, content, is_error, created_at FROM ("
+    " SELECT tool_call_id AS call_id, name, record_arguments AS arguments,"
+    " COALESCE(record_content, content) AS content, is_error, record_created_at AS created_at,"
+    " id AS position, 0 AS apart, 0 AS seq FROM conversation_history"
+    " WHERE session_id = ? AND agent_id = ? AND principal IS ? AND user_id IS ? AND id > ?"
+    " AND run_id = ? AND record_arguments IS NOT NULL"
+    " UNION ALL SELECT call_id, name, arguments, content, is_error, created_at,"
+    " COALESCE(after_history_id, -1), 1, seq FROM tool_records WHERE run_id = ?"
+    ") ORDER BY position, apart, seq"
+)
+
+
+def _tool_messages(
+    run_id: str, messages: Sequence[Message], tools: Sequence[ToolRecord]
+) -> list[int | None]:
+    """For each record, the index of the tool message holding it, or None (kept apart): the
+    next tool message of its call id, name and error status, in the order of the records (so
+    that one call order runs through both places)."""
+    places: list[int | None] = []
+    start = 0
+    for t in tools:
+        found = None
+        if t.run_id == run_id:
+            for index in range(start, len(messages)):
+                m = messages[index]
+                if (
+                    m.role == "tool"
+                    and m.tool_call_id == t.call_id
+                    and m.name == t.name
+                    and m.is_error == t.is_error
+                ):
+                    found = index
+                    break
+        if found is not None:
+            start = found + 1
+        places.append(found)
+    return places
+
+
+def _tool_records(conn: sqlite3.Connection, run_id: str) -> dict[str, ToolRecord]:
+    """The run's records by call id, in call order; of two with one call id the first, as
+    ``INSERT OR IGNORE`` kept it."""
+    home = conn.execute(
+        "SELECT session_id, agent_id, principal, user_id, first_history_id FROM runs"
+        " WHERE run_id = ?",
+        (run_id,),
+    ).fetchone()
+    # No run (or none started with schema 10): no record held in the history; session NULL
+    # matches no entry.
+    owner = home if home is not None and home[4] is not None else (None,) * 5
+    records: dict[str, ToolRecord] = {}
+    for r in conn.execute(_TOOL_RECORDS, (*owner, run_id, run_id)):
+        if r[0] not in records:
+            records[r[0]] = ToolRecord(run_id, r[0], r[1], json.loads(r[2]), r[3], bool(r[4]), r[5])
+    return records
 
 
 def _proof(conn: sqlite3.Connection, run_id: str) -> ProofRecord | None:

@@ -23,7 +23,7 @@ from psycopg.conninfo import make_conninfo
 
 from soulacy.contrib.postgres import PostgresStore
 from soulacy.kernel import Kernel
-from soulacy.kernel.messages import Message
+from soulacy.kernel.messages import Message, ToolCall
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
     ConversationKey,
@@ -31,6 +31,7 @@ from soulacy.kernel.store import (
     LeaseOwner,
     RunRecord,
     Store,
+    ToolRecord,
 )
 from soulacy.kernel.testing import Workspace
 from soulacy.plugins.sqlite_store import SCHEMA_VERSION as SQLITE_SCHEMA
@@ -40,6 +41,7 @@ PLUGIN = "soulacy.contrib.postgres"
 SECRET = "copy-s3cret-Pw"
 ENV = {"SOULACY_DISABLE_PLUGIN_AUTOLOAD": "1"}
 LEGACY_SQL = Path(__file__).parents[2] / "plugins" / "sqlite_store" / "legacy_v1.sql"
+V9_SQL = Path(__file__).parents[2] / "plugins" / "sqlite_store" / "v9_store.sql"  # schema-9 code's
 
 TOOLS_PY = '''
 def look(name: str) -> str:
@@ -239,6 +241,15 @@ async def test_a_workspace_copied_into_postgres_reads_the_same_and_goes_on(
             "tool_approvals",
         )
     }
+    # Tool records as the store reads them: kept in their tool results' history entries, or
+    # apart in tool_records (SQLite schema 10); one row each in PostgreSQL.
+    expected["tool_records"] = sum(
+        [
+            len(await sqlite_store.load_tool_records(r))
+            for (r,) in sqlite_rows(source, "SELECT run_id FROM runs")
+        ]
+    )
+    assert expected["tool_records"] == 4  # R1's two attempts, R2's and W1's first (each one)
     assert report["copied"] == expected
     assert expected["superseded_proofs"] == 2  # R1's and W1's first attempts
     assert expected["attempt_endings"] == 2  # their endings, read by their entries
@@ -413,3 +424,64 @@ def test_a_copy_that_fails_half_way_leaves_the_target_empty(
     # The runs were copied before the history failed: rolled back with it, all or nothing.
     for table in ("runs", "conversation_history", "leases"):
         assert pg_rows(database, f"SELECT COUNT(*) FROM {table}") == [(0,)]
+
+
+async def test_tool_records_kept_in_both_places_are_copied_in_call_order(
+    workspace: Workspace,
+    soulacy_cli: Callable[..., subprocess.CompletedProcess[str]],
+    database: str,
+) -> None:
+    # A file of schema 9 (every record in tool_records), migrated, then written by schema 10:
+    # records in tool results' history entries, receipts apart, a call id recorded twice.
+    workspace.write_config("")
+    path = workspace.path / "soulacy.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(V9_SQL.read_text())
+    conn.close()
+
+    def turn(call_id: str, content: str) -> list[Message]:
+        call = ToolCall(call_id, "step", {"id": call_id})
+        return [
+            Message("assistant", "", tool_calls=(call,)),
+            Message("tool", content, tool_call_id=call_id, name="step"),
+        ]
+
+    def record(run_id: str, call_id: str, content: str, name: str = "step") -> ToolRecord:
+        return ToolRecord(run_id, call_id, name, {"id": call_id}, content, False, 5.0)
+
+    store = SQLiteStore(path)
+    try:
+        crashed = await store.start_run(RunRecord("crashed", "agent", "s1", "u", "bob"))
+        await store.record_turn(
+            crashed,
+            turn("c1", "bob-1\n\nwarned"),
+            [record("crashed", "approval:c1", "{}", "approval"), record("crashed", "c1", "bob-1")],
+        )
+        await store.finish_run("crashed", {"status": "completed"})
+        await store.finalize_proof("crashed", {"status": "completed"})
+        fresh = await store.start_run(RunRecord("fresh", "agent", "s9", None, "alice"))
+        await store.record_turn(fresh, turn("a", "A"), [record("fresh", "a", "A")])
+        await store.record_turn(fresh, turn("a", "again"), [record("fresh", "a", "again")])
+        await store.record_turn(fresh, [], [record("fresh", "approval:b", "{}", "approval")])
+        await store.record_turn(fresh, turn("b", "B"), [record("fresh", "b", "B")])
+        runs = [r.run_id for r in await store.list_runs(limit=10)]
+        read = {run_id: await store.load_tool_records(run_id) for run_id in runs}
+        assert list(read["crashed"]) == ["c0", "approval:c1", "c1"]
+        assert list(read["fresh"]) == ["a", "approval:b", "b"]
+    finally:
+        await store.aclose()
+
+    done = copy(soulacy_cli, workspace, "--to", database, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["copied"]["tool_records"] == sum(map(len, read.values())) == 10
+    sqlite_store, pg_store = SQLiteStore(path, read_only=True), PostgresStore(database)
+    try:
+        for run_id in runs:
+            assert await pg_store.load_tool_records(run_id) == read[run_id], run_id
+            assert await pg_store.get_proof(run_id) == await sqlite_store.get_proof(run_id)
+        stored = pg_rows(database, "SELECT run_id, call_id FROM tool_records ORDER BY seq")
+        for run_id in runs:
+            assert [c for r, c in stored if r == run_id] == list(read[run_id])
+    finally:
+        await sqlite_store.aclose()
+        await pg_store.aclose()
