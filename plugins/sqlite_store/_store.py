@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import attrs
 import trio
 
+from soulacy.kernel import json_encoder
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
@@ -605,7 +606,7 @@ class SQLiteStore:
                 m.content,
                 now,
                 m.tool_call_id,
-                json.dumps(
+                _encode_calls(
                     [
                         {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
                         for c in m.tool_calls
@@ -627,7 +628,6 @@ class SQLiteStore:
         known = owner in self._homes
 
         def write(conn: sqlite3.Connection) -> bool:
-            _check_fence(conn, fence)
             home = known or conn.execute(_RUN_HOME, owner).fetchone() is not None
             # Held in the history only when the run's records are read from there: the run
             # was started (schema 10) by this owner; else every record is kept apart.
@@ -642,7 +642,17 @@ class SQLiteStore:
                     held[index] = (encoded, content, t.created_at)
                     follows = index
             values = [(*row, *held.get(n, _NOT_HELD)) for n, row in enumerate(rows)]
-            if not apart:  # a tool turn: no id needed (the rowid's own append is the fastest)
+            if not apart and fence is not None and values:
+                # A tool turn: no id needed (the rowid's own append is the fastest), and the
+                # fence asked by the insert itself, not by a statement of its own: nothing is
+                # inserted unless the lease holds (then the read below says why, and raises).
+                lease = (fence.key, fence.token, fence.owner.id)
+                fenced = conn.executemany(_INSERT_FENCED_ENTRY, [(*v, *lease) for v in values])
+                if fenced.rowcount != len(values):
+                    _check_fence(conn, fence)
+                return home
+            _check_fence(conn, fence)
+            if not apart:
                 conn.executemany(_INSERT_ENTRY, values)
                 return home
             # A record kept apart names the entry it follows: the ids of this turn's entries,
@@ -1247,7 +1257,8 @@ def _run_filters(
 
 
 # Built once: json.dumps given any option builds a JSONEncoder per call (this is every turn's).
-_encode_arguments = json.JSONEncoder(default=str).encode
+_encode_arguments = json_encoder(default=str)  # json.dumps(value, default=str), built once
+_encode_calls = json_encoder()  # json.dumps(value)
 
 
 def _dumps(value: Mapping[str, Any]) -> str:
@@ -1364,6 +1375,11 @@ _INSERT_ENTRY = (
     " created_at, tool_call_id, tool_calls, name, is_error, principal, user_id, attempt,"
     " record_arguments, record_content, record_created_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# The same, under a lease: a row only while the lease (key, token, owner) holds.
+_INSERT_FENCED_ENTRY = (
+    _INSERT_ENTRY.replace(" VALUES (", " SELECT ").removesuffix(")")
+    + " WHERE EXISTS (SELECT 1 FROM leases WHERE key = ? AND token = ? AND owner_id = ?)"
 )
 # The run's first history id, when the run was started by this owner with schema 10.
 _RUN_HOME = (
