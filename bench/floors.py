@@ -82,8 +82,9 @@ def _soulacy_turns(path: Path, variant: str) -> tuple[Writer, sqlite3.Connection
       ``(run_id, call_id)`` index): four b-trees per commit;
     * ``history_only``: no tool record at all, the floor of any design keeping two history rows;
     * ``record_in_history``: the record kept in its tool result's history row (schema 10,
-      decision 0047): the history rows with the record's arguments and time (the run's row is
-      read at the first turn only); two b-trees per commit;
+      decision 0047): the history rows with the record's arguments and time, each inserted
+      only while the lease holds (the fence asked by the insert, not read by a statement of its
+      own; the run's row is read at the first turn only); two b-trees per commit;
     * ``records_without_rowid``: ``tool_records`` a ``WITHOUT ROWID`` table keyed
       ``(run_id, seq)``, no other index; three b-trees.
     """
@@ -127,7 +128,8 @@ def _soulacy_turns(path: Path, variant: str) -> tuple[Writer, sqlite3.Connection
         "INSERT INTO conversation_history (agent_id, session_id, run_id, role, content,"
         " created_at, tool_call_id, tool_calls, name, is_error, principal, user_id, attempt,"
         " record_arguments, record_content, record_created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+        " WHERE EXISTS (SELECT 1 FROM leases WHERE key = ? AND token = ? AND owner_id = ?)"
     )
     home = (
         "SELECT first_history_id FROM runs WHERE run_id = ? AND agent_id = ? AND session_id = ?"
@@ -149,14 +151,17 @@ def _soulacy_turns(path: Path, variant: str) -> tuple[Writer, sqlite3.Connection
         assistant = ("bench", "s", "r", "assistant", "", now, None, calls, None, 0, None, None, 1)
         result = ("bench", "s", "r", "tool", f"ok-{n}", now, call, None, "step", 0, None, None, 1)
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(fence, ("conversation",)).fetchone()
         if variant == "record_in_history":
             if n == 0:  # the run's row, read at its first turn only (then remembered)
                 conn.execute(home, ("r", "bench", "s", None, None)).fetchone()
+            # The lease asked by the insert itself (the store reads it only when it fails).
+            lease = ("conversation", 1, "bench")
             conn.executemany(
-                held, [(*assistant, None, None, None), (*result, arguments, None, now)]
+                held,
+                [(*assistant, None, None, None, *lease), (*result, arguments, None, now, *lease)],
             )
         else:
+            conn.execute(fence, ("conversation",)).fetchone()
             conn.executemany(history, [assistant, result])
         if variant == "schema_9":
             conn.execute(tools, ("r", call, "step", arguments, f"ok-{n}", 0, now))
