@@ -15,15 +15,26 @@ another's tracking.
 
 from __future__ import annotations
 
-import json
+import os
 from collections import defaultdict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import attrs
 import trio
 
 from ._errors import CapacityError, RunIdInUse
+from ._json import json_encoder
+
+# Made once: every run makes its conversation's lease key (json.dumps(..., ensure_ascii=False)).
+_lease_key_json = json_encoder(ensure_ascii=False)
+
+
+def new_id() -> str:
+    """A random id as ``uuid.uuid4().hex`` gives it (32 hex digits, version 4, RFC variant),
+    without building a UUID object: every run that is not given its id makes one."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return raw.hex()
 
 
 @attrs.frozen
@@ -37,8 +48,8 @@ class ConversationKey:
 
     def lease_key(self) -> str:
         """The key of the lease that serializes this conversation's turns across processes."""
-        return "conversation:" + json.dumps(
-            [self.agent_id, self.session_id, self.principal, self.user_id], ensure_ascii=False
+        return "conversation:" + _lease_key_json(
+            [self.agent_id, self.session_id, self.principal, self.user_id]
         )
 
 
@@ -83,7 +94,7 @@ class ConversationRegistry:
         same request queues behind it, unless ``exclusive``), :class:`CapacityError` when a cap
         is reached. Synchronous on purpose: the check and the reservation are one step.
         """
-        holders = self._by_run.get(run_id, [])
+        holders = self._by_run.get(run_id)
         same = holders and (holders[0].conversation, holders[0].request) == (conversation, request)
         if holders and (exclusive or not same):
             raise RunIdInUse(run_id, holders[0].conversation.principal)
@@ -93,11 +104,15 @@ class ConversationRegistry:
         if capacity.per_principal and self._by_principal[principal] >= capacity.per_principal:
             raise CapacityError("principal", capacity.per_principal)
         handle = RunHandle(run_id, conversation, request)
-        self._by_run.setdefault(run_id, []).append(handle)
+        if holders is None:
+            self._by_run[run_id] = [handle]
+        else:
+            holders.append(handle)
         self._active += 1
         self._by_principal[principal] += 1
         self._by_conversation[conversation].append(handle)
-        self._locks.setdefault(conversation, trio.Lock())
+        if conversation not in self._locks:  # a lock is made for the first run only
+            self._locks[conversation] = trio.Lock()
         return handle
 
     def release(self, handle: RunHandle) -> None:
@@ -124,11 +139,10 @@ class ConversationRegistry:
         holders = self._by_run.get(run_id)
         return holders[0] if holders else None
 
-    @asynccontextmanager
-    async def turn(self, handle: RunHandle) -> AsyncIterator[None]:
-        """Hold the conversation's turn (FIFO: trio.Lock is fair)."""
-        async with self._locks[handle.conversation]:
-            yield
+    def turn(self, handle: RunHandle) -> trio.Lock:
+        """The conversation's turn, to hold with ``async with`` (FIFO: trio.Lock is fair).
+        The lock itself, not a generator around it: one fewer object and frame per run."""
+        return self._locks[handle.conversation]
 
     def cancel_run(self, run_id: str, reason: str = "cancelled") -> int:
         handles = list(self._by_run.get(run_id, ()))

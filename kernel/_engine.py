@@ -14,7 +14,6 @@ import inspect
 import json
 import math
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,7 +30,7 @@ from ._contracts import (
     ToolLoop,
     Verdict,
 )
-from ._conversations import ConversationKey, RunHandle
+from ._conversations import ConversationKey, RunHandle, new_id
 from ._deadlines import INF, RunClock, Watchdog
 from ._errors import PluginError, UsageError
 from ._json import json_encoder
@@ -433,9 +432,10 @@ class Engine:
 
     async def run(self, request: RunRequest) -> RunResult:
         kernel = self.kernel
-        run_id = request.run_id or uuid.uuid4().hex
-        session_id = request.session_id or uuid.uuid4().hex
+        run_id = request.run_id or new_id()
+        session_id = request.session_id or new_id()
         handle = request.reservation
+        reserved = handle is not None  # by the caller, for this request or (wrongly) another
         if handle is None:
             handle = kernel.reserve_run(
                 run_id,
@@ -447,7 +447,9 @@ class Engine:
                 overrides=request.overrides,
             )
         try:  # nothing is stored or published yet: a refusal gives the reservation back
-            if handle.run_id != run_id or handle.conversation != _conversation(request, session_id):
+            if reserved and (
+                handle.run_id != run_id or handle.conversation != _conversation(request, session_id)
+            ):
                 raise UsageError(f"the reservation of run {handle.run_id!r} is for another request")
             agent = kernel.agent(request.agent_id)
             if not agent.section("enabled"):
@@ -1028,16 +1030,20 @@ class Engine:
         try:
             proof = await self._store_outcome(run)
         finally:
-            if run.held is not None:
-                await self.kernel.leases.release(run.held)
+            if run.held is not None:  # _complete always runs shielded (see its two callers)
+                await self.kernel.leases.release(run.held, shielded=True)
         if run.suspended:  # not ended: it resumes, as its next attempt, once decided
             await self._emit(run, "run.suspended", {"awaiting": run.awaiting})
             return
-        metadata = run.result.metadata()
-        if proof is not None:
-            metadata["proof"] = {"sha256": proof.sha256, "receipts": proof.receipts}
-        run.result.proof = metadata.get("proof")
-        if self.kernel.events.wants("run.completed"):
+        summary = None if proof is None else {"sha256": proof.sha256, "receipts": proof.receipts}
+        # The event's metadata is made only when someone reads it, before the proof is set
+        # (the proof comes last in it, as it always has).
+        wanted = self.kernel.events.wants("run.completed")
+        metadata = run.result.metadata() if wanted else None
+        run.result.proof = summary
+        if metadata is not None:
+            if summary is not None:
+                metadata["proof"] = summary
             await self._emit(run, "run.completed", {**metadata, "reply": run.result.reply})
 
     async def _store_outcome(self, run: Run) -> ProofRecord | None:

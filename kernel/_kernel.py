@@ -105,6 +105,9 @@ class Kernel:
         self.stash = Stash()
         self._agents: dict[str, AgentSpec] = {}
         self._provider_types: tuple[list[Any], dict[str, ProviderType]] | None = None
+        # The reservation caps of one configuration: ``config`` is replaced, never changed,
+        # when the configuration changes (update_config), so they are read again then.
+        self._caps: tuple[Settings, Capacity] | None = None
         self.conversations = ConversationRegistry()
         self.leases = Leases(self)
         self.cancel_watcher = CancelWatcher(self)
@@ -293,7 +296,7 @@ class Kernel:
         Asks the ``soulacy_resolve_policy`` hook (the builtin ``policy`` plugin by default).
         """
         policy = self.hot.soulacy_resolve_policy(
-            kernel=self, agent_id=agent_id, overrides=overrides or {}
+            kernel=self, agent_id=agent_id, overrides={} if overrides is None else overrides
         )
         if policy is None:
             raise PluginError(
@@ -337,9 +340,12 @@ class Kernel:
         :meth:`release_run` if the run is not started after all.
         """
         conversation = ConversationKey(agent_id, session_id, principal, user_id)
-        request = canonical_json({"text": text, "overrides": dict(overrides or {})})
         return self.conversations.reserve(
-            run_id, conversation, request, self._capacity(), exclusive=exclusive
+            run_id,
+            conversation,
+            request_fingerprint(text, overrides),
+            self._capacity(),
+            exclusive=exclusive,
         )
 
     def release_run(self, handle: RunHandle) -> None:
@@ -347,13 +353,15 @@ class Kernel:
         self.conversations.release(handle)
 
     def _capacity(self) -> Capacity:
-        # Read at each reservation, not each turn: a PATCH of the caps applies to the next run.
-        try:
-            overall = self.config.get("runtime.max_concurrent_sessions")
-            per_principal = self.config.get("runtime.max_concurrent_sessions_per_principal")
-        except KeyError:  # no plugin declares the caps: none apply
-            return Capacity()
-        return Capacity(int(overall or 0), int(per_principal or 0))
+        # Read at each reservation, not each turn: a PATCH of the caps applies to the next run
+        # (it replaces ``config``, and with it what was read from the one before).
+        config = self.config
+        caps = self._caps
+        if caps is not None and caps[0] is config:
+            return caps[1]
+        capacity = _read_capacity(config)
+        self._caps = (config, capacity)
+        return capacity
 
     def cancel_run(self, run_id: str, reason: str = "cancelled") -> bool:
         """Cancel the run with this id, running or queued; False when there is none."""
@@ -528,6 +536,27 @@ class Kernel:
         for contributed in self.hook.soulacy_services(kernel=self):
             found.extend(contributed or ())
         return found
+
+
+def _read_capacity(config: Settings) -> Capacity:
+    try:
+        overall = config.get("runtime.max_concurrent_sessions")
+        per_principal = config.get("runtime.max_concurrent_sessions_per_principal")
+    except KeyError:  # no plugin declares the caps: none apply
+        return Capacity()
+    return Capacity(int(overall or 0), int(per_principal or 0))
+
+
+_NO_OVERRIDES_PREFIX = '{"overrides":{},"text":'
+
+
+def request_fingerprint(text: str, overrides: Mapping[str, Any] | None) -> str:
+    """What identifies a run's request beyond its conversation: the canonical JSON of its
+    text and overrides. Most runs have no overrides: their text alone is encoded (the same
+    characters canonical_json gives the whole)."""
+    if not overrides:
+        return _NO_OVERRIDES_PREFIX + canonical_json(text) + "}"
+    return canonical_json({"text": text, "overrides": dict(overrides)})
 
 
 async def call_each(callers: Iterable[Callable[..., Sequence[Any]]], **kwargs: Any) -> None:

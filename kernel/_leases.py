@@ -119,16 +119,25 @@ class Leases:
             await trio.sleep(delay)
             delay = min(delay * 2, POLL_MAX)
 
-    async def release(self, held: HeldLease) -> None:
-        """Stop renewing and give the lease back (unless it was lost); never raises."""
+    async def release(self, held: HeldLease, *, shielded: bool = False) -> None:
+        """Stop renewing and give the lease back (unless it was lost); never raises.
+
+        ``shielded``: the caller is already shielded from cancellation (a run's finish is),
+        so no cancel scope of its own is entered (one per run is a measurable cost)."""
         self._held.pop(held, None)
         if held.lost:
             return
+        if shielded:
+            await self._give_back(held)
+            return
         with trio.CancelScope(shield=True):
-            try:
-                await self.kernel.store().release_lease(held.lease)
-            except StorageError as exc:  # it expires on its own
-                log.warning("releasing the lease of %r failed: %s", held.lease.key, exc)
+            await self._give_back(held)
+
+    async def _give_back(self, held: HeldLease) -> None:
+        try:
+            await self.kernel.store().release_lease(held.lease)
+        except StorageError as exc:  # it expires on its own
+            log.warning("releasing the lease of %r failed: %s", held.lease.key, exc)
 
     @asynccontextmanager
     async def hold(

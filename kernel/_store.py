@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal, Protocol, cast
 import attrs
 
 from ._errors import SoulacyError
+from ._json import json_encoder
 from ._messages import Message, Role, ToolCall
 
 RECEIPT_FIELD_CHARS = 4000  # each text field of a receipt is bounded; the count of receipts is not
@@ -126,16 +127,15 @@ def label_interrupted(entry: HistoryEntry, run: RunRecord | None) -> HistoryEntr
     return entry
 
 
-# Made once: json.dumps with options builds an encoder per call, and proofs, receipts and
-# reservations encode on every run.
-_CANONICAL = json.JSONEncoder(
+# Made once (with its C encoder): proofs, receipts and reservations encode on every run.
+_encode_canonical = json_encoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
 )
 
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 kept: the same data always hashes the same."""
-    return _CANONICAL.encode(value)
+    return _encode_canonical(value)
 
 
 def bounded(text: str, limit: int = RECEIPT_FIELD_CHARS) -> tuple[str, bool]:

@@ -175,6 +175,10 @@ class MemoryStore:
         self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
     ) -> LeaseGrant:
         now = self._now()
+        if key not in self._leases and key not in self._queues:
+            # Free, and nobody queued (every run's conversation, most of the time): granted
+            # as the queue would grant it, without joining and leaving the queue.
+            return LeaseGrant(True, self._grant(key, owner, ttl, holder, now))
         current = self._read_lease(key, now)
         ahead = 0
         if queue:
@@ -200,13 +204,18 @@ class MemoryStore:
             return LeaseGrant(False, current, None, ahead)
         if ahead:
             return LeaseGrant(False, None, None, ahead)  # free: the first live waiter's turn
+        lease = self._grant(key, owner, ttl, holder, now)
+        if queue:
+            self._leave_queue(key, owner.id, holder)
+        return LeaseGrant(True, lease, current)
+
+    def _grant(self, key: str, owner: LeaseOwner, ttl: float, holder: str, now: float) -> Lease:
+        """A new lease of ``key``: the next token, whoever held it before."""
         token = self._tokens.get(key, 0) + 1
         self._tokens[key] = token
         lease = Lease(key, owner, token, holder, now, now, now + ttl)
         self._leases[key] = lease
-        if queue:
-            self._leave_queue(key, owner.id, holder)
-        return LeaseGrant(True, lease, current)
+        return lease
 
     async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
         now = self._now()
@@ -331,9 +340,18 @@ class MemoryStore:
                 self._reply_metadata.setdefault(
                     (run.run_id, n), {"status": "interrupted", "attempt": n}
                 )
-        stored = attrs.evolve(
-            run,
+        # Made directly, not by attrs.evolve (which reads the class's fields on every call).
+        stored = RunRecord(
+            run_id=run.run_id,
+            agent_id=run.agent_id,
+            session_id=run.session_id,
+            user_id=run.user_id,
+            principal=run.principal,
             status="running",
+            verification=run.verification,
+            incomplete_reason=run.incomplete_reason,
+            metadata=run.metadata,
+            started_at=run.started_at,
             finished_at=None,
             attempt=attempt,
             lease_key=fence.key if fence is not None else None,
@@ -360,25 +378,37 @@ class MemoryStore:
             self._tools.setdefault(record.run_id, {})[record.call_id] = record
 
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
-        return dict(self._tools.get(run_id, {}))
+        found = self._tools.get(run_id)
+        return {} if found is None else dict(found)
 
     async def finish_run(
         self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
     ) -> None:
         self._check_fence(fence)
+        # One copy of the caller's metadata, for the run and its history entries alike (both
+        # are read, never changed, as a durable store's one row of them is).
+        kept = dict(metadata)
         run = self._runs.get(run_id)
         attempt = 1
         if run is not None:
             attempt = run.attempt
-            self._runs[run_id] = attrs.evolve(
-                run,
+            self._runs[run_id] = RunRecord(
+                run_id=run.run_id,
+                agent_id=run.agent_id,
+                session_id=run.session_id,
+                user_id=run.user_id,
+                principal=run.principal,
                 status=metadata.get("status", run.status),
                 verification=metadata.get("verification"),
                 incomplete_reason=metadata.get("incomplete_reason"),
-                metadata=dict(metadata),
+                metadata=kept,
+                started_at=run.started_at,
                 finished_at=time.time(),
+                attempt=run.attempt,
+                lease_key=run.lease_key,
+                lease=run.lease,
             )
-        self._reply_metadata[(run_id, attempt)] = dict(metadata)
+        self._reply_metadata[(run_id, attempt)] = kept
 
     async def history(
         self,
@@ -434,7 +464,8 @@ class MemoryStore:
     ) -> ProofRecord:
         self._check_fence(fence)
         if run_id not in self._proofs:
-            records = list(self._tools.get(run_id, {}).values())  # in call order
+            found = self._tools.get(run_id)
+            records = [] if found is None else list(found.values())  # in call order
             self._proofs[run_id] = make_proof(run_id, metadata, records, assertions)
         return self._proofs[run_id]
 

@@ -19,12 +19,22 @@ from . import hookspecs
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Hashable
 
     import pluggy
 
-    from soulacy.kernel import AgentSpec, CliContext, ConfigIssue, ConfigSection, Kernel, Settings
+    from soulacy.kernel import (
+        AgentSpec,
+        CliContext,
+        ConfigIssue,
+        ConfigSection,
+        Kernel,
+        Settings,
+        StashKey,
+    )
     from soulacy.kernel.policy import ExecutionPolicy, Limit, ModelCapacity, PolicyLimit
 
+    from ._cache import PolicyCache
     from ._model import (
         AgentBudget,
         Budget,
@@ -184,9 +194,7 @@ def check_ranges_of(overrides: RequestOverrides) -> list[ConfigIssue]:
 def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> ExecutionPolicy:
     """Resolved once per agent, overrides, configuration and model capacity (decision 0041):
     a config change or a reloaded agent resolves again."""
-    from ._cache import POLICY_CACHE, PolicyCache, overrides_key
-    from ._resolve import resolve
-
+    cache_key, new_cache, overrides_key, resolve = _resolution()
     agent = kernel.agent(agent_id)
     config = kernel.config
     llm = agent.section("llm")
@@ -194,9 +202,9 @@ def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> Exe
     capacity = kernel.hot.soulacy_model_capacity(
         kernel=kernel, provider=llm.provider, model=llm.model
     )
-    cache = kernel.stash.get(POLICY_CACHE, None)
+    cache = kernel.stash.get(cache_key, None)
     if cache is None:
-        cache = kernel.stash[POLICY_CACHE] = PolicyCache()
+        cache = kernel.stash[cache_key] = new_cache()
     declared = cache.declared(kernel)
     raw_key = overrides_key(overrides)
     key = (agent_id, raw_key)
@@ -208,6 +216,21 @@ def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> Exe
     if raw_key is not None:
         cache.put(key, config, agent, capacity, declared, policy)
     return policy
+
+
+@functools.cache
+def _resolution() -> tuple[
+    StashKey[PolicyCache],
+    type[PolicyCache],
+    Callable[[Any], Hashable | None],
+    Callable[..., ExecutionPolicy],
+]:
+    """What a resolution uses, imported on its first use (decision 0036) and then kept: an
+    import statement costs microseconds on every run even once the module is loaded."""
+    from ._cache import POLICY_CACHE, PolicyCache, overrides_key
+    from ._resolve import resolve
+
+    return POLICY_CACHE, PolicyCache, overrides_key, resolve
 
 
 @hookimpl

@@ -47,10 +47,10 @@ class PolicyCache:
     def declared(self, kernel: Kernel) -> tuple[PolicyLimit, ...]:
         """The limits the loaded plugins declare, collected again only when the plugins that
         implement ``soulacy_policy_limits`` change (a declaration takes no argument)."""
-        from soulacy.kernel.policy import declared_limits
-
         implementations = kernel.hook.soulacy_policy_limits.get_hookimpls()
         if implementations != self._declaring:  # HookImpl compares by identity
+            from soulacy.kernel.policy import declared_limits
+
             self._declared = tuple(declared_limits(kernel).values())
             self._declaring = implementations
         return self._declared
