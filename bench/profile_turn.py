@@ -89,10 +89,11 @@ PARTS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        "tool checks: validate_arguments + soulacy_tool_permission + approval",
+        "tool checks: Tool.check_arguments + soulacy_tool_permission + Engine._approve",
         [
-            ("_tools.py", "validate_arguments"),
+            ("_tools.py", "check_arguments"),
             ("_hooks.py", "__call__"),  # placeholder, replaced below by the permission hook
+            ("_engine.py", "_approve"),
         ],
     ),
     (
