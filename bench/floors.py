@@ -3,7 +3,8 @@
 Runs in the project's venv. Each prints one JSON object.
 
 * ``sqlite``: committed single-row INSERTs per second with raw ``sqlite3`` and Soulacy's pragmas
-  (WAL, ``synchronous=NORMAL``; ``BEGIN IMMEDIATE`` … ``COMMIT`` each): no runtime persists a
+  (WAL, ``synchronous=NORMAL``), each INSERT its own transaction, the fastest form (also timed
+  inside ``BEGIN IMMEDIATE`` … ``COMMIT``, the form before decision 0052): no runtime persists a
   turn faster than one such commit, the floor for W2. Also the raw cost of the SQL that
   Soulacy's store commits per turn (the fence's read, two history rows and a tool record, in
   its own schema), in the variants of ``TURN_VARIANTS`` (schema 9's, schema 10's, and the
@@ -50,27 +51,36 @@ def _connect(path: Path) -> sqlite3.Connection:
 Writer = Callable[[int], None]  # one committed write, the n-th
 
 
-def _single_rows(path: Path) -> tuple[Writer, sqlite3.Connection]:
-    """One committed single-row INSERT into a table without secondary indexes."""
+def _single_rows(path: Path, transaction: bool = False) -> tuple[Writer, sqlite3.Connection]:
+    """One committed single-row INSERT into a table without secondary indexes: the statement
+    its own transaction (the fastest form, the floor), or in ``BEGIN IMMEDIATE`` … ``COMMIT``
+    (``transaction``, the floor's form before decision 0052)."""
     conn = _connect(path)
     conn.execute(
         "CREATE TABLE t (id INTEGER PRIMARY KEY, session TEXT, role TEXT, content TEXT,"
         " created REAL)"
     )
+    insert = "INSERT INTO t (session, role, content, created) VALUES (?, ?, ?, ?)"
 
     def write(n: int) -> None:
+        conn.execute(insert, ("s", "tool", f"ok-{n}", time.time()))
+
+    def write_in_transaction(n: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            "INSERT INTO t (session, role, content, created) VALUES (?, ?, ?, ?)",
-            ("s", "tool", f"ok-{n}", time.time()),
-        )
+        conn.execute(insert, ("s", "tool", f"ok-{n}", time.time()))
         conn.execute("COMMIT")
 
-    return write, conn
+    return (write_in_transaction if transaction else write), conn
 
 
 # The variants of a turn's SQL timed by ``_soulacy_turns`` (decisions 0044 and 0047).
-TURN_VARIANTS = ("schema_9", "history_only", "record_in_history", "records_without_rowid")
+TURN_VARIANTS = (
+    "schema_9",
+    "history_only",
+    "record_in_history",
+    "records_without_rowid",
+    "one_statement",
+)
 
 
 def _soulacy_turns(path: Path, variant: str) -> tuple[Writer, sqlite3.Connection]:
@@ -86,7 +96,10 @@ def _soulacy_turns(path: Path, variant: str) -> tuple[Writer, sqlite3.Connection
       only while the lease holds (the fence asked by the insert, not read by a statement of its
       own; the run's row is read at the first turn only); two b-trees per commit;
     * ``records_without_rowid``: ``tool_records`` a ``WITHOUT ROWID`` table keyed
-      ``(run_id, seq)``, no other index; three b-trees.
+      ``(run_id, seq)``, no other index; three b-trees;
+    * ``one_statement``: schema 10's rows in one fenced ``INSERT … SELECT * FROM (VALUES …)``
+      that is its own transaction, no ``BEGIN``/``COMMIT`` (decision 0052): the turn as the
+      store writes it now.
     """
     from soulacy.plugins.sqlite_store import SQLiteStore
 
@@ -139,6 +152,12 @@ def _soulacy_turns(path: Path, variant: str) -> tuple[Writer, sqlite3.Connection
         "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments, content,"
         " is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
     )
+    columns = held[: held.index(" SELECT ")]
+    row = "(" + ", ".join("?" * 16) + ")"
+    one_statement = (
+        f"{columns} SELECT * FROM (VALUES {row}, {row})"
+        " WHERE EXISTS (SELECT 1 FROM leases WHERE key = ? AND token = ? AND owner_id = ?)"
+    )
     keyed = (
         "INSERT INTO bench_records (run_id, seq, call_id, name, arguments, content, is_error,"
         " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -150,12 +169,18 @@ def _soulacy_turns(path: Path, variant: str) -> tuple[Writer, sqlite3.Connection
         arguments = json.dumps({"i": n})
         assistant = ("bench", "s", "r", "assistant", "", now, None, calls, None, 0, None, None, 1)
         result = ("bench", "s", "r", "tool", f"ok-{n}", now, call, None, "step", 0, None, None, 1)
+        lease = ("conversation", 1, "bench")
+        if variant == "one_statement":  # the run's row was read at its start (remembered)
+            conn.execute(
+                one_statement,
+                (*assistant, None, None, None, *result, arguments, None, now, *lease),
+            )
+            return
         conn.execute("BEGIN IMMEDIATE")
         if variant == "record_in_history":
             if n == 0:  # the run's row, read at its first turn only (then remembered)
                 conn.execute(home, ("r", "bench", "s", None, None)).fetchone()
             # The lease asked by the insert itself (the store reads it only when it fails).
-            lease = ("conversation", 1, "bench")
             conn.executemany(
                 held,
                 [(*assistant, None, None, None, *lease), (*result, arguments, None, now, *lease)],
@@ -179,7 +204,10 @@ def sqlite_floor(writes: int) -> dict[str, Any]:
     """µs per write of each path, interleaved in blocks (each block's order rotated), so that
     the machine's load and the files' growth fall on every path alike."""
     with tempfile.TemporaryDirectory(prefix="soulacy-floor-") as tmp:
-        paths = {"commit": _single_rows(Path(tmp) / "raw.db")}
+        paths = {
+            "commit": _single_rows(Path(tmp) / "raw.db"),
+            "commit_in_transaction": _single_rows(Path(tmp) / "raw-tx.db", transaction=True),
+        }
         for variant in TURN_VARIANTS:
             paths[variant] = _soulacy_turns(Path(tmp) / f"{variant}.db", variant)
         names = list(paths)
@@ -196,14 +224,17 @@ def sqlite_floor(writes: int) -> dict[str, Any]:
             conn.close()
     us = {name: spent[name] / writes * 1e6 for name in spent}
     single = us.pop("commit")
+    in_transaction = us.pop("commit_in_transaction")
     turns = us
     return {
         "floor": "sqlite",
         "writes": writes,
         "commits_per_s": 1e6 / single,
-        "us_per_commit": single,
-        # The turn as the store writes it now (schema 10), under the name bench/run_peers.py reads.
-        "us_per_soulacy_turn_commit": turns["record_in_history"],
+        "us_per_commit": single,  # the floor: the fastest committed single-row insert
+        "us_per_commit_in_transaction": in_transaction,
+        # The turn as the store writes it now (schema 10, one statement), under the name
+        # bench/run_peers.py reads.
+        "us_per_soulacy_turn_commit": turns["one_statement"],
         **{f"us_per_turn_{variant}": us for variant, us in turns.items()},
         **{f"turn_{variant}_x_commit": us / single for variant, us in turns.items()},
         "sqlite": sqlite3.sqlite_version,

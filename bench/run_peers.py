@@ -489,8 +489,9 @@ def render(data: dict[str, Any], sizes: Sizes) -> tuple[str, list[str]]:
     add(
         "\nDB bytes: the database file plus its -wal file after the run (and, for Soulacy,"
         " `aclose()`). The floor rows, in µs: one committed single-row INSERT with raw sqlite3"
-        " (WAL, synchronous=NORMAL), and the two history rows and one tool record that"
-        " Soulacy's store commits per turn, into its schema, with raw sqlite3 (no runtime).\n"
+        " (WAL, synchronous=NORMAL; the statement its own transaction, the fastest form), and"
+        " the two history rows holding one tool record that Soulacy's store commits per turn"
+        " (one fenced INSERT), into its schema, with raw sqlite3 (no runtime).\n"
     )
     add("Database bytes per turn as N grows (median; the last column is Soulacy only):\n")
     ns2 = [*sizes.w2] if sizes.quick else [*sizes.w2, sizes.w2_long]

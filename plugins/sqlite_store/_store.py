@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -64,6 +65,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 CHECKPOINT_EVERY = 256  # inline commits between two checkpoints (run in a worker thread)
 HOMES_KEPT = 4096  # runs whose home (decision 0047) a store remembers
+# History rows of one fenced INSERT: 16 values each, under the 999 bound parameters of any
+# SQLite build. A turn of more rows is written in a transaction of several.
+FENCED_ROWS = 62
 INLINE_ROWS = 256  # rows of a long read made on the Trio thread (about 1 ms); the rest in a thread
 RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream event is kept
 RUN_EVENTS_POLL = 0.25  # seconds between two looks for events another process appended
@@ -626,30 +630,22 @@ class SQLiteStore:
         arguments = [_encode_arguments(dict(t.arguments)) for t in tools]
         owner = (run.run_id, run.agent_id, run.session_id, run.principal, run.user_id)
         known = owner in self._homes
+        if known and fence is not None and 0 < len(rows) <= FENCED_ROWS:
+            values, apart = _place(rows, messages, tools, arguments, places, home=True)
+            if not apart:
+                # A turn of a run whose home is known, every record held: one statement, its
+                # own transaction, the fence asked by the statement itself (decision 0052).
+                await self._run("record turn", lambda conn: _insert_fenced(conn, values, fence))
+                self._count_commit()
+                return
 
         def write(conn: sqlite3.Connection) -> bool:
             home = known or conn.execute(_RUN_HOME, owner).fetchone() is not None
             # Held in the history only when the run's records are read from there: the run
             # was started (schema 10) by this owner; else every record is kept apart.
-            held: dict[int, tuple[str, str | None, float]] = {}
-            apart: list[tuple[int | None, ToolRecord, str]] = []  # (after message, record)
-            follows = None  # the message holding the last record held so far
-            for t, encoded, index in zip(tools, arguments, places, strict=True):
-                if index is None or not home:
-                    apart.append((follows, t, encoded))
-                else:
-                    content = None if t.content == messages[index].content else t.content
-                    held[index] = (encoded, content, t.created_at)
-                    follows = index
-            values = [(*row, *held.get(n, _NOT_HELD)) for n, row in enumerate(rows)]
+            values, apart = _place(rows, messages, tools, arguments, places, home)
             if not apart and fence is not None and values:
-                # A tool turn: no id needed (the rowid's own append is the fastest), and the
-                # fence asked by the insert itself, not by a statement of its own: nothing is
-                # inserted unless the lease holds (then the read below says why, and raises).
-                lease = (fence.key, fence.token, fence.owner.id)
-                fenced = conn.executemany(_INSERT_FENCED_ENTRY, [(*v, *lease) for v in values])
-                if fenced.rowcount != len(values):
-                    _check_fence(conn, fence)
+                _insert_fenced(conn, values, fence)
                 return home
             _check_fence(conn, fence)
             if not apart:
@@ -1343,6 +1339,47 @@ def _check_fence(conn: sqlite3.Connection, fence: Lease | None) -> None:
         raise LeaseLost(fence.key, fence.token, current)
 
 
+def _place(
+    rows: list[tuple[Any, ...]],
+    messages: Sequence[Message],
+    tools: Sequence[ToolRecord],
+    arguments: list[str],
+    places: list[int | None],
+    home: bool,
+) -> tuple[list[tuple[Any, ...]], list[tuple[int | None, ToolRecord, str]]]:
+    """The turn's history rows with the records they hold, and the records kept apart, each
+    with the index of the message holding the last record held before it (decision 0047)."""
+    held: dict[int, tuple[str, str | None, float]] = {}
+    apart: list[tuple[int | None, ToolRecord, str]] = []
+    follows = None  # the message holding the last record held so far
+    for t, encoded, index in zip(tools, arguments, places, strict=True):
+        if index is None or not home:
+            apart.append((follows, t, encoded))
+        else:
+            content = None if t.content == messages[index].content else t.content
+            held[index] = (encoded, content, t.created_at)
+            follows = index
+    return [(*row, *held.get(n, _NOT_HELD)) for n, row in enumerate(rows)], apart
+
+
+def _insert_fenced(conn: sqlite3.Connection, values: list[tuple[Any, ...]], fence: Lease) -> None:
+    """The rows inserted only while the lease holds, ``FENCED_ROWS`` to a statement: no id
+    needed (the rowid's own append is the fastest), and the fence asked by the statement, not
+    by one of its own. Out of a transaction (at most ``FENCED_ROWS`` rows) the statement is
+    its own transaction, and SQLite takes the write lock before it reads the lease, as BEGIN
+    IMMEDIATE does. When rows were not inserted the lease is read to say why."""
+    lease = (fence.key, fence.token, fence.owner.id)
+    for start in range(0, len(values), FENCED_ROWS):
+        chunk = values[start : start + FENCED_ROWS]
+        sql = _FENCED_INSERTS.get(len(chunk))
+        if sql is None:
+            sql = _FENCED_INSERTS.setdefault(len(chunk), _fenced_insert(len(chunk)))
+        cursor = conn.execute(sql, [*chain.from_iterable(chunk), *lease])
+        if cursor.rowcount != len(chunk):
+            _check_fence(conn, fence)
+            raise LeaseLost(fence.key, fence.token, None)  # not reached: tokens only grow
+
+
 def _wait_in_queue(
     conn: sqlite3.Connection, key: str, owner_id: str, holder: str, now: float, ttl: float
 ) -> int:
@@ -1376,11 +1413,20 @@ _INSERT_ENTRY = (
     " record_arguments, record_content, record_created_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-# The same, under a lease: a row only while the lease (key, token, owner) holds.
-_INSERT_FENCED_ENTRY = (
-    _INSERT_ENTRY.replace(" VALUES (", " SELECT ").removesuffix(")")
-    + " WHERE EXISTS (SELECT 1 FROM leases WHERE key = ? AND token = ? AND owner_id = ?)"
-)
+
+
+# The same for n rows in one statement, under a lease: rows only while the lease (key, token,
+# owner) holds. Made once per row count (a turn's messages: 1 + its tool calls).
+def _fenced_insert(rows: int) -> str:
+    one = "(" + ", ".join("?" * _INSERT_ENTRY.count("?")) + ")"
+    columns = _INSERT_ENTRY[: _INSERT_ENTRY.index(" VALUES (")]
+    return (
+        f"{columns} SELECT * FROM (VALUES {', '.join([one] * rows)})"
+        " WHERE EXISTS (SELECT 1 FROM leases WHERE key = ? AND token = ? AND owner_id = ?)"
+    )
+
+
+_FENCED_INSERTS: dict[int, str] = {}
 # The run's first history id, when the run was started by this owner with schema 10.
 _RUN_HOME = (
     "SELECT first_history_id FROM runs WHERE run_id = ? AND agent_id = ? AND session_id = ?"
