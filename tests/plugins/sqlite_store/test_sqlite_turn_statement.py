@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,15 @@ async def started(
     return await store.start_run(run, grant.lease), grant.lease
 
 
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    opened = SQLiteStore(tmp_path / "s.db")
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
 def traced(store: SQLiteStore) -> list[str]:
     """The statements the store's connection runs from now on."""
     statements: list[str] = []
@@ -45,63 +55,53 @@ def traced(store: SQLiteStore) -> list[str]:
 
 
 async def test_a_tool_turn_is_one_statement_without_a_transaction_of_its_own(
-    tmp_path: Path,
+    store: SQLiteStore,
 ) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
-    try:
-        run, lease = await started(store, "r")
-        statements = traced(store)
-        messages, records = parallel_turn("r", 3)
-        await store.record_turn(run, messages, records, lease)
-        assert len(statements) == 1
-        assert statements[0].startswith("INSERT INTO conversation_history")
-        assert "WHERE EXISTS (SELECT 1 FROM leases" in statements[0]
-        entries = await store.history("s-r")
-        assert [(e.role, e.content) for e in entries] == [(m.role, m.content) for m in messages]
-        assert [e.id for e in entries] == sorted(e.id for e in entries)
-        assert list(await store.load_tool_records("r")) == ["c0", "c1", "c2"]
-    finally:
-        await store.aclose()
+    run, lease = await started(store, "r")
+    statements = traced(store)
+    messages, records = parallel_turn("r", 3)
+    await store.record_turn(run, messages, records, lease)
+    assert len(statements) == 1
+    assert statements[0].startswith("INSERT INTO conversation_history")
+    assert "WHERE EXISTS (SELECT 1 FROM leases" in statements[0]
+    entries = await store.history("s-r")
+    assert [(e.role, e.content) for e in entries] == [(m.role, m.content) for m in messages]
+    assert [e.id for e in entries] == sorted(e.id for e in entries)
+    assert list(await store.load_tool_records("r")) == ["c0", "c1", "c2"]
 
 
 async def test_a_turn_of_more_rows_than_one_statement_takes_is_one_transaction(
-    tmp_path: Path,
+    store: SQLiteStore,
 ) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
-    try:
-        run, lease = await started(store, "r")
-        statements = traced(store)
-        messages, records = parallel_turn("r", 2 * FENCED_ROWS)  # 2 * FENCED_ROWS + 1 rows
-        await store.record_turn(run, messages, records, lease)
-        assert statements[0] == "BEGIN IMMEDIATE"
-        assert statements[-1] == "COMMIT"
-        assert sum(s.startswith("INSERT") for s in statements) == 3
-        entries = await store.history("s-r")
-        assert [e.content for e in entries] == [m.content for m in messages]
-        assert list(await store.load_tool_records("r")) == [f"c{n}" for n in range(2 * FENCED_ROWS)]
-    finally:
-        await store.aclose()
+    run, lease = await started(store, "r")
+    statements = traced(store)
+    messages, records = parallel_turn("r", 2 * FENCED_ROWS)  # 2 * FENCED_ROWS + 1 rows
+    await store.record_turn(run, messages, records, lease)
+    assert statements[0] == "BEGIN IMMEDIATE"
+    assert statements[-1] == "COMMIT"
+    assert sum(s.startswith("INSERT") for s in statements) == 3
+    entries = await store.history("s-r")
+    assert [e.content for e in entries] == [m.content for m in messages]
+    assert list(await store.load_tool_records("r")) == [f"c{n}" for n in range(2 * FENCED_ROWS)]
 
 
 @pytest.mark.parametrize("calls", [1, 2 * FENCED_ROWS])
-async def test_a_turn_under_a_lease_taken_over_writes_nothing(tmp_path: Path, calls: int) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
-    try:
-        run, lease = await started(store, "r")
-        await store.record_turn(run, [Message("user", "go")], [], lease)
-        assert await store.renew_leases([lease], 0.001)
-        await trio.sleep(0.01)
-        taken = await store.acquire_lease(lease.key, B, 30, holder="r")
-        assert taken.acquired
-        messages, records = parallel_turn("r", calls)
-        with pytest.raises(LeaseLost) as lost:
-            await store.record_turn(run, messages, records, lease)
-        assert lost.value.current is not None
-        assert lost.value.current.token == lease.token + 1
-        assert [e.content for e in await store.history("s-r")] == ["go"]  # nothing of the turn
-        assert await store.load_tool_records("r") == {}
-    finally:
-        await store.aclose()
+async def test_a_turn_under_a_lease_taken_over_writes_nothing(
+    store: SQLiteStore, calls: int
+) -> None:
+    run, lease = await started(store, "r")
+    await store.record_turn(run, [Message("user", "go")], [], lease)
+    assert await store.renew_leases([lease], 0.001)
+    await trio.sleep(0.01)
+    taken = await store.acquire_lease(lease.key, B, 30, holder="r")
+    assert taken.acquired
+    messages, records = parallel_turn("r", calls)
+    with pytest.raises(LeaseLost) as lost:
+        await store.record_turn(run, messages, records, lease)
+    assert lost.value.current is not None
+    assert lost.value.current.token == lease.token + 1
+    assert [e.content for e in await store.history("s-r")] == ["go"]  # nothing of the turn
+    assert await store.load_tool_records("r") == {}
 
 
 async def test_a_turn_waits_for_another_connections_writer_then_is_written(
@@ -125,22 +125,18 @@ async def test_a_turn_waits_for_another_connections_writer_then_is_written(
         await store.aclose()
 
 
-async def test_two_principals_turns_stay_their_own(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
-    try:
-        alice, alice_lease = await started(store, "ra", principal="alice")
-        bob, bob_lease = await started(store, "rb", principal="bob", owner=B)
-        for n in range(3):
-            a_turn, a_records = parallel_turn("ra", 1 + n)
-            b_turn, b_records = parallel_turn("rb", 2)
-            await store.record_turn(alice, a_turn, a_records, alice_lease)
-            await store.record_turn(bob, b_turn, b_records, bob_lease)
-        assert {e.principal for e in await store.history("s-ra")} == {"alice"}
-        assert await store.history("s-ra", principal="bob") == []
-        assert await store.history("s-rb", principal="alice") == []
-        assert len(await store.load_history("agent", "s-rb", principal="bob")) == 9
-        alices = await store.load_history("agent", "s-ra", principal="alice")
-        assert len(alices) == (1 + 1) + (1 + 2) + (1 + 3)
-        assert await store.load_history("agent", "s-ra", principal="bob") == []
-    finally:
-        await store.aclose()
+async def test_two_principals_turns_stay_their_own(store: SQLiteStore) -> None:
+    alice, alice_lease = await started(store, "ra", principal="alice")
+    bob, bob_lease = await started(store, "rb", principal="bob", owner=B)
+    for n in range(3):
+        a_turn, a_records = parallel_turn("ra", 1 + n)
+        b_turn, b_records = parallel_turn("rb", 2)
+        await store.record_turn(alice, a_turn, a_records, alice_lease)
+        await store.record_turn(bob, b_turn, b_records, bob_lease)
+    assert {e.principal for e in await store.history("s-ra")} == {"alice"}
+    assert await store.history("s-ra", principal="bob") == []
+    assert await store.history("s-rb", principal="alice") == []
+    assert len(await store.load_history("agent", "s-rb", principal="bob")) == 9
+    alices = await store.load_history("agent", "s-ra", principal="alice")
+    assert len(alices) == (1 + 1) + (1 + 2) + (1 + 3)
+    assert await store.load_history("agent", "s-ra", principal="bob") == []
