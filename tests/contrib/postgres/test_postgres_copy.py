@@ -347,16 +347,22 @@ def test_the_text_report_names_what_was_copied_and_the_dsn_comes_from_the_enviro
     ]
 
 
+def store_file(workspace: Workspace, dump: Path) -> Path:
+    """A workspace whose store file is made from an SQL dump (an older schema's)."""
+    workspace.write_config("")
+    path = workspace.path / "soulacy.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(dump.read_text())
+    conn.close()
+    return path
+
+
 async def test_an_older_file_is_refused_until_the_sqlite_store_migrated_it(
     workspace: Workspace,
     soulacy_cli: Callable[..., subprocess.CompletedProcess[str]],
     database: str,
 ) -> None:
-    workspace.write_config("")
-    path = workspace.path / "soulacy.db"
-    conn = sqlite3.connect(path)
-    conn.executescript(LEGACY_SQL.read_text())
-    conn.close()
+    path = store_file(workspace, LEGACY_SQL)
     refused = copy(soulacy_cli, workspace, "--to", database)
     assert refused.returncode == 2
     assert f"is of schema version 0; the copy reads version {SQLITE_SCHEMA} only" in refused.stderr
@@ -433,11 +439,7 @@ async def test_tool_records_kept_in_both_places_are_copied_in_call_order(
 ) -> None:
     # A file of schema 9 (every record in tool_records), migrated, then written by schema 10:
     # records in tool results' history entries, receipts apart, a call id recorded twice.
-    workspace.write_config("")
-    path = workspace.path / "soulacy.db"
-    conn = sqlite3.connect(path)
-    conn.executescript(V9_SQL.read_text())
-    conn.close()
+    path = store_file(workspace, V9_SQL)
 
     def turn(call_id: str, content: str) -> list[Message]:
         call = ToolCall(call_id, "step", {"id": call_id})
