@@ -601,6 +601,17 @@ class SQLiteStore:
         # A tool record is kept in its tool result's row (schema 10, docs/decisions/0047):
         # then the commit dirties the history and its index only.
         now = time.time()
+        owner = (run.run_id, run.agent_id, run.session_id, run.principal, run.user_id)
+        known = owner in self._homes
+        if known and fence is not None and 0 < len(messages) <= FENCED_ROWS:
+            flat = _held_turn(run, messages, tools, now)
+            if flat is not None:
+                # A turn of a run whose home is known, every record held by the next tool
+                # message of its call: one statement, its own transaction, the fence asked by
+                # the statement itself (decision 0052).
+                await self._run("record turn", lambda conn: _insert_fenced(conn, flat, fence))
+                self._count_commit()
+                return
         rows = [
             (
                 run.agent_id,
@@ -610,14 +621,7 @@ class SQLiteStore:
                 m.content,
                 now,
                 m.tool_call_id,
-                _encode_calls(
-                    [
-                        {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
-                        for c in m.tool_calls
-                    ]
-                )
-                if m.tool_calls
-                else None,
+                _calls_text(m),
                 m.name,
                 int(m.is_error),
                 run.principal,
@@ -628,16 +632,6 @@ class SQLiteStore:
         ]
         places = _tool_messages(run.run_id, messages, tools)
         arguments = [_encode_arguments(dict(t.arguments)) for t in tools]
-        owner = (run.run_id, run.agent_id, run.session_id, run.principal, run.user_id)
-        known = owner in self._homes
-        if known and fence is not None and 0 < len(rows) <= FENCED_ROWS:
-            values, apart = _place(rows, messages, tools, arguments, places, home=True)
-            if not apart:
-                # A turn of a run whose home is known, every record held: one statement, its
-                # own transaction, the fence asked by the statement itself (decision 0052).
-                await self._run("record turn", lambda conn: _insert_fenced(conn, values, fence))
-                self._count_commit()
-                return
 
         def write(conn: sqlite3.Connection) -> bool:
             home = known or conn.execute(_RUN_HOME, owner).fetchone() is not None
@@ -645,7 +639,7 @@ class SQLiteStore:
             # was started (schema 10) by this owner; else every record is kept apart.
             values, apart = _place(rows, messages, tools, arguments, places, home)
             if not apart and fence is not None and values:
-                _insert_fenced(conn, values, fence)
+                _insert_fenced(conn, list(chain.from_iterable(values)), fence)
                 return home
             _check_fence(conn, fence)
             if not apart:
@@ -1362,20 +1356,65 @@ def _place(
     return [(*row, *held.get(n, _NOT_HELD)) for n, row in enumerate(rows)], apart
 
 
-def _insert_fenced(conn: sqlite3.Connection, values: list[tuple[Any, ...]], fence: Lease) -> None:
-    """The rows inserted only while the lease holds, ``FENCED_ROWS`` to a statement: no id
-    needed (the rowid's own append is the fastest), and the fence asked by the statement, not
-    by one of its own. Out of a transaction (at most ``FENCED_ROWS`` rows) the statement is
-    its own transaction, and SQLite takes the write lock before it reads the lease, as BEGIN
-    IMMEDIATE does. When rows were not inserted the lease is read to say why."""
+def _calls_text(message: Message) -> str | None:
+    """A message's tool calls as stored: JSON, or None when it asks none."""
+    calls = message.tool_calls
+    if not calls:
+        return None
+    return _encode_calls(
+        [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in calls]
+    )
+
+
+def _held_turn(
+    run: RunRecord, messages: Sequence[Message], tools: Sequence[ToolRecord], now: float
+) -> list[Any] | None:
+    """The values of the turn's history rows, one after another, when each record is held by
+    a tool message of its run, call id, name and error status, found in the order of the
+    records (as :func:`_tool_messages` and :func:`_place` place them); else None. One pass:
+    this is every tool turn's path."""
+    flat: list[Any] = []
+    base = (run.agent_id, run.session_id, run.run_id)
+    tail = (run.principal, run.user_id, run.attempt)
+    waiting, count = 0, len(tools)  # the next record to place
+    for m in messages:
+        held: tuple[Any, ...] = _NOT_HELD
+        if waiting < count and m.role == "tool":
+            t = tools[waiting]
+            if (
+                t.call_id == m.tool_call_id
+                and t.run_id == run.run_id
+                and t.name == m.name
+                and t.is_error == m.is_error
+            ):
+                content = None if t.content == m.content else t.content
+                held = (_encode_arguments(dict(t.arguments)), content, t.created_at)
+                waiting += 1
+        flat += base
+        flat += (m.role, m.content, now, m.tool_call_id, _calls_text(m), m.name, int(m.is_error))
+        flat += tail
+        flat += held
+    return flat if waiting == count else None
+
+
+def _insert_fenced(conn: sqlite3.Connection, flat: list[Any], fence: Lease) -> None:
+    """History rows (their values one after another) inserted only while the lease holds,
+    ``FENCED_ROWS`` to a statement: no id needed (the rowid's own append is the fastest), and
+    the fence asked by the statement, not by one of its own. Out of a transaction (at most
+    ``FENCED_ROWS`` rows) the statement is its own transaction, and SQLite takes the write
+    lock before it reads the lease, as BEGIN IMMEDIATE does. When rows were not inserted the
+    lease is read to say why."""
     lease = (fence.key, fence.token, fence.owner.id)
-    for start in range(0, len(values), FENCED_ROWS):
-        chunk = values[start : start + FENCED_ROWS]
-        sql = _FENCED_INSERTS.get(len(chunk))
+    step = FENCED_ROWS * _ROW_VALUES
+    for start in range(0, len(flat), step):
+        chunk = flat[start : start + step]  # a copy: the lease's values go after its rows
+        rows = len(chunk) // _ROW_VALUES
+        sql = _FENCED_INSERTS.get(rows)
         if sql is None:
-            sql = _FENCED_INSERTS.setdefault(len(chunk), _fenced_insert(len(chunk)))
-        cursor = conn.execute(sql, [*chain.from_iterable(chunk), *lease])
-        if cursor.rowcount != len(chunk):
+            sql = _FENCED_INSERTS.setdefault(rows, _fenced_insert(rows))
+        chunk += lease
+        cursor = conn.execute(sql, chunk)
+        if cursor.rowcount != rows:
             _check_fence(conn, fence)
             raise LeaseLost(fence.key, fence.token, None)  # not reached: tokens only grow
 
@@ -1417,8 +1456,11 @@ _INSERT_ENTRY = (
 
 # The same for n rows in one statement, under a lease: rows only while the lease (key, token,
 # owner) holds. Made once per row count (a turn's messages: 1 + its tool calls).
+_ROW_VALUES = _INSERT_ENTRY.count("?")  # the values of one history row
+
+
 def _fenced_insert(rows: int) -> str:
-    one = "(" + ", ".join("?" * _INSERT_ENTRY.count("?")) + ")"
+    one = "(" + ", ".join("?" * _ROW_VALUES) + ")"
     columns = _INSERT_ENTRY[: _INSERT_ENTRY.index(" VALUES (")]
     return (
         f"{columns} SELECT * FROM (VALUES {', '.join([one] * rows)})"

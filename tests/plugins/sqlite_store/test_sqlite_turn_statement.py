@@ -140,3 +140,64 @@ async def test_two_principals_turns_stay_their_own(store: SQLiteStore) -> None:
     alices = await store.load_history("agent", "s-ra", principal="alice")
     assert len(alices) == (1 + 1) + (1 + 2) + (1 + 3)
     assert await store.load_history("agent", "s-ra", principal="bob") == []
+
+
+def _shapes(run_id: str) -> list[tuple[list[Message], list[ToolRecord]]]:
+    """Turns whose records the one-pass path places, and turns it leaves to the general one."""
+    a, b = ToolCall("a", "step", {"n": 1}), ToolCall("b", "look", {"q": "x"})
+    asked = Message("assistant", "", tool_calls=(a, b))
+    ok_a = Message("tool", "A", tool_call_id="a", name="step")
+    ok_b = Message("tool", "B", tool_call_id="b", name="look")
+    failed_a = Message("tool", "boom", tool_call_id="a", name="step", is_error=True)
+    rec_a = ToolRecord(run_id, "a", "step", {"n": 1}, "A", False, 2.0)
+    rec_b = ToolRecord(run_id, "b", "look", {"q": "x"}, "B", False, 3.0)
+    warned = ToolRecord(run_id, "b", "look", {"q": "x"}, "B without the warning", False, 3.0)
+    return [
+        ([Message("user", "go")], []),
+        ([asked, ok_a, ok_b], [rec_a, rec_b]),
+        ([asked, ok_b, ok_a], [rec_a, rec_b]),  # records in another order than their messages
+        ([asked, ok_a, ok_b], [rec_b]),  # a message without its record
+        ([asked, ok_a, ok_b], [rec_a, warned]),  # a record's content apart from its message's
+        ([asked, failed_a], [rec_a]),  # the error status differs: kept apart
+        ([asked, ok_a], [ToolRecord("other-run", "a", "step", {}, "A", False, 1.0)]),
+        ([asked, ok_a], [rec_a, ToolRecord(run_id, "approval:a", "approval", {}, "{}", False)]),
+        ([Message("assistant", "done")], []),
+    ]
+
+
+def _stored(path: Path) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        history = conn.execute(
+            "SELECT role, content, tool_call_id, tool_calls, name, is_error, principal,"
+            " record_arguments, record_content, record_created_at FROM conversation_history"
+            " ORDER BY id"
+        ).fetchall()
+        apart = conn.execute(
+            "SELECT call_id, name, arguments, content, is_error, created_at FROM tool_records"
+            " ORDER BY seq"
+        ).fetchall()
+        return [*history, ("apart",), *apart]
+    finally:
+        conn.close()
+
+
+async def test_the_one_pass_path_stores_what_the_general_one_does(tmp_path: Path) -> None:
+    fast, general = SQLiteStore(tmp_path / "fast.db"), SQLiteStore(tmp_path / "general.db")
+    try:
+        runs = [await started(store, "r", principal="alice") for store in (fast, general)]
+        statements = traced(fast)
+        for messages, records in _shapes("r"):
+            for store, (run, lease) in zip((fast, general), runs, strict=True):
+                if store is general:
+                    store._homes.clear()  # white box: the turn reads the run's row instead
+                await store.record_turn(run, messages, records, lease)
+        assert _stored(tmp_path / "fast.db") == _stored(tmp_path / "general.db")
+        assert await fast.load_tool_records("r") == await general.load_tool_records("r")
+        # One statement for each turn of every record held (5), a transaction for the others.
+        assert statements.count("BEGIN IMMEDIATE") == 4
+        assert sum("SELECT * FROM (VALUES" in s for s in statements) == 5
+        assert len(await fast.load_history("agent", "s-r", principal="alice")) == 20
+    finally:
+        await fast.aclose()
+        await general.aclose()
