@@ -21,8 +21,8 @@ import trio
 
 from soulacy.kernel.store import RunEvent, RunEventBatch, RunEvents, StorageError, Store
 
-from ._asgi import Send, sse
-from ._runlog import RunLog, SseEvent
+from ._asgi import Send, sse, sse_text
+from ._runlog import RunLog, SseEvent, json_of
 
 log = logging.getLogger("soulacy.http")
 
@@ -43,8 +43,9 @@ class Publisher:
         self._written: weakref.WeakSet[RunLog] = weakref.WeakSet()  # logs begun in the store
 
     def add(self, log: RunLog, event: SseEvent) -> None:
+        if not self._pending:  # the first of a flush wakes the writer; the rest wait with it
+            self._wake.set()
         self._pending.append((log, event))
-        self._wake.set()
 
     async def run(self) -> None:
         try:
@@ -69,7 +70,7 @@ class Publisher:
         for run_log, events in grouped:
             restart = run_log not in self._written  # a new log: a new attempt of the run
             self._written.add(run_log)
-            stored = [RunEvent(e.id, e.name, e.data) for e in events]
+            stored = [RunEvent(e.id, e.name, e.data, e.json or _json(e)) for e in events]
             batches.append(RunEventBatch(run_log.run_id, run_log.principal, stored, restart))
         if not batches:
             return
@@ -81,6 +82,16 @@ class Publisher:
                 len(batches),
                 exc,
             )
+
+
+def _json(event: SseEvent) -> str | None:
+    """The event's JSON, encoded here when no stream has written it yet (then a stream
+    writes this text); None when JSON refuses the data: the store's own encoding then says
+    so, as before (decision 0050)."""
+    try:
+        return json_of(event)
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 async def pump_stored(
@@ -100,8 +111,11 @@ async def pump_stored(
         if missed:
             reason = "events dropped from the run's bounded log"
             chunk += sse(None, "gap", {"missed": missed, "reason": reason})
-        for event in found.events:
-            chunk += sse(event.id, event.name, event.data)
+        for event in found.events:  # the stored text when the store gives it: not re-encoded
+            if event.json is None:
+                chunk += sse(event.id, event.name, event.data)
+            else:
+                chunk += sse_text(event.id, event.name, event.json)
         if found.events:
             last_id = found.events[-1].id
         if chunk:
