@@ -85,20 +85,19 @@ class EventStream:
         self, type: str, data: Mapping[str, Any] | None = None, run_id: str | None = None
     ) -> Event:
         event = Event(type, dict(data) if data else {}, run_id, next(self._seq))
-        hook = self._hook
+        hook, every, typed = self._hook, self._every, self._by_type.get(type)
         # a hook nobody hears answers nothing: not called (a text delta's hot path, 0050)
-        results: Iterable[Any] = hook(kernel=self._kernel, event=event) if hook.heard else ()
-        typed = self._by_type.get(type)
-        if self._every or typed:
-            results = [
-                *results,
-                # copies: an observer may stop itself, or another, while it is called
-                *(observer(event) for observer in tuple(self._every)),
-                *(observer(event) for observer in tuple(typed or ())),
-            ]
+        results: list[Any] = hook(kernel=self._kernel, event=event) if hook.heard else []
+        if every or typed:
+            # a copy: an observer may stop itself, or another, while it is called; every
+            # observer is called before any answer is awaited, as the plugins' answers are
+            for observer in (*every, *typed) if typed else tuple(every):
+                results.append(observer(event))
         for result in results:
             if result is not None and inspect.isawaitable(result):
                 await result
+        if not self._subscribers:
+            return event
         for send in list(self._subscribers):
             try:
                 send.send_nowait(event)

@@ -12,7 +12,9 @@ lease lapsed), the stream ends with the terminal event rebuilt from the run's re
 
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -30,6 +32,7 @@ FLUSH_EVERY = 0.02  # seconds events wait to be written together (what another p
 LIVENESS_EVERY = 2.0  # seconds of quiet after which a stored stream checks its run still runs
 PAGE = 1000  # events read from the store at once
 FINAL_FLUSH = 5.0  # seconds the last events may take to be written when the server stops
+_LOG = operator.itemgetter(0)  # a pending event's log
 
 
 class Publisher:
@@ -60,17 +63,12 @@ class Publisher:
     async def flush(self) -> None:
         pending, self._pending = self._pending, []
         self._wake = trio.Event()
-        grouped: list[tuple[RunLog, list[SseEvent]]] = []
-        for run_log, event in pending:
-            if grouped and grouped[-1][0] is run_log:
-                grouped[-1][1].append(event)
-            else:
-                grouped.append((run_log, [event]))
         batches = []
-        for run_log, events in grouped:
+        # consecutive events of one log make one batch (in C: a fast run's are most of them)
+        for run_log, group in itertools.groupby(pending, key=_LOG):
             restart = run_log not in self._written  # a new log: a new attempt of the run
             self._written.add(run_log)
-            stored = [RunEvent(e.id, e.name, e.data, e.json or _json(e)) for e in events]
+            stored = [RunEvent(e.id, e.name, e.data, e.json or _json(e)) for _, e in group]
             batches.append(RunEventBatch(run_log.run_id, run_log.principal, stored, restart))
         if not batches:
             return
