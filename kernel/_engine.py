@@ -788,8 +788,10 @@ class Engine:
             return reply
 
     def _text_sink(self, run: Run) -> Any:
+        emit, run_id = self.kernel.events.emit, run.run_id  # one await per delta, not two
+
         async def sink(delta: str) -> None:
-            await self._emit(run, "text.delta", {"text": delta})
+            await emit("text.delta", {"text": delta}, run_id)
 
         return sink
 

@@ -432,11 +432,19 @@ class CounterStore(Protocol):
 @attrs.frozen
 class RunEvent:
     """One event of a run's stream as its transport numbered it: ``id`` counts from 1 in each
-    attempt's log; ``data`` is JSON."""
+    attempt's log; ``data`` is JSON.
+
+    ``json``: ``data``'s JSON text, when whoever made the event has already encoded it (a
+    transport encodes each event for its wire once, decision 0050), or a store read it as
+    stored. A store may write this text instead of encoding ``data`` again; one that ignores
+    it (a store written before it existed) stays correct. It decodes to ``data``; None: not
+    encoded yet. Not compared: two events with equal data are equal however they were made.
+    """
 
     id: int
     name: str
     data: Mapping[str, Any]
+    json: str | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen

@@ -979,7 +979,10 @@ class PostgresStore:
                                 batch.run_id,
                                 e.id,
                                 e.name,
-                                _text(json.dumps(dict(e.data), sort_keys=True, default=str)),
+                                # the transport's own encoding when given (0050)
+                                _text(
+                                    e.json or json.dumps(dict(e.data), sort_keys=True, default=str)
+                                ),
                                 batch.principal,
                             )
                             for e in batch.events
@@ -1010,7 +1013,8 @@ class PostgresStore:
                 " ORDER BY id LIMIT %s",
                 (run_id, after, limit),
             ).fetchall()
-            events = [RunEvent(int(r[0]), r[1], json.loads(r[2])) for r in rows]
+            # the text as stored comes along: a stream writes it without encoding it again
+            events = [RunEvent(int(r[0]), r[1], json.loads(r[2]), r[2]) for r in rows]
             return RunEvents(run_id, first[1], int(first[0]), events)
 
         return await self._read("read run events", read)

@@ -136,6 +136,12 @@ to_json: Callable[[Any], str] = json_encoder(default=str)
 
 def sse(event_id: int | None, name: str, data: Any) -> bytes:
     """One SSE event (WHATWG format); data is JSON on one line."""
+    return sse_text(event_id, name, to_json(data))
+
+
+def sse_text(event_id: int | None, name: str, text: str) -> bytes:
+    """One SSE event whose data is already JSON text (one line: json never writes a newline
+    without ``indent``)."""
     if event_id is None:
-        return f"event: {name}\ndata: {to_json(data)}\n\n".encode()
-    return f"id: {event_id}\nevent: {name}\ndata: {to_json(data)}\n\n".encode()
+        return f"event: {name}\ndata: {text}\n\n".encode()
+    return f"id: {event_id}\nevent: {name}\ndata: {text}\n\n".encode()

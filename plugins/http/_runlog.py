@@ -18,7 +18,7 @@ import trio
 
 from soulacy.kernel import Event
 
-from ._asgi import sse
+from ._asgi import sse_text, to_json
 
 # kernel event type -> SSE event name (what the stream shows)
 STREAMED = {
@@ -41,13 +41,24 @@ class SseEvent:
     # the event as the wire carries it, encoded by the first stream that writes it and kept
     # for every other (decision 0043); None until then: a run nobody streams encodes nothing
     frame: bytes | None = attrs.field(default=None, repr=False, eq=False)
+    # its data's JSON text, kept with the frame: the store's shared copy writes this text
+    # rather than encoding the data again (decision 0050)
+    json: str | None = attrs.field(default=None, repr=False, eq=False)
+
+
+def json_of(event: SseEvent) -> str:
+    """The event's data as JSON, encoded once for its frame and its stored copy (data JSON
+    refuses raises json's error here)."""
+    if event.json is None:
+        event.json = to_json(event.data)
+    return event.json
 
 
 def frame_of(event: SseEvent) -> bytes:
     """The event's bytes on the wire, encoded once for all the streams of its run (an event
     JSON refuses raises here, in the stream that writes it, as it always did)."""
     if event.frame is None:
-        event.frame = sse(event.id, event.name, event.data)
+        event.frame = sse_text(event.id, event.name, event.json or json_of(event))
     return event.frame
 
 

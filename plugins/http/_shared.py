@@ -12,7 +12,9 @@ lease lapsed), the stream ends with the terminal event rebuilt from the run's re
 
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -21,8 +23,8 @@ import trio
 
 from soulacy.kernel.store import RunEvent, RunEventBatch, RunEvents, StorageError, Store
 
-from ._asgi import Send, sse
-from ._runlog import RunLog, SseEvent
+from ._asgi import Send, sse, sse_text
+from ._runlog import RunLog, SseEvent, json_of
 
 log = logging.getLogger("soulacy.http")
 
@@ -30,6 +32,7 @@ FLUSH_EVERY = 0.02  # seconds events wait to be written together (what another p
 LIVENESS_EVERY = 2.0  # seconds of quiet after which a stored stream checks its run still runs
 PAGE = 1000  # events read from the store at once
 FINAL_FLUSH = 5.0  # seconds the last events may take to be written when the server stops
+_LOG = operator.itemgetter(0)  # a pending event's log
 
 
 class Publisher:
@@ -43,8 +46,9 @@ class Publisher:
         self._written: weakref.WeakSet[RunLog] = weakref.WeakSet()  # logs begun in the store
 
     def add(self, log: RunLog, event: SseEvent) -> None:
+        if not self._pending:  # the first of a flush wakes the writer; the rest wait with it
+            self._wake.set()
         self._pending.append((log, event))
-        self._wake.set()
 
     async def run(self) -> None:
         try:
@@ -59,17 +63,12 @@ class Publisher:
     async def flush(self) -> None:
         pending, self._pending = self._pending, []
         self._wake = trio.Event()
-        grouped: list[tuple[RunLog, list[SseEvent]]] = []
-        for run_log, event in pending:
-            if grouped and grouped[-1][0] is run_log:
-                grouped[-1][1].append(event)
-            else:
-                grouped.append((run_log, [event]))
         batches = []
-        for run_log, events in grouped:
+        # consecutive events of one log make one batch (in C: a fast run's are most of them)
+        for run_log, group in itertools.groupby(pending, key=_LOG):
             restart = run_log not in self._written  # a new log: a new attempt of the run
             self._written.add(run_log)
-            stored = [RunEvent(e.id, e.name, e.data) for e in events]
+            stored = [RunEvent(e.id, e.name, e.data, e.json or _json(e)) for _, e in group]
             batches.append(RunEventBatch(run_log.run_id, run_log.principal, stored, restart))
         if not batches:
             return
@@ -81,6 +80,16 @@ class Publisher:
                 len(batches),
                 exc,
             )
+
+
+def _json(event: SseEvent) -> str | None:
+    """The event's JSON, encoded here when no stream has written it yet (then a stream
+    writes this text); None when JSON refuses the data: the store's own encoding then says
+    so, as before (decision 0050)."""
+    try:
+        return json_of(event)
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 async def pump_stored(
@@ -100,8 +109,11 @@ async def pump_stored(
         if missed:
             reason = "events dropped from the run's bounded log"
             chunk += sse(None, "gap", {"missed": missed, "reason": reason})
-        for event in found.events:
-            chunk += sse(event.id, event.name, event.data)
+        for event in found.events:  # the stored text when the store gives it: not re-encoded
+            if event.json is None:
+                chunk += sse(event.id, event.name, event.data)
+            else:
+                chunk += sse_text(event.id, event.name, event.json)
         if found.events:
             last_id = found.events[-1].id
         if chunk:

@@ -999,7 +999,8 @@ class SQLiteStore:
                     "INSERT OR REPLACE INTO run_events (run_id, id, name, data, principal,"
                     " created_at) VALUES (?, ?, ?, ?, ?, ?)",
                     [
-                        (batch.run_id, e.id, e.name, _dumps(e.data), batch.principal, now)
+                        # the transport's own encoding when it gives it (decision 0050)
+                        (batch.run_id, e.id, e.name, e.json or _dumps(e.data), batch.principal, now)
                         for e in batch.events
                     ],
                 )
@@ -1032,7 +1033,8 @@ class SQLiteStore:
                 " ORDER BY id LIMIT ?",
                 (run_id, after, limit),
             ).fetchall()
-            events = [RunEvent(r[0], r[1], json.loads(r[2])) for r in rows]
+            # the text as stored comes along: a stream writes it without encoding it again
+            events = [RunEvent(r[0], r[1], json.loads(r[2]), r[2]) for r in rows]
             return RunEvents(run_id, first[1], first[0], events)
 
         return await self._call("read run events", read)
