@@ -59,6 +59,7 @@ class ConfiguredProviders:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self._built: dict[str, Provider] = {}
+        self._bare: dict[str, ProviderConfig] = {}  # by type name: as many as the loaded types
         # The capacity last worked out per (provider, model): the Settings it was read from,
         # the entry's configuration, what the provider reported and the answer. Asked on every
         # run (the policy): a new answer only when the configuration is another object or the
@@ -74,8 +75,11 @@ class ConfiguredProviders:
         if name in configured:
             return configured[name]
         types = kernel.provider_types()
-        if name in types:
-            return ProviderConfig(type=name)
+        if name in types:  # a bare type with its defaults: the same frozen value every run
+            bare = self._bare.get(name)
+            if bare is None:
+                bare = self._bare[name] = ProviderConfig(type=name)
+            return bare
         raise UsageError(
             f"unknown provider {name!r}: configure it under llm.providers in {kernel.config_file}"
             f" (configured: {', '.join(sorted(configured)) or 'none'};"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from soulacy.kernel import Kernel
 from soulacy.kernel.messages import Message
 from soulacy.kernel.policy import ModelCapacity
+from soulacy.kernel.providers import ProviderConfig
 from soulacy.kernel.store import LeaseOwner, RunRecord
 from soulacy.kernel.testing import Workspace
 from soulacy.plugins.memory_store._store import MemoryStore
@@ -68,8 +69,8 @@ async def test_an_unknown_provider_stays_unknown_once_another_is_cached(
 class _Run:
     """What the detector hook reads of a run: its policy's no-progress limit."""
 
-    class policy:  # noqa: N801
-        class no_progress_limit:  # noqa: N801
+    class policy:
+        class no_progress_limit:
             value = 3
 
 
@@ -129,3 +130,15 @@ async def test_a_retry_and_an_equal_record_write_to_the_same_conversation() -> N
     assert attempts == [1, 2, 1]
     await store.finish_run("r", {"status": "completed"}, lease)
     assert store._writing == {}  # a finished run keeps nothing of this
+
+
+async def test_a_bare_provider_type_is_its_defaults_until_configured(
+    workspace: Workspace, make_kernel: Make
+) -> None:
+    kernel = make_kernel()
+    assert kernel.provider_config("scripted") == ProviderConfig(type="scripted")
+    assert kernel.provider_config("scripted") is kernel.provider_config("scripted")
+    kernel.update_config({"llm.providers.scripted": {"type": "scripted", "context_window": 9}})
+    assert kernel.provider_config("scripted").context_window == 9  # configured wins
+    assert kernel.model_capacity("scripted", None) == ModelCapacity(9, None)
+    await kernel.aclose()
