@@ -142,3 +142,21 @@ async def test_a_bare_provider_type_is_its_defaults_until_configured(
     assert kernel.provider_config("scripted").context_window == 9  # configured wins
     assert kernel.model_capacity("scripted", None) == ModelCapacity(9, None)
     await kernel.aclose()
+
+
+async def test_a_token_quota_set_between_runs_stops_the_next_run(
+    workspace: Workspace, make_kernel: Make
+) -> None:
+    """The costs plugin keeps "is a shared limit set" with the configuration it read: a quota
+    set later applies to the next run, and removed again, the run after is unlimited."""
+    workspace.write_config("runtime:\n  no_progress_limit: 0\n")
+    loop = [{"tool": "nope", "usage": {"input": 1000, "output": 1000}}] * 3 + [{"text": "done"}]
+    workspace.scripted_agent("a", loop, repeat=True, max_turns=-1, budget={"max_tokens": 0})
+    kernel = make_kernel(plugins=["no:sqlite_store"])
+    assert (await kernel.run("a", "go")).status == "completed"
+    kernel.update_config({"rate_limit.tokens_per_minute": 3000})
+    stopped = await kernel.run("a", "go")
+    assert (stopped.status, stopped.incomplete_reason) == ("incomplete", "token_quota_per_minute")
+    kernel.update_config({"rate_limit.tokens_per_minute": 0})
+    assert (await kernel.run("a", "go")).status == "completed"
+    await kernel.aclose()
