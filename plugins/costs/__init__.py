@@ -169,6 +169,9 @@ class _Ledger:
         self.runs: dict[str, _RunBudget] = {}
         self.last_by_agent: dict[str, Amount] = {}
         self.observing = False  # of the events that settle reservations: since the first one
+        # Whether the configuration sets a shared limit, with the configuration it was read
+        # from: kept here, so that a turn's three questions cost one stash lookup each.
+        self.limits_of: tuple[object, bool] | None = None
 
 
 _LEDGER = StashKey[_Ledger]("costs ledger")
@@ -192,15 +195,11 @@ def _budget(kernel: Kernel, ledger: _Ledger, run_id: str) -> _RunBudget:
     return ledger.runs.setdefault(run_id, _RunBudget())
 
 
-# Whether the kernel's configuration sets a shared limit, with the configuration it was read
-# from: asked three times a turn, answered again only when the configuration is replaced.
-_HAS_LIMITS = StashKey[tuple[object, bool]]("costs: shared limits set")
-
-
-def _has_limits(kernel: Kernel) -> bool:
-    """Whether any shared limit is set (what :func:`_limits` lists, without making keys)."""
+def _has_limits(kernel: Kernel, ledger: _Ledger) -> bool:
+    """Whether any shared limit is set (what :func:`_limits` lists, without making keys):
+    asked three times a turn, answered again only when the configuration is replaced."""
     config = kernel.config
-    known = kernel.stash.get(_HAS_LIMITS, None)
+    known = ledger.limits_of
     if known is not None and known[0] is config:
         return known[1]
     quotas: RateLimitConfig = config.section("rate_limit")
@@ -210,7 +209,7 @@ def _has_limits(kernel: Kernel) -> bool:
         or quotas.tokens_per_hour
         or quotas.tokens_per_day
     )
-    kernel.stash[_HAS_LIMITS] = (config, found)
+    ledger.limits_of = (config, found)
     return found
 
 
@@ -252,7 +251,7 @@ def soulacy_usage(kernel: Kernel, run: Any, provider: str, model: str | None, us
     # What a call used feeds the estimates of the shared limits' reservations: with none set,
     # and nothing reserved by this run, there is nothing to keep.
     ledger = _ledger(kernel)
-    if run.run_id not in ledger.runs and not _has_limits(kernel):
+    if run.run_id not in ledger.runs and not _has_limits(kernel, ledger):
         return
     price = kernel.hook.soulacy_price(kernel=kernel, provider=provider, model=model, usage=usage)
     dollars = float(price or 0.0)
@@ -274,8 +273,8 @@ def soulacy_check_budget(kernel: Kernel, run: Any) -> str | None:
         return "max_cost_usd"
     # The shared budgets are asked at the call itself (llm.call), where the store is reached;
     # here, at the turn boundary, the call is estimated.
-    if _has_limits(kernel):
-        ledger = _ledger(kernel)
+    ledger = _ledger(kernel)
+    if _has_limits(kernel, ledger):
         budget = _budget(kernel, ledger, run.run_id)
         budget.estimate = _estimate(kernel, run, ledger, budget)
     return None
@@ -309,7 +308,8 @@ def _estimate(kernel: Kernel, run: Any, ledger: _Ledger, budget: _RunBudget) -> 
 def soulacy_admit_model_call(kernel: Kernel, run: Any) -> Awaitable[str | None] | None:
     # Nothing to reserve or settle (no shared budget, no call of this run admitted): answered
     # without a coroutine, as most runs' calls are.
-    if run.run_id not in _ledger(kernel).runs and not _has_limits(kernel):
+    ledger = _ledger(kernel)
+    if run.run_id not in ledger.runs and not _has_limits(kernel, ledger):
         return None
     return _reserve(kernel, run.run_id)
 

@@ -112,6 +112,10 @@ class MemoryStore:
         # walk), made into HistoryEntry objects when history is read.
         self._by_conversation: dict[ConversationKey, list[_Recorded]] = {}
         self._runs: dict[str, RunRecord] = {}
+        # A running run's conversation list, with the record its turns are recorded under:
+        # found by run id instead of a ConversationKey made (and hashed) every turn. Dropped
+        # at its finish; another record under the same id (a retry) looks it up again.
+        self._writing: dict[str, tuple[RunRecord, list[_Recorded]]] = {}
         self._tools: dict[str, dict[str, ToolRecord]] = {}
         self._proofs: dict[str, ProofRecord] = {}
         # reply metadata by (run id, attempt): each attempt's entries get their own
@@ -368,8 +372,13 @@ class MemoryStore:
         fence: Lease | None = None,
     ) -> None:
         self._check_fence(fence)
-        key = ConversationKey(run.agent_id, run.session_id, run.principal, run.user_id)
-        conversation = self._by_conversation.setdefault(key, [])
+        writing = self._writing.get(run.run_id)
+        if writing is not None and writing[0] is run:
+            conversation = writing[1]
+        else:
+            key = ConversationKey(run.agent_id, run.session_id, run.principal, run.user_id)
+            conversation = self._by_conversation.setdefault(key, [])
+            self._writing[run.run_id] = (run, conversation)
         now = time.time()
         for m in messages:
             self._last_entry += 1
@@ -385,6 +394,7 @@ class MemoryStore:
         self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
     ) -> None:
         self._check_fence(fence)
+        self._writing.pop(run_id, None)
         # One copy of the caller's metadata, for the run and its history entries alike (both
         # are read, never changed, as a durable store's one row of them is).
         kept = dict(metadata)

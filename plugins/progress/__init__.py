@@ -73,6 +73,13 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 @hookimpl
 def soulacy_make_progress_detector(kernel: Kernel, run: Run) -> SignatureDetector:
     config: ProgressConfig = kernel.config.section("progress")
-    return SignatureDetector(
-        run.policy.no_progress_limit.value, config.window, config.volatile_fields
-    )
+    # The volatile field set of this configuration object, made once: every run asks (a
+    # replaced configuration is another object, read again).
+    # ProgressConfig holds a list, so it is not hashable: the last one is kept by identity.
+    global _volatile
+    if _volatile[0] is not config:
+        _volatile = (config, frozenset(config.volatile_fields))
+    return SignatureDetector(run.policy.no_progress_limit.value, config.window, _volatile[1])
+
+
+_volatile: tuple[ProgressConfig | None, frozenset[str]] = (None, frozenset())

@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # the kernel imports trio: registering the plugin does not (d
 
 __all__ = ["ConfiguredProviders", "DefaultModel"]
 
+_KEPT_CAPACITIES = 256
+
 
 @attrs.frozen
 class DefaultModel:
@@ -57,6 +59,15 @@ class ConfiguredProviders:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self._built: dict[str, Provider] = {}
+        self._bare: dict[str, ProviderConfig] = {}  # by type name: as many as the loaded types
+        # The capacity last worked out per (provider, model): the Settings it was read from,
+        # the entry's configuration, what the provider reported and the answer. Asked on every
+        # run (the policy): a new answer only when the configuration is another object or the
+        # provider reports something else (it may learn its model's capacity while it runs).
+        self._capacities: dict[
+            tuple[str, str | None],
+            tuple[Settings, ProviderConfig, ModelCapacity | None, ModelCapacity],
+        ] = {}
 
     def config(self, name: str) -> ProviderConfig:
         kernel = self.kernel
@@ -64,8 +75,11 @@ class ConfiguredProviders:
         if name in configured:
             return configured[name]
         types = kernel.provider_types()
-        if name in types:
-            return ProviderConfig(type=name)
+        if name in types:  # a bare type with its defaults: the same frozen value every run
+            bare = self._bare.get(name)
+            if bare is None:
+                bare = self._bare[name] = ProviderConfig(type=name)
+            return bare
         raise UsageError(
             f"unknown provider {name!r}: configure it under llm.providers in {kernel.config_file}"
             f" (configured: {', '.join(sorted(configured)) or 'none'};"
@@ -98,20 +112,29 @@ class ConfiguredProviders:
         return name, model
 
     def capacity(self, provider: str | None, model: str | None) -> ModelCapacity | None:
-        config_of = self.kernel.config.section
+        settings = self.kernel.config
         if provider is None:
-            provider = config_of("llm.default").provider
+            provider = settings.section("llm.default").provider
         if provider is None or (
-            provider not in config_of("llm.providers")
+            provider not in settings.section("llm.providers")
             and provider not in self.kernel.provider_types()
         ):
             return None  # unknown here; a run with it fails with a clear error instead
-        config = self.config(provider)
-        reported = self.provider(provider).capacity(model or config.model) or ModelCapacity()
-        return ModelCapacity(
-            context_window=config.context_window or reported.context_window,
-            max_output_tokens=config.max_output_tokens or reported.max_output_tokens,
+        kept = self._capacities.get((provider, model))
+        fresh = kept is not None and kept[0] is settings
+        config = kept[1] if kept is not None and fresh else self.config(provider)
+        reported = self.provider(provider).capacity(model or config.model)
+        if kept is not None and fresh and kept[2] == reported:
+            return kept[3]
+        reported_or_none = reported or ModelCapacity()
+        answer = ModelCapacity(
+            context_window=config.context_window or reported_or_none.context_window,
+            max_output_tokens=config.max_output_tokens or reported_or_none.max_output_tokens,
         )
+        if len(self._capacities) >= _KEPT_CAPACITIES:  # models are named by callers: bounded
+            self._capacities.clear()
+        self._capacities[(provider, model)] = (settings, config, reported, answer)
+        return answer
 
     async def aclose(self) -> None:
         built, self._built = list(self._built.values()), {}
