@@ -1348,6 +1348,23 @@ async def _run_events(store: Any) -> None:
         ("kit-ev", "alice", 1, [(1, "delta", {"text": "t1", "n": 1})]),
         "a batch of another principal for the run: ignored, the owner's events kept",
     )
+    # An event with its JSON text already made (decision 0050): a store may write that text or
+    # encode the data itself, but what it reads back is the data, and any text it returns with
+    # it is that data's.
+    given = RunEvent(1, "delta", {"b": 1, "a": [2, "x"]}, '{"b": 1, "a": [2, "x"]}')
+    await store.append_run_events([RunEventBatch("kit-json", "alice", [given], True)], 100)
+    read = await store.run_events("kit-json", 0)
+    expect(
+        _stored(read),
+        ("kit-json", "alice", 1, [(1, "delta", {"b": 1, "a": [2, "x"]})]),
+        "an event appended with its JSON text: read back as its data",
+    )
+    texts = [e.json for e in read.events if e.json is not None] if read else []
+    expect(
+        [json.loads(text) for text in texts],
+        [{"b": 1, "a": [2, "x"]}] * len(texts),
+        "the JSON text a store returns with an event: its data's",
+    )
     expect(
         await store.wait_run_events("kit-ev", 0, 5.0),
         True,
