@@ -4,7 +4,6 @@ another process's stream writes the stored text as it is (decision 0050)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +26,6 @@ class Sent:
 
     async def __call__(self, message: dict[str, Any]) -> None:
         self.body += message["body"]
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    opened = SQLiteStore(tmp_path / "store.db")
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
 
 
 def published(store: SQLiteStore) -> tuple[Publisher, RunLog]:

@@ -6,7 +6,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import attrs
@@ -30,16 +29,6 @@ TINY = 0.2  # seconds: a lease that lives through a few calls, then expires
 NAP = 0.4  # seconds: past TINY
 
 A, B, C = (LeaseOwner.current(name) for name in ("owner-a", "owner-b", "owner-c"))
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    opened = SQLiteStore(tmp_path / "leases.db")
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
 
 
 def dead_owner(name: str = "dead") -> LeaseOwner:
@@ -387,7 +376,7 @@ async def test_a_running_run_whose_lease_does_not_hold_reads_as_interrupted(
     assert live.lease is None
     assert live.lease_key == "conv-live"
 
-    other = SQLiteStore(tmp_path / "leases.db")  # another process's view of the same file
+    other = SQLiteStore(tmp_path / "store.db")  # another process's view of the same file
     try:
         elsewhere = {r.run_id: r.status for r in await other.list_runs(agent_id="agent")}
     finally:
@@ -458,7 +447,7 @@ async def test_cancel_requests_are_read_in_order_after_the_last_seen(
     second = await store.request_cancel("shutting down", lease_key="conv")
     assert (first.reason, first.run_id, first.lease_key) == ("the user asked", "r1", None)
     assert second.id > first.id
-    other = SQLiteStore(tmp_path / "leases.db")  # another process polling the same file
+    other = SQLiteStore(tmp_path / "store.db")  # another process polling the same file
     try:
         assert await other.cancel_requests(0) == [first, second]
         assert await other.cancel_requests(first.id) == [second]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -34,15 +33,6 @@ async def started(
     assert grant.lease is not None
     run = RunRecord(run_id, "agent", f"s-{run_id}", principal=principal)
     return await store.start_run(run, grant.lease), grant.lease
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    opened = SQLiteStore(tmp_path / "s.db")
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
 
 
 def traced(store: SQLiteStore) -> list[str]:
