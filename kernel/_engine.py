@@ -656,10 +656,11 @@ class Engine:
         """Let other runs in: a cancellation is seen every turn, and the scheduler gets the
         thread back at least every YIELD_INTERVAL even when models and tools never block."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        now = time.perf_counter()
-        if now - run.last_yield >= YIELD_INTERVAL:
-            run.last_yield = now
+        if time.perf_counter() - run.last_yield >= YIELD_INTERVAL:
             await trio.lowlevel.checkpoint()
+            # Timed from when the run has the thread again: resumed after others' turns, it
+            # may keep it a whole interval (not yield at once, every turn, under load).
+            run.last_yield = time.perf_counter()
 
     def _check_budget(self, run: Run, limit: Literal["turns", "steps"] = "turns") -> None:
         policy, result = run.policy, run.result
