@@ -105,6 +105,7 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
         ("stream_token_ttl", server.stream_token_ttl, 1, 7 * 24 * 3600),
         ("events_per_run", server.events_per_run, 1, None),
         ("finished_runs_kept", server.finished_runs_kept, 0, None),
+        ("max_streams_per_principal", server.max_streams_per_principal, 0, None),
     ]
     issues = []
     for key, value, low, high in checks:

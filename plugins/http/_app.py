@@ -47,6 +47,7 @@ from ._limits import check_depth, check_json_type, check_unicode, last_event_id
 from ._principals import Principals
 from ._runlog import RunLog, RunLogs, frame_of
 from ._shared import PAGE, pump_stored
+from ._streams import StreamSlots
 from ._tokens import EventTokens
 from .hookspecs import HttpRequest, HttpRoute
 
@@ -150,6 +151,9 @@ class Api:
         self.guard = Guard(config)
         # This process's own secret; replaced by the store's when processes share it (serve).
         self.tokens = EventTokens(config.stream_token_ttl)
+        self.streams = StreamSlots(
+            lambda: int(kernel.config.section("server").max_streams_per_principal)
+        )
         # run id -> principal, from the synchronous claim until the run's log is open: the
         # check and the claim of a run id are never separated by an await.
         run = r"/runs/(?P<run_id>[^/]+)"
@@ -478,9 +482,11 @@ class Api:
         await send_json(request.send, 200, dict(log.result.data), headers)
 
     async def chat_stream(self, request: Request) -> None:
-        log, deadline = await self._start(request)
-        headers = self._token_header(log.run_id, request.principal)
-        await self._stream(request, log, 0, deadline, headers)
+        # The stream's slot first: a request refused for it starts no run.
+        with self.streams.take(request.principal):
+            log, deadline = await self._start(request)
+            headers = self._token_header(log.run_id, request.principal)
+            await self._stream(request, log, 0, deadline, headers)
 
     async def issue_token(self, request: Request) -> None:
         run_id = request.params["run_id"]
@@ -514,7 +520,8 @@ class Api:
             if log.result is not None and last_id >= log.result.id:
                 await send_empty(request.send, 204)  # seen the end: EventSource stops here
                 return
-            await self._stream(request, log, last_id, math.inf)
+            with self.streams.take(request.principal):
+                await self._stream(request, log, last_id, math.inf)
             return
         store = self.kernel.store()
         stored = await store.get_run(run_id)
@@ -544,7 +551,8 @@ class Api:
                 return {"id": REPLAYED_RESULT_ID, "data": _replayed(record or stored)}
 
             pump = partial(pump_stored, store=store, found=shared, final=final)
-            await self._stream(request, None, last_id, math.inf, pump=pump)
+            with self.streams.take(request.principal):
+                await self._stream(request, None, last_id, math.inf, pump=pump)
             return
         # A run from before a restart: its terminal event is rebuilt from the store.
         await _sse_start(request)

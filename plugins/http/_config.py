@@ -39,6 +39,7 @@ class ServerConfig:
     events_per_run: int = 10_000
     finished_runs_kept: int = 1000
     stream_token_ttl: int = 3600  # seconds an events token is good for
+    max_streams_per_principal: int = 100  # SSE streams open at once per principal; 0: no cap
     # Write runs' SSE events to the store when processes share it, so that any of them serves
     # a stream that reconnects (docs/deploy.md); off: each process serves its own runs only.
     share_events: bool = True
