@@ -9,6 +9,7 @@ import re
 import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -334,7 +335,9 @@ class Api:
             and "authorization" not in request.headers
             and not self.principals.keyless
         ):
-            return self.tokens.verify(token, request.params["run_id"], self.principals.keys)
+            principal = self.tokens.verify(token, request.params["run_id"], self.principals.keys)
+            request.token_run = request.params["run_id"]
+            return principal
         return self.principals.authenticate(request.headers, request.client)
 
     async def _json(self, request: Request) -> Any:
@@ -369,7 +372,9 @@ class Api:
     async def openapi(self, request: Request) -> None:
         await send_json(request.send, 200, json.loads(OPENAPI.read_text()))
 
-    async def _start(self, request: Request) -> tuple[RunLog, float]:
+    async def _start(
+        self, request: Request, before_reserve: Callable[[], object] | None = None
+    ) -> tuple[RunLog, float]:
         body: ChatBody = parse(await self._json(request), ChatBody)
         _check_id("run_id", body.run_id)
         _check_id("session_id", body.session_id)
@@ -386,6 +391,8 @@ class Api:
         current = self.logs.get(run_id)  # a finished run's log still names its owner
         if current is not None and not self._visible(current.principal, request):
             raise HttpError(404, f"no run {run_id!r}")  # another principal's: not confirmed
+        if before_reserve is not None:  # no await between it and the reservation
+            before_reserve()
         # The kernel's reservation holds the id from here on (taken with no await before it).
         handle = self._reserve(run_id, body, session_id, principal)
         try:  # the reservation is given back if this request is refused after all
@@ -482,9 +489,12 @@ class Api:
         await send_json(request.send, 200, dict(log.result.data), headers)
 
     async def chat_stream(self, request: Request) -> None:
-        # The stream's slot first: a request refused for it starts no run.
-        with self.streams.take(request.principal):
-            log, deadline = await self._start(request)
+        with ExitStack() as slot:
+            # The stream's place is taken once the request is found valid, just before its
+            # run is reserved: a request refused for it starts no run.
+            log, deadline = await self._start(
+                request, lambda: slot.enter_context(self.streams.take(request.principal))
+            )
             headers = self._token_header(log.run_id, request.principal)
             await self._stream(request, log, 0, deadline, headers)
 
@@ -520,7 +530,7 @@ class Api:
             if log.result is not None and last_id >= log.result.id:
                 await send_empty(request.send, 204)  # seen the end: EventSource stops here
                 return
-            with self.streams.take(request.principal):
+            with self.streams.take(request.principal, request.token_run):
                 await self._stream(request, log, last_id, math.inf)
             return
         store = self.kernel.store()
@@ -551,7 +561,7 @@ class Api:
                 return {"id": REPLAYED_RESULT_ID, "data": _replayed(record or stored)}
 
             pump = partial(pump_stored, store=store, found=shared, final=final)
-            with self.streams.take(request.principal):
+            with self.streams.take(request.principal, request.token_run):
                 await self._stream(request, None, last_id, math.inf, pump=pump)
             return
         # A run from before a restart: its terminal event is rebuilt from the store.

@@ -52,6 +52,7 @@ class Request:
     send: Send
     params: dict[str, str] = attrs.Factory(dict)
     principal: str | None = None
+    token_run: str | None = None  # the run whose events token authenticated the request
 
     @classmethod
     def from_scope(cls, scope: Mapping[str, Any], receive: Receive, send: Send) -> Request:

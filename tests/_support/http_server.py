@@ -103,6 +103,18 @@ async def open_server(make_kernel: Callable[..., Kernel], **options: Any) -> Asy
         yield Server(running, running.started["http"][0])
 
 
+@asynccontextmanager
+async def open_keyed_server(
+    workspace: Any, make_kernel: Callable[..., Kernel], extra: str = ""
+) -> AsyncIterator[Server]:
+    """:func:`open_server` on a workspace with the three test principals (``keyed_config``,
+    plus ``extra`` lines of its ``server:`` section) and the :func:`standard_agents`."""
+    workspace.write_config(keyed_config(extra))
+    standard_agents(workspace)
+    async with open_server(make_kernel) as running:
+        yield running
+
+
 def host_port(url: str) -> tuple[str, int]:
     host, port = url.removeprefix("http://").split(":")
     return host, int(port)

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import trio
-from _support.http_server import Server, host_port, keyed_config, open_server, standard_agents
+from _support.http_server import Server, host_port, open_keyed_server
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.testing import Workspace
@@ -21,9 +21,7 @@ JSON_ROUTES = [
 
 @pytest.fixture
 async def server(workspace: Workspace, make_kernel: Callable[..., Kernel]) -> AsyncIterator[Server]:
-    workspace.write_config(keyed_config())
-    standard_agents(workspace)
-    async with open_server(make_kernel) as running:
+    async with open_keyed_server(workspace, make_kernel) as running:
         yield running
 
 

@@ -10,19 +10,18 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from _support.http_server import Server, keyed_config, open_server, standard_agents
+from _support.http_server import Server, keyed_config, open_keyed_server
 
 from soulacy.kernel import ConfigError, Kernel
 from soulacy.kernel.testing import Workspace
 
 LIMIT = {"scope": "streams", "max": 2, "key": "server.max_streams_per_principal"}
+CAP_OF_TWO = "  max_streams_per_principal: 2\n"
 
 
 @pytest.fixture
 async def server(workspace: Workspace, make_kernel: Callable[..., Kernel]) -> AsyncIterator[Server]:
-    workspace.write_config(keyed_config("  max_streams_per_principal: 2\n"))
-    standard_agents(workspace)
-    async with open_server(make_kernel) as running:
+    async with open_keyed_server(workspace, make_kernel, CAP_OF_TWO) as running:
         yield running
 
 
@@ -50,6 +49,13 @@ async def test_a_principal_at_its_cap_is_refused_and_another_is_not(server: Serv
             assert refused.headers["retry-after"] == "1"
             # The refused stream started no run.
             assert (await alice.get("/runs/alice-3")).status_code == 404
+            # At the cap, a request that is not valid is still told what is wrong with it.
+            bad_type = await alice.post(
+                "/chat/stream", content=b"x", headers={"content-type": "text/plain"}
+            )
+            assert bad_type.status_code == 415
+            unknown = await alice.post("/chat/stream", json={"agent_id": "nobody", "text": "x"})
+            assert unknown.status_code == 404
             # Watching a run is a stream too, even one's own run.
             watched = await alice.get("/runs/alice-1/events")
             assert watched.status_code == 429
@@ -96,10 +102,9 @@ async def test_a_principal_at_its_cap_is_refused_and_another_is_not(server: Serv
 async def test_zero_removes_the_cap(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
-    workspace.write_config(keyed_config("  max_streams_per_principal: 0\n"))
-    standard_agents(workspace)
     held: list[httpx.Response] = []
-    async with open_server(make_kernel) as server, server.client("alice") as alice:
+    uncapped = open_keyed_server(workspace, make_kernel, "  max_streams_per_principal: 0\n")
+    async with uncapped as server, server.client("alice") as alice:
         try:
             for n in range(5):
                 held.append(await _slow_chat(alice, f"alice-{n}"))
@@ -119,3 +124,38 @@ def test_a_negative_cap_names_the_key(
     assert "config.yaml:5:3" in message
     assert "server.max_streams_per_principal" in message
     assert "expected 0 or more" in message
+
+
+async def test_a_leaked_events_token_cannot_take_its_owners_streams(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    """Whoever holds a run's events token URL (no key at all) may hold a tenth of the owner's
+    cap open on that run, no more; the owner's key keeps the rest."""
+    held: list[httpx.Response] = []
+    cap = open_keyed_server(workspace, make_kernel, "  max_streams_per_principal: 20\n")
+    async with cap as server, server.client("alice") as alice, server.client(None) as stranger:
+        try:
+            first = await _slow_chat(alice, "alice-1")
+            token = first.headers["soulacy-events-token"]
+            held.append(first)
+            for _ in range(2):  # 20 // 10
+                held.append(await _open(stranger, "GET", f"/runs/alice-1/events?token={token}"))
+                assert held[-1].status_code == 200
+            refused = await stranger.get(f"/runs/alice-1/events?token={token}")
+            assert refused.status_code == 429
+            assert refused.json()["limit"] == {
+                "scope": "token_streams",
+                "max": 2,
+                "key": "server.max_streams_per_principal",
+            }
+            # A new token for the same run is the same run's share.
+            again = (await alice.post("/runs/alice-1/token")).json()["token"]
+            assert (await stranger.get(f"/runs/alice-1/events?token={again}")).status_code == 429
+            # The owner's key is not held back, on that run or another.
+            held.append(await _open(alice, "GET", "/runs/alice-1/events"))
+            assert held[-1].status_code == 200
+            held.append(await _slow_chat(alice, "alice-2"))
+            assert held[-1].status_code == 200
+        finally:
+            for response in held:
+                await response.aclose()

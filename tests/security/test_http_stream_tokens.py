@@ -8,7 +8,14 @@ from functools import partial
 import httpx
 import pytest
 import trio
-from _support.http_server import Server, keyed_config, open_server, sse_events, standard_agents
+from _support.http_server import (
+    Server,
+    keyed_config,
+    open_keyed_server,
+    open_server,
+    sse_events,
+    standard_agents,
+)
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.testing import Workspace
@@ -19,9 +26,7 @@ TOKEN_HEADER = "soulacy-events-token"
 
 @pytest.fixture
 async def server(workspace: Workspace, make_kernel: Callable[..., Kernel]) -> AsyncIterator[Server]:
-    workspace.write_config(keyed_config("  stream_token_ttl: 2\n"))
-    standard_agents(workspace)
-    async with open_server(make_kernel) as running:
+    async with open_keyed_server(workspace, make_kernel, "  stream_token_ttl: 2\n") as running:
         yield running
 
 
