@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -38,6 +39,8 @@ from .policy import ModelCapacity
 
 DEFAULT_GRACE_PERIOD = 5.0
 
+log = logging.getLogger("soulacy.kernel")
+
 
 class Service(Protocol):
     """A long-lived task contributed through ``soulacy_services`` (a transport, a scheduler).
@@ -51,8 +54,10 @@ class Service(Protocol):
     name: str
 
     async def serve(self, *, task_status: trio.TaskStatus[Any] = ...) -> None:
-        """Run until cancelled or until ``kernel.stopping`` is set; call ``task_status.started()``
-        once ready, optionally with what callers need (such as the bound addresses)."""
+        """Call ``task_status.started()`` once ready, optionally with what callers need (such as
+        the bound addresses); return within half a second of ``kernel.stopping`` being set
+        (await it, never ``trio.sleep_forever()``: what still runs after the grace period is
+        cancelled, and every stop waits that long). ``check_service_stops`` checks a service."""
 
 
 @attrs.frozen
@@ -594,24 +599,38 @@ async def open_kernel(
 
     Every service is started with ``await nursery.start(service.serve)``, so the block begins
     once all are ready. On exit ``kernel.stopping`` is set, services get ``grace_period`` seconds
-    to finish on their own, and whatever still runs is then cancelled.
+    to finish on their own (each should take well under a second), and whatever still runs is
+    then cancelled, with a warning on the ``soulacy.kernel`` logger naming it.
     """
     kernel = kernel or Kernel.load(workspace, **load_options)
+    grace: list[float] = []  # when the grace period ends, once the kernel is stopping
     try:
         async with trio.open_nursery() as nursery:
             for service in kernel.services():
                 if services == "runs" and not getattr(service, "needed_by_runs", False):
                     continue
-                kernel.started[service.name] = await nursery.start(_serve, service)
+                kernel.started[service.name] = await nursery.start(_serve, service, grace)
             try:
                 yield kernel
             finally:
                 kernel.stopping.set()
-                nursery.cancel_scope.deadline = trio.current_time() + grace_period
+                grace.append(trio.current_time() + grace_period)
+                nursery.cancel_scope.deadline = grace[0]
     finally:
         with trio.CancelScope(shield=True):  # after the services, which may still use them
             await kernel.aclose()
 
 
-async def _serve(service: Service, *, task_status: trio.TaskStatus[Any]) -> None:
-    await service.serve(task_status=task_status)
+async def _serve(
+    service: Service, grace: list[float], *, task_status: trio.TaskStatus[Any]
+) -> None:
+    try:
+        await service.serve(task_status=task_status)
+    except trio.Cancelled:
+        if grace and trio.current_time() >= grace[0]:  # cancelled by the grace period's end
+            log.warning(
+                "service %r did not stop when the kernel stopped: cancelled after the grace"
+                " period (a service awaits kernel.stopping)",
+                service.name,
+            )
+        raise

@@ -27,7 +27,8 @@ protocol only:
 ``opener`` is ``"module:callable"``: ``callable(*args)`` (or the awaitable it returns) is the
 store, in this process and in each child (which imports with this process's ``sys.path``), so
 ``args`` must be JSON. A store whose class says ``multi_process = False`` serves one process:
-the kit then runs nothing and its result says why (``skipped``).
+the kit then runs nothing and its result says why (``skipped``). ``only=`` runs the checks it
+names (of :data:`PROCESS_CHECK_NAMES`) and no other, so each can be a test of its own.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import tempfile
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -65,7 +66,7 @@ from ._store import (
     RunRecord,
     ToolRecord,
 )
-from ._store_kit import expect, expect_that, run_metadata, show
+from ._store_kit import expect, expect_that, run_metadata, select_checks, show
 
 DEFAULT_TIMEOUT = 60.0  # seconds a check may take before it is failed (and its children killed)
 EXPIRING_TTL = 1.0  # seconds: the lease of a child that is stopped and then taken over
@@ -76,7 +77,9 @@ STDERR_SHOWN = 2000  # characters of a child's stderr shown when it fails
 @attrs.frozen
 class ProcessKitResult:
     """What :func:`check_store_processes` did: the checks that passed, the ones that could not
-    run here (``not_run``: check name and why), or why nothing ran (``skipped``)."""
+    run here (``not_run``: check name and why), or why nothing ran (``skipped``). With
+    ``only=``, ``passed`` and ``not_run`` name selected checks only: the others were not
+    asked for and appear in neither."""
 
     passed: tuple[str, ...] = ()
     not_run: tuple[tuple[str, str], ...] = ()
@@ -828,10 +831,14 @@ CHECKS: tuple[tuple[str, Callable[[_Run], Awaitable[None]], bool], ...] = (
     ("cancel_requests", _cancel_requests, False),
     ("run_events", _run_events, False),
 )
+PROCESS_CHECK_NAMES: tuple[str, ...] = tuple(name for name, _, _ in CHECKS)
 
 
 async def check_store_processes(
-    opener: str, *args: Any, seconds_per_check: float = DEFAULT_TIMEOUT
+    opener: str,
+    *args: Any,
+    seconds_per_check: float = DEFAULT_TIMEOUT,
+    only: str | Iterable[str] | None = None,
 ) -> ProcessKitResult:
     """Run the multi-process checks on the store ``opener(*args)`` opens (``opener`` is
     ``"module:callable"``, ``args`` JSON), with child processes opening it too.
@@ -839,8 +846,11 @@ async def check_store_processes(
     A store whose class says ``multi_process = False`` is not checked: the result's ``skipped``
     says why (a pytest test calls ``pytest.skip(result.skipped)``). Each check has
     ``seconds_per_check``; its children are killed when it ends, however it ends. A failure raises
-    AssertionError naming the check, what was expected and what came back.
+    AssertionError naming the check, what was expected and what came back. ``only`` runs the
+    checks it names (one name or several, of :data:`PROCESS_CHECK_NAMES`) and no other; a name
+    that is not a check's is a ValueError listing the names, raised before the store is opened.
     """
+    selected = select_checks("store processes", PROCESS_CHECK_NAMES, only)
     probe = await open_store(opener, args)
     try:
         declared = getattr(type(probe), "multi_process", None)
@@ -856,6 +866,8 @@ async def check_store_processes(
     not_run: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="soulacy-kit-") as folder:
         for name, check, needs_stop in CHECKS:
+            if name not in selected:
+                continue
             if needs_stop and not hasattr(signal, "SIGSTOP"):
                 not_run.append((name, "this platform cannot stop a process (no SIGSTOP)"))
                 continue

@@ -7,7 +7,8 @@ These checks run in one process; :func:`soulacy.kernel.testing.check_store_proce
 the checks that need several processes on one store.
 
 Every failure is an AssertionError that names the check and says what was expected and what
-came back; an unexpected exception inside a check is reported the same way.
+came back; an unexpected exception inside a check is reported the same way. ``only=`` runs
+the checks it names (of :data:`STORE_CHECK_NAMES`) and no other, so each can run alone.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -160,6 +161,27 @@ async def _close(store: Any) -> None:
         await close()
 
 
+def check_name(check: Callable[..., Any]) -> str:
+    """A check's name: its function's name without the leading underscore."""
+    return check.__name__.strip("_")
+
+
+def select_checks(
+    kit: str, names: Sequence[str], only: str | Iterable[str] | None
+) -> tuple[str, ...]:
+    """The names of the checks ``only`` selects among ``names``, in the kit's order (every
+    name when ``only`` is None). A name the kit has not, or no name at all, is a ValueError
+    listing the kit's names: a selection never silently runs nothing."""
+    if only is None:
+        return tuple(names)
+    wanted = [only] if isinstance(only, str) else list(only)
+    unknown = [name for name in wanted if name not in names]
+    if unknown or not wanted:
+        what = f"no check named {', '.join(map(repr, unknown))}" if unknown else "no check"
+        raise ValueError(f"{kit} kit: only= selects {what}; its checks are: {', '.join(names)}")
+    return tuple(name for name in names if name in wanted)
+
+
 async def run_checks(
     kind: str,
     factory: StoreFactory,
@@ -167,7 +189,7 @@ async def run_checks(
 ) -> None:
     """Each check on a fresh store; a failure names the kit and the check."""
     for check in checks:
-        name = check.__name__.strip("_")
+        name = check_name(check)
         store = await _make(factory)
         try:
             await check(store)
@@ -1585,6 +1607,8 @@ STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _run_events,
     *APPROVAL_CHECKS,
 )
+FAILURES_RAISE = "failures_raise"  # the check of the ``failing`` store
+STORE_CHECK_NAMES: tuple[str, ...] = (*map(check_name, STORE_CHECKS), FAILURES_RAISE)
 
 
 async def _failures_raise(store: Any) -> None:
@@ -1637,7 +1661,12 @@ async def _approval_failures_raise(store: Any) -> None:
         await expect_storage_error(what, call)
 
 
-async def check_store(factory: StoreFactory, *, failing: StoreFactory | None = None) -> None:
+async def check_store(
+    factory: StoreFactory,
+    *,
+    failing: StoreFactory | None = None,
+    only: str | Iterable[str] | None = None,
+) -> None:
     """Run every store check, each on a fresh store from ``factory`` (sync or async).
 
     A store that serves ``soulacy_store`` must pass: history, runs and attempts, tool records,
@@ -1648,8 +1677,19 @@ async def check_store(factory: StoreFactory, *, failing: StoreFactory | None = N
     AssertionError naming the check, what was expected and what came back. ``failing``, when
     given, makes a store whose storage fails on every call (for a file store, a file that is
     not a database): each of its calls must raise StorageError, never answer as if there were
-    no data.
+    no data (the check ``failures_raise``).
+
+    ``only`` runs the checks it names (one name or several, from :data:`STORE_CHECK_NAMES`)
+    and no other: a suite parametrized over the names runs each check as a test of its own.
+    A name that is not a check's is a ValueError listing the names, and so is selecting
+    ``failures_raise`` without ``failing``.
     """
-    await run_checks("store", factory, STORE_CHECKS)
-    if failing is not None:
+    selected = select_checks("store", STORE_CHECK_NAMES, only)
+    if only is not None and FAILURES_RAISE in selected and failing is None:
+        raise ValueError(
+            f"store kit: the check {FAILURES_RAISE} needs failing= (a factory of a store whose"
+            " storage fails on every call)"
+        )
+    await run_checks("store", factory, [c for c in STORE_CHECKS if check_name(c) in selected])
+    if failing is not None and FAILURES_RAISE in selected:
         await run_checks("store", failing, (_failures_raise,))

@@ -10,23 +10,27 @@ events (again, after a dropped connection), cancel it. Then one test proves the 
 ``agent_id`` names an agent of the served workspace that answers with text at once;
 ``slow_agent_id``, one that takes long enough to be cancelled (the cancel check needs it);
 ``principals``, two clients the adapter can act as (the isolation check needs them). A failure
-is an AssertionError ``transport check <name>: <what>: expected <E>, got <G>``.
+is an AssertionError ``transport check <name>: <what>: expected <E>, got <G>``. ``only=``
+runs the checks it names (of :data:`TRANSPORT_CHECK_NAMES`) and no other::
+
+    await check_transport(MyAdapter(url), "echo", only="reconnect")
 """
 
 from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
 import trio
 
-from ._store_kit import expect, expect_that, show
+from ._store_kit import check_name, expect, expect_that, select_checks, show
 
 __all__ = [
     "TRANSPORT_CHECKS",
+    "TRANSPORT_CHECK_NAMES",
     "RefusalKind",
     "TransportAdapter",
     "TransportEvent",
@@ -328,6 +332,7 @@ TRANSPORT_CHECKS: tuple[Callable[[_Kit], Awaitable[None]], ...] = (
     _cancel,
     _concurrent_runs,
 )
+TRANSPORT_CHECK_NAMES: tuple[str, ...] = tuple(map(check_name, TRANSPORT_CHECKS))
 
 
 async def check_transport(
@@ -337,6 +342,7 @@ async def check_transport(
     principals: tuple[str, str] | None = None,
     slow_agent_id: str | None = None,
     time_per_check: float = 60.0,
+    only: str | Iterable[str] | None = None,
 ) -> None:
     """Check that a transport keeps the promises of every transport, through ``adapter``.
 
@@ -349,10 +355,22 @@ async def check_transport(
     ``slow_agent_id``); runs at the same time each end with their own result. Each check has
     ``time_per_check`` seconds: a transport that never ends a run fails, it does not hang the
     test.
+
+    ``only`` runs the checks it names (one name or several, of :data:`TRANSPORT_CHECK_NAMES`)
+    and no other. A name that is not a check's is a ValueError listing the names, and so is
+    selecting ``principals`` without ``principals`` or ``cancel`` without ``slow_agent_id``
+    (run whole, the kit passes over those two checks then).
     """
+    selected = select_checks("transport", TRANSPORT_CHECK_NAMES, only)
+    needs = (("principals", "principals", principals), ("cancel", "slow_agent_id", slow_agent_id))
+    for name, option, given in needs:
+        if only is not None and name in selected and given is None:
+            raise ValueError(f"transport kit: the check {name} needs {option}=")
     kit = _Kit(adapter, agent_id, principals, slow_agent_id)
     for check in TRANSPORT_CHECKS:
-        name = check.__name__.strip("_")
+        name = check_name(check)
+        if name not in selected:
+            continue
         try:
             with trio.fail_after(time_per_check):
                 await check(kit)

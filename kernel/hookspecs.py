@@ -369,8 +369,10 @@ def soulacy_services(kernel: Kernel) -> Sequence[Service]:
     """Contribute long-lived services (an HTTP/SSE transport, a scheduler) to the kernel.
 
     Called when ``open_kernel`` starts. Each service's ``serve(task_status=...)`` is started with
-    ``await nursery.start(...)`` and must call ``task_status.started()`` once ready; on shutdown
-    the kernel sets ``kernel.stopping`` and cancels what is still running after a grace period.
+    ``await nursery.start(...)`` and must call ``task_status.started()`` once ready. On shutdown
+    the kernel sets ``kernel.stopping``: ``serve`` then ends its work and returns, within half a
+    second (``soulacy.kernel.testing.check_service_stops`` checks it). What still runs after the
+    grace period is cancelled, with a warning naming the service.
     """
 
 

@@ -22,6 +22,17 @@ records, proofs, checkpoints, state, leases and fencing, counters, cancellation 
 checks of a store shared by several processes, with real child processes),
 :func:`check_progress_detector`, :func:`check_compactor`, :func:`check_provider` and
 :func:`check_transport` (any transport, through a :class:`TransportAdapter` its author writes).
+Each check of a kit can run alone, as trio's ``check_*_stream`` functions can: a kit of several
+checks takes ``only=`` one check's name or several (an unknown name is a ValueError listing
+them), and the names are exported to parametrize a suite over, one test per check:
+:data:`STORE_CHECK_NAMES`, :data:`CHECKPOINT_CHECK_NAMES`, :data:`PROCESS_CHECK_NAMES`,
+:data:`TRANSPORT_CHECK_NAMES`, :data:`PROGRESS_CHECK_NAMES` and :data:`COMPACTOR_CHECK_NAMES`
+(``check_provider`` is one check)::
+
+    @pytest.mark.parametrize("check", STORE_CHECK_NAMES)
+    async def test_my_store_conforms(check, tmp_path):
+        n = itertools.count()
+        await check_store(lambda: MyStore(tmp_path / f"{next(n)}.db"), failing=..., only=check)
 
 And :func:`throwaway_plugin`, to register a plugin made of a few functions.
 """
@@ -39,15 +50,20 @@ from ruamel.yaml import YAML
 
 from ._kernel import Kernel
 from ._kits import (
+    CHECKPOINT_CHECK_NAMES,
+    COMPACTOR_CHECK_NAMES,
+    PROGRESS_CHECK_NAMES,
     check_checkpoint_store,
     check_compactor,
     check_progress_detector,
     check_provider,
 )
 from ._loading import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, load_plugins
-from ._process_kit import ProcessKitResult, check_store_processes
-from ._store_kit import STORE_CHECKS, check_store
+from ._process_kit import PROCESS_CHECK_NAMES, ProcessKitResult, check_store_processes
+from ._service_kit import check_service_stops
+from ._store_kit import STORE_CHECK_NAMES, STORE_CHECKS, check_store
 from ._transport_kit import (
+    TRANSPORT_CHECK_NAMES,
     TRANSPORT_CHECKS,
     RefusalKind,
     TransportAdapter,
@@ -57,8 +73,14 @@ from ._transport_kit import (
 )
 
 __all__ = [
+    "CHECKPOINT_CHECK_NAMES",
+    "COMPACTOR_CHECK_NAMES",
+    "PROCESS_CHECK_NAMES",
+    "PROGRESS_CHECK_NAMES",
     "STORE_CHECKS",
+    "STORE_CHECK_NAMES",
     "TRANSPORT_CHECKS",
+    "TRANSPORT_CHECK_NAMES",
     "HookCall",
     "HookRecorder",
     "ProcessKitResult",
@@ -71,6 +93,7 @@ __all__ = [
     "check_compactor",
     "check_progress_detector",
     "check_provider",
+    "check_service_stops",
     "check_store",
     "check_store_processes",
     "check_transport",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["soulacy.kernel.testing"]
+pytest_plugins = ["soulacy.kernel.testing", "_support.guard", "_support.browser"]
 
 
 def run_soulacy(
@@ -38,3 +38,14 @@ def run_soulacy(
 def soulacy_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     """``soulacy_cli(args, cwd=..., env=...)`` runs the launcher in a subprocess."""
     return run_soulacy
+
+
+# Tests that need what the quick loop leaves out, known by the fixture they ask for; the others
+# (several processes, benchmarks) say so with a module-level ``pytestmark``.
+MARKED_BY_FIXTURE = {"browser": "browser", "postgres_server": "postgres"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in MARKED_BY_FIXTURE.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(MARKED_BY_FIXTURE[fixture])

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -46,3 +48,8 @@ def test_http_load() -> None:
     data = json.loads(run("http_load.py", "--clients", "5", "--words", "3", "--json"))
     assert data["clients"] == 5
     assert data["events"] > 5 * 5
+
+
+def test_serve_stop() -> None:
+    data = json.loads(run("serve_stop.py", "--repeat", "1", "--json"))
+    assert set(data) == {"SIGINT", "SIGTERM", "open_kernel exit", "repeat"}

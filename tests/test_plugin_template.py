@@ -9,6 +9,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.processes  # pip and pytest in processes of their own
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "plugin-template"
 

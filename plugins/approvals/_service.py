@@ -35,9 +35,10 @@ class ResumeService:
             self._nursery = nursery
             task_status.started()
             try:
-                await trio.sleep_forever()
+                await self.kernel.stopping.wait()
             finally:
                 self._nursery = None
+            nursery.cancel_scope.cancel()  # resumed runs end with the kernel, as any run does
 
     def resume(self, request: ApprovalRequest) -> bool:
         """Start the retry of ``request``'s run; False when the service is not running."""

@@ -12,6 +12,7 @@ import logging
 import math
 import signal
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -58,6 +59,8 @@ async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
                 flush=True,
             )
             await _next_signal(signals, ctx, "shutting down")
+            asked = time.monotonic()
+    print(f"soulacy: stopped in {time.monotonic() - asked:.1f}s", file=ctx.err, flush=True)
     return 0
 
 

@@ -54,7 +54,7 @@ def serve_in_thread(make: Callable[[], Kernel]) -> Iterator[str]:
 
     def main() -> None:
         async def serve() -> None:
-            async with open_kernel(kernel=make(), grace_period=1) as kernel:
+            async with open_kernel(kernel=make()) as kernel:
                 box.update(
                     url=kernel.started["http"][0],
                     stop=trio.Event(),
@@ -99,7 +99,7 @@ def keyed_config(extra: str = "") -> str:
 @asynccontextmanager
 async def open_server(make_kernel: Callable[..., Kernel], **options: Any) -> AsyncIterator[Server]:
     """A kernel serving HTTP on 127.0.0.1:0 in this test's Trio run."""
-    async with open_kernel(kernel=make_kernel(**options), grace_period=1) as running:
+    async with open_kernel(kernel=make_kernel(**options)) as running:
         yield Server(running, running.started["http"][0])
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.bench
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 PEERS = ("langgraph", "langgraph-graph", "pydantic-ai", "openai-agents")
 

@@ -2,13 +2,15 @@
 names the check and says what was expected and what came back.
 
 Every planted implementation is the right one (MemoryStore, a small reference detector, a
-reference transport) with one thing wrong.
+reference transport) with one thing wrong. Each bug's test runs the one check it targets
+(``only=``); the reference implementations run each kit whole.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -24,6 +26,7 @@ import attrs
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 from _support.openai_server import serve_asgi
 
 from soulacy.kernel.contracts import Verdict
@@ -48,6 +51,10 @@ from soulacy.kernel.store import (
     make_proof,
 )
 from soulacy.kernel.testing import (
+    CHECKPOINT_CHECK_NAMES,
+    PROCESS_CHECK_NAMES,
+    PROGRESS_CHECK_NAMES,
+    STORE_CHECK_NAMES,
     check_checkpoint_store,
     check_progress_detector,
     check_store,
@@ -397,7 +404,7 @@ def test_the_store_bugs_cover_what_the_issue_names() -> None:
 async def test_the_store_kit_catches(bug: str) -> None:
     factory, failing, check = STORE_BUGS[bug]
     with pytest.raises(AssertionError) as info:
-        await check_store(factory, **({"failing": failing} if failing else {}))
+        await check_store(factory, failing=failing, only=check)
     assert_reported(info.value, "store", check)
 
 
@@ -415,6 +422,55 @@ def broken(tmp_path: Path) -> Callable[[], SQLiteStore]:
     path = tmp_path / "not-a-database.db"
     path.write_bytes(b"this is not a SQLite file\n" * 200)
     return lambda: SQLiteStore(path)
+
+
+# -- running one check ------------------------------------------------------------------------
+
+
+def counting(kind: Callable[[], Any], made: list[str]) -> Callable[[], Any]:
+    """A factory of ``kind`` that notes each store it makes (one per check run)."""
+
+    def make() -> Any:
+        made.append(kind.__name__)
+        return kind()
+
+    return make
+
+
+async def test_the_store_kit_runs_only_the_checks_it_is_given() -> None:
+    made: list[str] = []
+    # HistoryNewestFirst's bug is caught by history_round_trip; FailedHistoryReadsEmpty's by
+    # failures_raise: neither of them runs.
+    await check_store(
+        counting(HistoryNewestFirst, made),
+        failing=counting(FailedHistoryReadsEmpty, made),
+        only="proofs",
+    )
+    assert made == ["HistoryNewestFirst"]
+    made.clear()
+    await check_store(counting(RunEventsWaitSleeps, made), only=["lease_queue", "history_by_agent"])
+    assert made == ["RunEventsWaitSleeps"] * 2
+    # Several run in the kit's order, not the order given: both checks catch this bug.
+    with pytest.raises(AssertionError) as info:
+        await check_store(HistoryNewestFirst, only=("history_by_agent", "history_round_trip"))
+    assert_reported(info.value, "store", "history_round_trip")
+
+
+async def test_the_store_kit_refuses_a_check_it_has_not() -> None:
+    unknown = "store kit: only= selects no check named 'lease_expiri';"
+    with pytest.raises(ValueError, match=unknown) as info:
+        await check_store(MemoryStore, only=["proofs", "lease_expiri"])
+    message = str(info.value)
+    assert all(name in message for name in STORE_CHECK_NAMES), message
+    with pytest.raises(ValueError, match="selects no check; its checks are: declares_multi"):
+        await check_store(MemoryStore, only=[])
+
+
+async def test_the_failures_check_needs_a_failing_store() -> None:
+    with pytest.raises(ValueError, match="the check failures_raise needs failing="):
+        await check_store(MemoryStore, only="failures_raise")
+    await check_store(MemoryStore, failing=FailingStore, only="failures_raise")
+    await check_store(MemoryStore, only="history_round_trip")  # the others need no failing=
 
 
 # -- leases, fencing, attempts, interrupted runs, counters, cancellation ---------------------------
@@ -950,11 +1006,23 @@ def test_the_lease_bugs_are_many() -> None:
     assert len(LEASE_BUGS) >= 12, f"expected at least 12 planted lease bugs, got {len(LEASE_BUGS)}"
 
 
+# Bugs that make their check wait out its timeouts, on Trio's clock: their check reads no wall
+# clock, so they run on virtual time (pytest-trio runs a test on the Clock among its arguments).
+VIRTUAL_TIME = {"a waiter for run events not woken"}
+
+
+@pytest.fixture
+def clock(bug: str) -> trio.testing.MockClock | None:
+    return trio.testing.MockClock(autojump_threshold=0) if bug in VIRTUAL_TIME else None
+
+
 @pytest.mark.parametrize("bug", sorted(LEASE_BUGS))
-async def test_the_store_kit_catches_the_lease_bug(bug: str) -> None:
+async def test_the_store_kit_catches_the_lease_bug(
+    bug: str, clock: trio.testing.MockClock | None
+) -> None:
     factory, failing, check = LEASE_BUGS[bug]
     with pytest.raises(AssertionError) as info:
-        await check_store(factory, **({"failing": failing} if failing else {}))
+        await check_store(factory, failing=failing, only=check)
     assert_reported(info.value, "store", check)
 
 
@@ -1032,11 +1100,13 @@ PROCESS_BUGS = {
 }
 
 
+@pytest.mark.processes
 async def test_the_reference_multi_process_store_passes_the_process_kit(tmp_path: Path) -> None:
     result = await check_store_processes(f"{__name__}:PickledStore", str(tmp_path / "store.pickle"))
     assert (result.skipped, result.not_run, len(result.passed)) == (None, (), 9)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("bug", sorted(PROCESS_BUGS))
 async def test_the_process_kit_catches(bug: str, tmp_path: Path) -> None:
     kind, check = PROCESS_BUGS[bug]
@@ -1046,8 +1116,38 @@ async def test_the_process_kit_catches(bug: str, tmp_path: Path) -> None:
     else:
         args, opener = (str(tmp_path / "store.pickle"), kind), f"{__name__}:PickledStore"
     with pytest.raises(AssertionError) as info:
-        await check_store_processes(opener, *args)
+        await check_store_processes(opener, *args, only=check)
     assert_reported(info.value, "store processes", check)
+
+
+async def test_the_process_kit_runs_only_the_checks_it_is_given(tmp_path: Path) -> None:
+    """A store whose one bug is in the counters check passes another; the result names the
+    checks run, and no other."""
+    opener, path = f"{__name__}:PickledStore", str(tmp_path / "store.pickle")
+    result = await check_store_processes(
+        opener, path, "RefusedSpendStillAdds", only="cancel_requests"
+    )
+    assert (result.passed, result.not_run, result.skipped) == (("cancel_requests",), (), None)
+
+
+async def test_the_process_kit_refuses_a_check_it_has_not() -> None:
+    # Refused before the store is opened: this opener does not exist.
+    unknown = "store processes kit: only= selects no check named 'lease_expiry';"
+    with pytest.raises(ValueError, match=unknown) as info:
+        await check_store_processes("no_such_module:nothing", only=["counters", "lease_expiry"])
+    message = str(info.value)
+    assert all(name in message for name in PROCESS_CHECK_NAMES), message
+
+
+def test_a_skipped_store_is_skipped_whatever_checks_are_asked_for() -> None:
+    result = trio.run(
+        functools.partial(
+            check_store_processes, "soulacy.plugins.memory_store:MemoryStore", only="counters"
+        )
+    )
+    assert result.passed == ()
+    assert result.skipped is not None
+    assert "multi_process = False" in result.skipped
 
 
 # -- checkpoint stores ----------------------------------------------------------------------------
@@ -1171,7 +1271,7 @@ CHECKPOINT_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, st
 async def test_the_checkpoint_store_kit_catches(bug: str) -> None:
     factory, failing, check = CHECKPOINT_BUGS[bug]
     with pytest.raises(AssertionError) as info:
-        await check_checkpoint_store(factory, **({"failing": failing} if failing else {}))
+        await check_checkpoint_store(factory, failing=failing, only=check)
     assert_reported(info.value, "checkpoint store", check)
 
 
@@ -1179,11 +1279,10 @@ async def test_the_checkpoint_store_kit_catches(bug: str) -> None:
 async def test_the_store_kit_catches_the_checkpoint_bug(bug: str) -> None:
     """One store plays every role: check_store runs the checkpoint checks too."""
     factory, failing, check = CHECKPOINT_BUGS[bug]
+    check = check.replace("checkpoint_failures_raise", "failures_raise")
     with pytest.raises(AssertionError) as info:
-        await check_store(factory, **({"failing": failing} if failing else {}))
-    assert_reported(
-        info.value, "store", check.replace("checkpoint_failures_raise", "failures_raise")
-    )
+        await check_store(factory, failing=failing, only=check)
+    assert_reported(info.value, "store", check)
 
 
 async def test_the_memory_store_passes_the_checkpoint_kit_with_failures() -> None:
@@ -1195,6 +1294,26 @@ async def test_the_sqlite_store_passes_the_checkpoint_kit_with_failures(tmp_path
     await check_checkpoint_store(
         lambda: SQLiteStore(tmp_path / f"c{next(n)}.db"), failing=broken(tmp_path)
     )
+
+
+async def test_the_checkpoint_kit_runs_only_the_checks_it_is_given() -> None:
+    made: list[str] = []
+    await check_checkpoint_store(
+        counting(StateFirstSaveWins, made),
+        failing=counting(FailedCheckpointReadIsEmpty, made),
+        only="checkpoints",
+    )
+    assert made == ["StateFirstSaveWins"]
+
+
+async def test_the_checkpoint_kit_refuses_a_check_it_has_not() -> None:
+    unknown = "checkpoint store kit: only= selects no check named 'failures_raise';"
+    with pytest.raises(ValueError, match=unknown) as info:
+        await check_checkpoint_store(MemoryStore, only="failures_raise")  # the store kit's name
+    message = str(info.value)
+    assert all(name in message for name in CHECKPOINT_CHECK_NAMES), message
+    with pytest.raises(ValueError, match="checkpoint_failures_raise needs failing="):
+        await check_checkpoint_store(MemoryStore, only="checkpoint_failures_raise")
 
 
 # -- progress detectors ---------------------------------------------------------------------------
@@ -1273,12 +1392,28 @@ def test_the_progress_kit_catches(bug: str) -> None:
     switch, check = PROGRESS_BUGS[bug]
     PlantedDetector.shared.clear()
     with pytest.raises(AssertionError) as info:
-        check_progress_detector(lambda limit: PlantedDetector(limit, switch))
+        check_progress_detector(lambda limit: PlantedDetector(limit, switch), only=check)
     assert_reported(info.value, "progress detector", check)
 
 
 def test_the_signature_detector_passes_the_stricter_progress_kit() -> None:
     check_progress_detector(lambda limit: SignatureDetector(limit, 30, ["timestamp"]))
+
+
+def test_the_progress_kit_runs_only_the_checks_it_is_given() -> None:
+    made: list[int | None] = []
+
+    def make(limit: int | None) -> PlantedDetector:
+        made.append(limit)
+        return PlantedDetector(limit, "never")  # caught by the limit check only
+
+    check_progress_detector(make, only="disabled")
+    assert set(made) == {None}, made
+    unknown = "progress detector kit: only= selects no check named 'stalls';"
+    with pytest.raises(ValueError, match=unknown) as info:
+        check_progress_detector(make, only="stalls")
+    message = str(info.value)
+    assert all(name in message for name in PROGRESS_CHECK_NAMES), message
 
 
 # -- transports -----------------------------------------------------------------------------------

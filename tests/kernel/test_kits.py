@@ -1,4 +1,6 @@
-"""Every builtin implementation passes the conformance kit of its concern."""
+"""Every builtin implementation passes the conformance kit of its concern: a real store runs
+each check as a test of its own (``only=``), so that a failure names one check and the checks
+run in parallel workers."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ from soulacy.kernel import Kernel, open_kernel
 from soulacy.kernel.messages import ToolSpec
 from soulacy.kernel.providers import ProviderConfig
 from soulacy.kernel.testing import (
+    CHECKPOINT_CHECK_NAMES,
+    COMPACTOR_CHECK_NAMES,
+    PROCESS_CHECK_NAMES,
+    STORE_CHECK_NAMES,
     Workspace,
     check_checkpoint_store,
     check_compactor,
@@ -32,24 +38,42 @@ from soulacy.plugins.scripted import Script, ScriptedProvider, ScriptStep, Scrip
 from soulacy.plugins.sqlite_store import SQLiteStore
 
 TOOLS = [ToolSpec("weather", "the weather", {"type": "object", "properties": {}})]
+# The checks of a store that works (the memory store has no storage to break).
+WORKING = [name for name in STORE_CHECK_NAMES if name != "failures_raise"]
+WORKING_CHECKPOINTS = [name for name in CHECKPOINT_CHECK_NAMES if "failures" not in name]
 
 
-async def test_the_memory_store_passes_the_store_kit() -> None:
-    await check_store(MemoryStore)
-
-
-async def test_the_sqlite_store_passes_the_store_kit(tmp_path: Path) -> None:
+def sqlite_stores(tmp_path: Path, prefix: str) -> Callable[[], SQLiteStore]:
     counter = iter(range(100))
-    await check_store(lambda: SQLiteStore(tmp_path / f"s{next(counter)}.db"))
+    return lambda: SQLiteStore(tmp_path / f"{prefix}{next(counter)}.db")
 
 
-async def test_the_memory_store_passes_the_checkpoint_store_kit() -> None:
-    await check_checkpoint_store(MemoryStore)
+def not_a_database(tmp_path: Path) -> Callable[[], SQLiteStore]:
+    """A SQLite store on a file that is not a database: every call fails."""
+    path = tmp_path / "not-a-database.db"
+    path.write_bytes(b"this is not a SQLite file\n" * 200)
+    return lambda: SQLiteStore(path)
 
 
-async def test_the_sqlite_store_passes_the_checkpoint_store_kit(tmp_path: Path) -> None:
-    counter = iter(range(100))
-    await check_checkpoint_store(lambda: SQLiteStore(tmp_path / f"c{next(counter)}.db"))
+@pytest.mark.parametrize("check", WORKING)
+async def test_the_memory_store_passes_the_store_kit(check: str) -> None:
+    await check_store(MemoryStore, only=check)
+
+
+@pytest.mark.parametrize("check", STORE_CHECK_NAMES)
+async def test_the_sqlite_store_passes_the_store_kit(check: str, tmp_path: Path) -> None:
+    await check_store(sqlite_stores(tmp_path, "s"), failing=not_a_database(tmp_path), only=check)
+
+
+@pytest.mark.parametrize("check", WORKING_CHECKPOINTS)
+async def test_the_memory_store_passes_the_checkpoint_store_kit(check: str) -> None:
+    await check_checkpoint_store(MemoryStore, only=check)
+
+
+@pytest.mark.parametrize("check", CHECKPOINT_CHECK_NAMES)
+async def test_the_sqlite_store_passes_the_checkpoint_store_kit(check: str, tmp_path: Path) -> None:
+    failing = not_a_database(tmp_path)
+    await check_checkpoint_store(sqlite_stores(tmp_path, "c"), failing=failing, only=check)
 
 
 def open_sqlite(path: str) -> SQLiteStore:
@@ -57,11 +81,8 @@ def open_sqlite(path: str) -> SQLiteStore:
     return SQLiteStore(Path(path))
 
 
-async def test_the_sqlite_store_passes_the_multi_process_kit(tmp_path: Path) -> None:
-    result = await check_store_processes(f"{__name__}:open_sqlite", str(tmp_path / "shared.db"))
-    assert result.skipped is None, result.skipped
-    assert result.not_run == ()
-    assert result.passed == (
+def test_the_multi_process_checks_are_the_documented_ones() -> None:
+    assert PROCESS_CHECK_NAMES == (
         "exclusive",
         "expiry_takeover",
         "stale_writer_fenced",
@@ -72,6 +93,17 @@ async def test_the_sqlite_store_passes_the_multi_process_kit(tmp_path: Path) -> 
         "cancel_requests",
         "run_events",
     )
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("check", PROCESS_CHECK_NAMES)
+async def test_the_sqlite_store_passes_the_multi_process_kit(check: str, tmp_path: Path) -> None:
+    result = await check_store_processes(
+        f"{__name__}:open_sqlite", str(tmp_path / "shared.db"), only=check
+    )
+    assert result.skipped is None, result.skipped
+    assert result.not_run == ()
+    assert result.passed == (check,)
 
 
 def test_the_memory_store_is_skipped_by_the_multi_process_kit() -> None:
@@ -98,6 +130,16 @@ def test_a_compactor_that_cuts_nothing_fails_the_kit() -> None:
 
     with pytest.raises(AssertionError, match="compactor check keeps"):
         check_compactor(Lazy)
+    check_compactor(Lazy, only="unchanged")  # the one check it passes, run alone
+    with pytest.raises(AssertionError, match="compactor check oversized"):
+        check_compactor(Lazy, only=["unchanged", "oversized"])
+
+
+def test_the_compactor_kit_refuses_a_check_it_has_not() -> None:
+    unknown = "compactor kit: only= selects no check named 'keeps_what_matters';"
+    with pytest.raises(ValueError, match=unknown) as info:
+        check_compactor(ExtractiveCompactor, only="keeps_what_matters")
+    assert all(name in str(info.value) for name in COMPACTOR_CHECK_NAMES), info.value
 
 
 async def test_the_scripted_provider_passes_the_provider_kit() -> None:

@@ -137,3 +137,5 @@ def test_serve_stops_cleanly_on_a_signal(workspace: Workspace, signum: int) -> N
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert f"{signal.Signals(signum).name} received, shutting down" in err
+    assert "soulacy: stopped in" in err.splitlines()[-1]  # it says so once it has stopped
+    assert "did not stop" not in err  # no service waited out the grace period

@@ -22,6 +22,8 @@ import pytest
 
 from soulacy.kernel.testing import Workspace
 
+pytestmark = pytest.mark.processes
+
 TOOLS_PY = '''
 import os, time
 from pathlib import Path

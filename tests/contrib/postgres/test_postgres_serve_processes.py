@@ -28,6 +28,8 @@ from pg_support import Server
 
 from soulacy.kernel.testing import Workspace
 
+pytestmark = pytest.mark.processes
+
 KEYS = {"alice": "key-alice", "bob": "key-bob"}
 COUNT_TOOL = '''
 import time

@@ -1,5 +1,6 @@
-"""The store kit's approval checks are proven by planted bugs: each is caught, and the failure
-names the check and says what was expected and what came back."""
+"""The store kit's approval checks are proven by planted bugs: each is caught by the check it
+targets, run alone, and the failure names the check and says what was expected and what came
+back."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ from soulacy.kernel.store import (
     EveryPrincipal,
     Lease,
 )
-from soulacy.kernel.testing import check_store
+from soulacy.kernel.testing import STORE_CHECK_NAMES, check_store
 from soulacy.plugins.memory_store import MemoryStore
 
 MESSAGE = re.compile(r"^store check (\w+): .*\S.*: expected \S.*, got \S.*", re.DOTALL)
+APPROVAL_CHECKS = [name for name in STORE_CHECK_NAMES if name.startswith("approvals")]
 
 
 class SecondDecisionOverwrites(MemoryStore):
@@ -105,7 +107,7 @@ class ListIgnoresPending(MemoryStore):
 )
 async def test_the_kit_catches_a_planted_approval_bug(store: type[MemoryStore], check: str) -> None:
     with pytest.raises(AssertionError) as caught:
-        await check_store(store)
+        await check_store(store, only=check)
     message = str(caught.value)
     found = MESSAGE.match(message)
     assert found is not None, message
@@ -114,5 +116,10 @@ async def test_the_kit_catches_a_planted_approval_bug(store: type[MemoryStore], 
         assert "four concurrent decisions of one call: the refusals" in message
 
 
-async def test_the_memory_store_passes_the_approval_checks() -> None:
-    await check_store(MemoryStore)  # the reference: without a planted bug, nothing is caught
+def test_the_store_kit_has_the_approval_checks() -> None:
+    assert APPROVAL_CHECKS == ["approvals", "approvals_fenced"]
+
+
+@pytest.mark.parametrize("check", APPROVAL_CHECKS)
+async def test_the_memory_store_passes_the_approval_checks(check: str) -> None:
+    await check_store(MemoryStore, only=check)  # the reference: without a bug, nothing is caught

@@ -19,6 +19,8 @@ import pytest
 
 from soulacy.kernel.testing import Workspace
 
+pytestmark = pytest.mark.processes
+
 TOOLS_PY = '''
 import time
 from pathlib import Path

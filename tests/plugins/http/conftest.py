@@ -22,5 +22,5 @@ async def server(workspace: Workspace, make_kernel: Callable[..., Kernel]) -> As
         "tooly", [{"tool": "missing", "arguments": {}}, {"text": "done"}], repeat=True
     )
     kernel = make_kernel()
-    async with open_kernel(kernel=kernel, grace_period=1) as running:
+    async with open_kernel(kernel=kernel) as running:
         yield Server(running, running.started["http"][0])

@@ -1,5 +1,6 @@
 """The HTTP plugin passes the transport conformance kit (through its public adapter,
-``soulacy.plugins.http.testing.HttpAdapter``) and its own wire checks of ``/api/v1``."""
+``soulacy.plugins.http.testing.HttpAdapter``), each check a test of its own, and its own wire
+checks of ``/api/v1``."""
 
 from __future__ import annotations
 
@@ -9,19 +10,29 @@ import pytest
 from _support.http_server import KEYS, Server, open_server, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import TransportEvent, TransportRefused, Workspace, check_transport
+from soulacy.kernel.testing import (
+    TRANSPORT_CHECK_NAMES,
+    TransportEvent,
+    TransportRefused,
+    Workspace,
+    check_transport,
+)
 from soulacy.plugins.http.testing import HttpAdapter, check_http_api, parse_sse
 
 
-async def test_the_http_transport_passes_the_transport_kit(server: Server) -> None:
+@pytest.mark.parametrize("check", TRANSPORT_CHECK_NAMES)
+async def test_the_http_transport_passes_the_transport_kit(server: Server, check: str) -> None:
     adapter = HttpAdapter(server.url, KEYS)
-    await check_transport(adapter, "echo", principals=("alice", "bob"), slow_agent_id="slow")
+    await check_transport(
+        adapter, "echo", principals=("alice", "bob"), slow_agent_id="slow", only=check
+    )
 
 
 async def test_the_keyless_http_transport_passes_the_transport_kit(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
-    """Loopback clients only, all of them ``local``: no principals to keep apart."""
+    """Loopback clients only, all of them ``local``: no principals to keep apart (the whole
+    kit, which passes over the principals check)."""
     workspace.write_config("server:\n  port: 0\n")
     standard_agents(workspace)
     async with open_server(make_kernel) as server:

@@ -55,7 +55,7 @@ async def test_a_server_is_stopped_when_the_kernel_shuts_down(
     workspace.write_config(config({"docs": stdio_server(notes)}))
     workspace.scripted_agent("a", [{"text": "-"}], tools=["docs__pid"], mcp_servers=["docs"])
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         pid = int(str(await call(kernel, "a", "docs__pid")))
         assert alive(pid)
     assert service(kernel).statistics()["docs"].state == "stopped"
@@ -72,7 +72,7 @@ async def test_a_server_that_exits_while_idle_is_restarted(
     workspace.write_config(config({"docs": stdio_server(notes)}))
     workspace.scripted_agent("a", [{"text": "-"}], tools=["docs__pid"], mcp_servers=["docs"])
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         first = int(str(await call(kernel, "a", "docs__pid")))
         os.kill(first, signal.SIGKILL)
         stats = service(kernel).statistics
@@ -105,7 +105,7 @@ async def test_a_needed_server_that_fails_to_start_fails_the_kernel_start_naming
         ),
         flatten_subgroups=True,  # open_kernel's nursery, and nursery.start's own
     ):
-        async with open_kernel(kernel=kernel, grace_period=1):
+        async with open_kernel(kernel=kernel):
             raise AssertionError("the kernel started")  # pragma: no cover
     assert service(kernel).statistics()["docs"].state == "stopped"  # the others were stopped
 
@@ -127,7 +127,7 @@ async def test_a_server_no_agent_lists_that_fails_to_start_is_a_warning(
     )
     workspace.scripted_agent("a", [{"text": "-"}], tools=["docs__add"], mcp_servers=["docs"])
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         stats = kernel.started["mcp"]
         assert (stats["docs"].state, stats["spare"].state) == ("ready", "failed")
         assert await call(kernel, "a", "docs__add", a=1, b=2) == "3"
@@ -152,7 +152,7 @@ async def test_an_http_server_gets_the_configured_headers_and_its_tools_run(
         mcp_servers=["remote"],
     )
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         assert kernel.started["mcp"]["remote"].transport == "http"
         events = kernel.events.subscribe(buffer=float("inf"))
         result = await kernel.run("a", "note it")
@@ -195,7 +195,7 @@ async def test_an_http_server_refusing_the_headers_is_a_start_error_without_thei
         pytest.RaisesExc(McpStartError, match=r"did not start: 'remote': .*401"),
         flatten_subgroups=True,
     ) as caught:
-        async with open_kernel(kernel=kernel, grace_period=1):
+        async with open_kernel(kernel=kernel):
             raise AssertionError("the kernel started")  # pragma: no cover
     assert "wrong-token-value" not in repr(caught.value.exceptions)
     assert "wrong-token-value" not in caplog.text
@@ -212,7 +212,7 @@ async def test_an_http_server_that_goes_away_is_reconnected_when_it_is_back(
     )
     workspace.scripted_agent("a", [{"text": "-"}], tools=["remote__add"], mcp_servers=["remote"])
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         assert await call(kernel, "a", "remote__add", a=1, b=2) == "3"
         stats = service(kernel).statistics
         first.stop()

@@ -43,7 +43,7 @@ async def test_an_agent_calls_a_stdio_servers_tool_and_the_proof_has_its_receipt
         ["docs"],
     )
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         stats = kernel.started["mcp"]["docs"]
         assert (stats.state, stats.transport, stats.starts) == ("ready", "stdio", 1)
         events = record(kernel)
@@ -75,7 +75,7 @@ async def test_tools_are_named_server__tool_with_the_servers_schema_and_mcp_tool
     agent("some", [{"text": "-"}], ["docs__add"], ["docs"], mcp_tools=["docs__add"])
     agent("servers-only", [{"text": "-"}], [], ["docs"], mcp_tools=["docs__look_up"])
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         offered = {t.name: t for t in kernel.tools_for(kernel.agent("all"))}
         # the server's "look.up": a dot is not a name providers accept. The tools: entries
         # come first; mcp_servers chooses the server's other tools too (mcp_tools narrows).
@@ -111,7 +111,7 @@ async def test_an_is_error_result_is_an_error_tool_result_the_model_sees(
         ["docs"],
     )
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         events = record(kernel)
         result = await kernel.run("a", "try")
         history = await kernel.store().load_history("a", result.session_id)
@@ -133,7 +133,7 @@ async def test_a_replayed_call_id_reuses_its_result_and_the_server_runs_it_once(
     note = {"tool": "docs__note", "arguments": {"text": "x"}, "id": "c1"}
     agent("a", [note, note, {"text": "done"}], ["docs__note"], ["docs"])
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         events = record(kernel)
         result = await kernel.run("a", "note x")
     assert result.status == "completed"
@@ -159,11 +159,11 @@ async def test_a_retried_run_replays_the_stored_call_instead_of_calling_the_serv
     )
     sqlite = {"plugins": ["no:http", "no:scheduler"]}
     first = load(**sqlite)
-    async with open_kernel(kernel=first, grace_period=1):
+    async with open_kernel(kernel=first):
         done = await first.run("a", "note", run_id="r1", session_id="s")
     assert (done.status, executed(notes)) == ("completed", ["once"])
     retry = load(**sqlite)
-    async with open_kernel(kernel=retry, grace_period=1):
+    async with open_kernel(kernel=retry):
         assert list(await retry.store().load_tool_records("r1")) == ["n1"]
         events = record(retry)
         again = await retry.run("a", "note", run_id="r1", session_id="s")
@@ -191,7 +191,7 @@ async def test_a_denied_call_and_bad_arguments_never_reach_the_server(
         soulacy_tool_permission=lambda agent_id, tool_name, arguments: agent_id != "denied",
     )
     kernel = load(deny)
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         events = record(kernel)
         await kernel.run("denied", "go")
         await kernel.run("bad", "go")
@@ -215,7 +215,7 @@ async def test_identical_mcp_results_are_detected_as_no_progress(
         no_progress_limit=3,
     )
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         result = await kernel.run("a", "go")
     assert (result.status, result.incomplete_reason) == ("incomplete", "no_progress")
     assert result.tool_calls == 3
@@ -238,7 +238,7 @@ async def test_a_slow_server_hits_the_runs_tool_timeout_and_the_next_call_works(
         ["docs"],
     )
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         events = record(kernel)
         result = await kernel.run("a", "go")
         stats = service_of(kernel).statistics()["docs"]  # type: ignore[union-attr]
@@ -263,7 +263,7 @@ async def test_a_server_that_crashes_mid_call_gives_an_error_result_and_is_resta
         ["docs"],
     )
     kernel = load()
-    async with open_kernel(kernel=kernel, grace_period=1):
+    async with open_kernel(kernel=kernel):
         events = record(kernel)
         result = await kernel.run("a", "go")
         stats = service_of(kernel).statistics()["docs"]  # type: ignore[union-attr]

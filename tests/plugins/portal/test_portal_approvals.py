@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from _support.http_server import CHROMIUM, CHROMIUM_ARGS, KEYS, keyed_config
+from _support.http_server import CHROMIUM, KEYS, keyed_config
 from portal_support import soulacy_serve
 
 from soulacy.kernel.testing import Workspace
@@ -37,18 +36,6 @@ def delete(path: str) -> str:
         fh.write(f"delete {path}\\n")
     return f"deleted {path}"
 '''
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture

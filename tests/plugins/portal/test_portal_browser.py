@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _support.http_server import CHROMIUM, CHROMIUM_ARGS, KEYS
+from _support.http_server import CHROMIUM, KEYS
 from portal_support import add_agents, advanced_config, soulacy_serve
 
 from soulacy.kernel.testing import Workspace
@@ -31,18 +31,6 @@ pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason=f"needs Chromium at {CHROMIUM} (.ci/run installs it)"
 )
 TIMEOUT = 30_000  # ms
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ async def test_a_two_hour_run_on_a_one_minute_cron_never_overlaps(
     slow = Slow()
     kernel = load(slow.plugin(2 * 3600))
     events = recorder(kernel)
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         await trio.sleep(2 * 3600 + 150)  # past the first run's end, into the next run
     skipped = [e for e in events if e.type == "schedule.skipped"]
     assert slow.started == 2  # the first tick after the first run ended started the next
@@ -115,7 +115,7 @@ async def test_a_run_cancelled_by_its_timeout_owns_the_schedule_until_it_exits(
     slow = Slow()
     kernel = load(slow.plugin(3600, cleanup=150))  # 2.5 minutes to stop after the deadline
     events = recorder(kernel)
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         store = kernel.store()
         first_tick = min(60 - trio.current_time() % 60, 60)
         await trio.sleep(first_tick + 600 + 60)  # deadline passed, cleanup still going
@@ -140,7 +140,7 @@ async def test_an_incomplete_run_is_a_failure_not_a_completion(
     scheduled(workspace, {"cron": "* * * * *"}, [{"tool": "nope"}], max_turns=1)
     kernel = load()
     events = recorder(kernel)
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         await finished(events, 1)
         state = await kernel.store().load_state("schedule:cron")
     assert state is not None
@@ -159,7 +159,7 @@ async def test_failures_back_off_and_disable_the_schedule(
     scheduled(workspace, {"cron": "* * * * *"}, [{"tool": "nope"}], max_turns=1)
     kernel = load()
     events = recorder(kernel)
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         await trio.sleep(3600)
         state = await kernel.store().load_state("schedule:cron")
     finished = [e for e in events if e.type == "schedule.finished"]
@@ -178,7 +178,7 @@ async def test_a_completed_run_writes_its_output_and_a_failed_delivery_is_a_fail
     (workspace.path / "out").mkdir()
     kernel = load()
     events = recorder(kernel)
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         await finished(events, 1)
         assert (workspace.path / "out" / "report.md").read_text() == "the report"
         (workspace.path / "out" / "report.md").unlink()
@@ -206,7 +206,7 @@ async def test_missed_runs_at_start_up_follow_the_window(
         kernel = load()
         await kernel.store().save_state("schedule:cron", {"last_tick": last_tick})
         events = recorder(kernel)
-        async with open_kernel(kernel=kernel, grace_period=0):
+        async with open_kernel(kernel=kernel):
             await trio.sleep(1)
         return events
 

@@ -77,7 +77,7 @@ async def test_a_live_lease_elsewhere_skips_ticks_until_it_expires_then_is_taken
     kernel, events = load()
     store = kernel.store()
     assert (await store.acquire_lease(KEY, ELSEWHERE, 3600, holder="schedule:cron:x")).acquired
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         await events.until("schedule.skipped", 2)  # two ticks: the other host's run goes on
         skipped = [e.data["reason"] for e in events if e.type == "schedule.skipped"]
         assert set(skipped) == {"another process owns the schedule's run"}
@@ -112,7 +112,7 @@ async def test_a_stale_owner_s_run_is_stopped_and_its_result_not_recorded(
     slow = Slow()
     kernel, events = load(slow.plugin())
     store = kernel.store()
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         await slow.started.wait()
         await trio.sleep(600)  # ten minutes into the run: the lease is renewed all along
         lease = await store.get_lease(KEY)

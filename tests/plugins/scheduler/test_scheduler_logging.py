@@ -39,7 +39,7 @@ async def test_a_run_that_raises_is_logged_and_recorded_as_failed(
 
     monkeypatch.setattr(kernel, "run", broken)
     caplog.set_level(logging.ERROR, logger="soulacy")
-    async with open_kernel(kernel=kernel, grace_period=0):
+    async with open_kernel(kernel=kernel):
         await done.wait()
         state = await kernel.store().load_state("schedule:cron")
     assert state is not None

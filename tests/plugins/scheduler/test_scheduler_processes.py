@@ -1,4 +1,8 @@
-"""Two real processes share one SQLite store: each tick runs once in total."""
+"""Two real processes share one SQLite store: each tick runs once in total.
+
+Both wake for the same minute's tick, which is the race this guards; so it waits for a real
+minute boundary (a process cannot be given another clock), in a parallel worker of its own.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from soulacy.kernel.testing import Workspace
+
+pytestmark = pytest.mark.processes
 
 
 def test_two_processes_run_each_tick_once(workspace: Workspace) -> None:

@@ -14,7 +14,7 @@ import pytest
 from soulacy.kernel import Kernel
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import RunRecord, StorageError, ToolRecord
-from soulacy.kernel.testing import Workspace, check_store
+from soulacy.kernel.testing import STORE_CHECK_NAMES, Workspace, check_store
 from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore, _schema
 from soulacy.plugins.sqlite_store._schema import migrate
@@ -22,11 +22,13 @@ from soulacy.plugins.sqlite_store._schema import migrate
 LEGACY = Path(__file__).with_name("legacy_v1.sql")
 
 
-async def test_the_memory_store_passes_the_store_kit() -> None:
-    await check_store(MemoryStore)
+@pytest.mark.parametrize("check", [name for name in STORE_CHECK_NAMES if name != "failures_raise"])
+async def test_the_memory_store_passes_the_store_kit(check: str) -> None:
+    await check_store(MemoryStore, only=check)
 
 
-async def test_the_sqlite_store_passes_the_store_kit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("check", STORE_CHECK_NAMES)
+async def test_the_sqlite_store_passes_the_store_kit(check: str, tmp_path: Path) -> None:
     counter = iter(range(100))
 
     def failing() -> SQLiteStore:  # a file that is not a database: every call must raise
@@ -34,7 +36,9 @@ async def test_the_sqlite_store_passes_the_store_kit(tmp_path: Path) -> None:
         path.write_bytes(b"this is not a database at all" * 100)
         return SQLiteStore(path)
 
-    await check_store(lambda: SQLiteStore(tmp_path / f"kit-{next(counter)}.db"), failing=failing)
+    await check_store(
+        lambda: SQLiteStore(tmp_path / f"kit-{next(counter)}.db"), failing=failing, only=check
+    )
 
 
 def legacy_database(path: Path) -> Path:

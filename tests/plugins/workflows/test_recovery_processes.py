@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from soulacy.kernel.testing import Workspace
+
+pytestmark = pytest.mark.processes
 
 STEPS_PY = '''
 import os, time
