@@ -10,7 +10,8 @@ test dependencies), made again when ``pyproject.toml`` changes. Then:
   and ``-n 0`` runs in one process), after making sure the browser the portal and EventSource
   tests drive is there (Debian's ``chromium``, installed with apt-get when running as root;
   otherwise those tests say they were skipped and why). ``test --quick`` is the inner loop: it
-  leaves out the browser, PostgreSQL, multi-process and benchmark tests;
+  leaves out the browser, PostgreSQL, multi-process and benchmark tests. Bytecode is cached
+  for the tests' child processes even where PYTHONDONTWRITEBYTECODE is set (in .venv);
 - ``lint``: ``ruff check``, ``ruff format --check`` and ``mypy --strict``, as CI runs them.
 
 Standard library only: it runs before anything is installed.
@@ -105,6 +106,13 @@ def workers() -> int:
     return 2 * (os.cpu_count() or 1)
 
 
+def cache_bytecode() -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set (some CI images set it), let the suite's hundreds of
+    child processes share compiled bytecode anyway, kept in .venv, not beside the sources."""
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        os.environ.setdefault("PYTHONPYCACHEPREFIX", str(VENV / "pycache"))
+
+
 def replace_with(*args: str | Path) -> int:
     """Run ``args`` in place of this process where the system allows it (a signal sent to
     ``dev.py``, Ctrl-C or a CI's SIGTERM, then reaches pytest itself), else as a child."""
@@ -126,6 +134,7 @@ def main(argv: list[str]) -> int:
         return replace_with(BIN / "soulacy", "demo", *rest)
     if command == "test":
         ensure_browser()
+        cache_bytecode()
         return replace_with(PYTHON, "-m", "pytest", *pytest_args(rest))
     checks: list[list[str | Path]] = [
         [BIN / "ruff", "check", "."],

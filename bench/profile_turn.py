@@ -255,8 +255,7 @@ def gc_run(turns: int) -> dict[str, Any]:
             spent[info["generation"]] += time.perf_counter() - began[0]
             count[info["generation"]] += 1
 
-    async def main() -> float:
-        root = Path(tempfile.mkdtemp(prefix="soulacy-gc-"))
+    async def main(root: Path) -> float:
         warm = _kernel(root / "warm", 3, [])
         await soulacy_w.runs(warm, 1, "warm")
         await warm.aclose()
@@ -270,7 +269,8 @@ def gc_run(turns: int) -> dict[str, Any]:
         await kernel.aclose()
         return seconds
 
-    seconds = trio.run(main)
+    with tempfile.TemporaryDirectory(prefix="soulacy-gc-") as root:
+        seconds = trio.run(main, Path(root))
     return {
         "turns": turns,
         "us_per_turn": seconds / turns * 1e6,

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, TypeVar
 
 import httpx
+import sniffio
 
 from . import _calls
 from ._base import AsyncClosing, ClientBase, StreamBase
@@ -184,10 +185,10 @@ async def _release(response: httpx.Response, lines: AsyncIterator[str]) -> None:
 
 
 async def _sleep(seconds: float) -> None:
-    """Sleep under whichever event loop runs: asyncio, or else Trio."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    """Sleep under whichever event loop runs this task: Trio, or else asyncio. Asked of sniffio
+    (as httpx does), not of asyncio: a thread may have an asyncio loop set as running while a
+    Trio task runs (Playwright's sync API leaves one so)."""
+    if sniffio.current_async_library() == "trio":
         import trio  # only reached under Trio, which is then installed
 
         await trio.sleep(seconds)

@@ -1,8 +1,10 @@
-"""A pytest plugin of this suite: one Chromium per test process, shared by the browser tests.
+"""A pytest plugin of this suite: one Chromium per test module, shared by its browser tests.
 
 Debian's Chromium driven by Playwright (``playwright install`` cannot download its own browsers
 here). Each test opens contexts of its own on it (``browser.new_context()``), which share no
-cookies or storage. A test that asks for ``browser`` is marked ``browser`` (``dev.py test
+cookies or storage. Per module, not per session: Playwright's sync API leaves an asyncio loop
+marked as running in the thread while its browser is open, which other modules' Trio tests
+must not inherit. A test that asks for ``browser`` is marked ``browser`` (``dev.py test
 --quick`` leaves those out); without a browser it skips, saying why.
 """
 
@@ -16,9 +18,9 @@ import pytest
 from _support.http_server import CHROMIUM, CHROMIUM_ARGS
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """The session's Chromium (a Playwright ``Browser``)."""
+    """The module's Chromium (a Playwright ``Browser``)."""
     if not CHROMIUM.exists():
         pytest.skip(f"needs Chromium at {CHROMIUM} (python3 dev.py test installs it as root)")
     from playwright.sync_api import sync_playwright

@@ -128,3 +128,22 @@ async def test_the_async_client_runs_under_asyncio_too(server: LiveServer) -> No
     assert reply == GREETING
     assert names[0] == "run"
     assert names[-1] == "result"
+
+
+async def test_the_async_client_sleeps_with_trio_even_where_an_asyncio_loop_is_marked_running() -> (
+    None
+):
+    """Playwright's sync API leaves an asyncio loop marked as running in its thread; a Trio task
+    there must still sleep with Trio (the client asks sniffio, as httpx does)."""
+    import trio
+
+    from soulacy.sdk._async import _sleep
+
+    loop = asyncio.new_event_loop()
+    asyncio._set_running_loop(loop)
+    try:
+        with trio.fail_after(10):
+            await _sleep(0.01)
+    finally:
+        asyncio._set_running_loop(None)
+        loop.close()
