@@ -177,6 +177,6 @@ async def test_the_http_transport_passes_the_transport_kit(
 ) -> None:
     workspace.write_config(f"server:\n  port: 0\n  api_keys: {{alice: {KEYS['alice']}}}\n")
     workspace.scripted_agent("echo", [{"text": "hello"}], repeat=True)
-    async with open_kernel(kernel=make_kernel(), grace_period=1) as kernel:
+    async with open_kernel(kernel=make_kernel()) as kernel:
         alice = {"Authorization": f"Bearer {KEYS['alice']}"}
         await check_transport(HttpAdapter(kernel.started["http"][0], headers=alice), "echo")

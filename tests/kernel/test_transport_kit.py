@@ -268,7 +268,7 @@ async def serve(
             box: dict[str, QueueTransport] = {}
 
             async def run() -> None:
-                async with open_kernel(kernel=kernel, grace_period=0) as running:
+                async with open_kernel(kernel=kernel) as running:
                     box["transport"] = running.started["queue"]
                     ready.set()
                     await stop.wait()
