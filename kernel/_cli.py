@@ -10,6 +10,7 @@ load only once a command is to run.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -175,16 +176,21 @@ class _Parser(argparse.ArgumentParser):
     """A subcommand's parser reports what it does not know itself, with its own usage (argparse
     leaves unknown arguments to the top-level parser, whose usage says nothing of them).
 
-    A command's parser is configured (its ``configure`` imported and called) only when it is
-    used: when its arguments are parsed or its help printed, never to list it in
-    ``soulacy --help``."""
+    A command's parser is configured (its ``configure`` imported and called, its subcommands
+    added) only when it is used: when its arguments are parsed or its help printed, never to
+    list it in ``soulacy --help``. What configures it waits in :meth:`defer`."""
 
-    _pending: CliCommand | None = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: list[Callable[[_Parser], None]] = []
+
+    def defer(self, step: Callable[[_Parser], None]) -> None:
+        """Configure this parser with ``step`` when it is first used."""
+        self._pending.append(step)
 
     def _configured(self) -> None:
-        command, self._pending = self._pending, None
-        if command is not None:
-            command.configurer()(self)
+        while self._pending:  # a step may defer another (a group, then its members)
+            self._pending.pop(0)(self)
 
     def format_usage(self) -> str:
         self._configured()
@@ -314,77 +320,15 @@ def _collect_commands(pm: SoulacyPluginManager) -> list[CliCommand]:
     return sorted(found, key=lambda command: command.name)
 
 
-class _LazyParsers(dict[str, Any]):
-    """A subparsers action's parsers by name, each built the first time argparse looks it up:
-    listing the commands (``soulacy --help``, an invalid choice) needs only their names and
-    help, and building some forty parsers costs as much as importing a plugin."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._builders: dict[str, Callable[[], _Parser]] = {}
-
-    def add(self, name: str, build: Callable[[], _Parser]) -> None:
-        super().__setitem__(name, None)  # the name is a choice at once
-        self._builders[name] = build
-
-    def __getitem__(self, name: str) -> Any:
-        build = self._builders.pop(name, None)
-        if build is not None:
-            super().__setitem__(name, build())
-        return super().__getitem__(name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            return default
-
-    def values(self) -> Any:
-        return [self[name] for name in self]
-
-    def items(self) -> Any:
-        return [(name, self[name]) for name in self]
-
-
-def _lazy_subparsers(
-    parser: argparse.ArgumentParser, dest: str
-) -> tuple[argparse._SubParsersAction[_Parser], _LazyParsers]:
-    action = parser.add_subparsers(dest=dest, metavar="COMMAND", parser_class=_Parser)
-    lazy = _LazyParsers()
-    action._name_parser_map = action.choices = lazy
-    return action, lazy
-
-
-def _add_lazy(
-    action: argparse._SubParsersAction[_Parser],
-    lazy: _LazyParsers,
-    name: str,
-    help: str,
-    build: Callable[[_Parser], None],
-    description: str | None = None,
-) -> None:
-    """What ``action.add_parser(name, help=help, description=description)`` does, but the
-    parser is made (and ``build`` given it) when argparse first looks it up."""
-    action._choices_actions.append(action._ChoicesPseudoAction(name, (), help))
-    prog = f"{action._prog_prefix} {name}"
-
-    def make() -> _Parser:
-        sub = _Parser(prog=prog, description=description)
-        build(sub)
-        return sub
-
-    lazy.add(name, make)
-
-
 def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
     """The full parser. A bare ``soulacy``, or a bare group (``soulacy config``), prints its
     help (``_help``) and exits 0, as pip, cargo and docker do: nothing was asked amiss.
 
-    Each command's parser is made when argparse looks it up (``_LazyParsers``) and configured
-    when it is used (``_Parser``), so that listing the commands builds and imports none."""
+    Each command's parser is configured when it is used (``_Parser.defer``), so that listing
+    the commands imports none of them."""
     parser = _global_parser(add_help=True)
     parser.set_defaults(_help=parser)
-    top, lazy = _lazy_subparsers(parser, "command")
+    top = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     # By first word, in the order of the sorted names ("runs" comes before "runs show"): the
     # one-word command, if any, and the two-word ones under it.
     singles: dict[str, CliCommand | None] = {}
@@ -397,35 +341,32 @@ def _build_parser(commands: Sequence[CliCommand]) -> argparse.ArgumentParser:
         else:
             groups.setdefault(words[0], []).append((words[1], command))
     for word, single in singles.items():
-        members = groups.get(word, [])
-
-        def build(sub: _Parser, single: CliCommand | None = single, word: str = word) -> None:
-            if single is None:
-                sub.set_defaults(_help=sub)
-            else:
-                _declare(sub, single)
-            if groups.get(word):
-                # "runs show" under "runs": the bare group runs the one-word command, if any.
-                # The group's own arguments come before its subcommands: configure it first.
-                sub._configured()
-                group = sub.add_subparsers(
-                    dest=f"{word}_command", metavar="COMMAND", parser_class=_Parser
-                )
-                for name, member in groups[word]:
-                    _declare(
-                        group.add_parser(name, help=member.help, description=member.help), member
-                    )
-
         if single is not None:
-            _add_lazy(top, lazy, word, single.help, build, description=single.help)
-        elif members:
-            _add_lazy(top, lazy, word, f"{word} commands", build)
+            sub = top.add_parser(word, help=single.help, description=single.help)
+            _declare(sub, single)
+        else:
+            sub = top.add_parser(word, help=f"{word} commands")
+            sub.set_defaults(_help=sub)
+        if groups.get(word):
+            # "runs show" under "runs": the bare group runs the one-word command, if any. The
+            # group's own arguments come before its subcommands: they are deferred after them.
+            sub.defer(functools.partial(_add_group, word=word, members=groups[word]))
     return parser
 
 
+def _add_group(sub: _Parser, *, word: str, members: Sequence[tuple[str, CliCommand]]) -> None:
+    group = sub.add_subparsers(dest=f"{word}_command", metavar="COMMAND", parser_class=_Parser)
+    for name, member in members:
+        _declare(group.add_parser(name, help=member.help, description=member.help), member)
+
+
 def _declare(sub: _Parser, command: CliCommand) -> None:
-    sub._pending = command
     sub.set_defaults(_command=command, _help=None)
+
+    def configure(parser: _Parser) -> None:  # its module imported only now
+        command.configurer()(parser)
+
+    sub.defer(configure)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
