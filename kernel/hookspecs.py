@@ -319,14 +319,21 @@ def soulacy_run_strategy(kernel: Kernel, run: Run) -> RunStrategy | None:
     """Drive this run: a workflow, a reasoning strategy, or the tool loop.
 
     Called once per run after its history and limits are set up; return an async callable
-    that takes the run and ends it with ``run.complete(reply)`` or by raising ``RunStop``.
+    that takes the run and ends it with ``run.complete(reply)`` or by raising ``RunStop``
+    (returning with the run unfinished is a bug). Each model call follows a turn boundary,
+    ``run.turn()``, which stores what is pending and checks the limits, and goes through
+    ``run.call_model()``, which accounts for it; each tool call goes through
+    ``run.call_tool()``. ``soulacy.kernel.testing.check_run_strategy`` checks a strategy
+    against this.
+
     The engine still owns serialization, timeouts, storage and the terminal event; a strategy
     times a step of its own with ``run.start_step(seconds)`` (the next ``run.turn()`` or
     ``run.end_step()`` ends it): a step or model call that outlasts its deadline raises
     ``RunStop`` (``step_timeout``, ``llm_timeout``) from the innermost ``run.timeouts()``
     block, or from the call itself outside any, and the strategy may catch it. The first
-    non-None result wins; the builtin ``classic`` plugin answers last with the tool loop, and
-    with no answer at all the run fails with a PluginError naming this hook.
+    non-None result wins; the builtin ``classic`` plugin answers last with the tool loop
+    (through ``run.tool_loop``), and with no answer at all the run fails with a PluginError
+    naming this hook.
     """
 
 
@@ -336,6 +343,17 @@ def soulacy_tool_loop(kernel: Kernel, run: Run) -> ToolLoop | None:
     ``(run, limit)`` that calls the model and the tools it asks for until a reply is an answer
     (``run.complete``) or a limit stops the run; ``limit="steps"`` counts each model call as a
     reasoning step.
+
+    The builtin ``classic`` strategy runs its loop through ``run.tool_loop("turns")``, and
+    reasoning's ``react`` through ``run.tool_loop("steps")``: the loop answered here drives
+    every run that no other strategy takes. Before each model call the loop passes
+    ``run.turn(limit)``, which checks the limits (``max_turns``, or ``reasoning.max_steps``
+    for steps), and times the step with ``run.start_step`` (the step timeout, or the reasoning
+    step timeout for steps); it runs each tool call of a reply, in order, through
+    ``run.call_tool(name, arguments, call.id)``, so that its result reaches the next model call
+    and a call id executed before (a same-id retry) replays instead of running again; a failed
+    call is a result the model reads, not the end of the run.
+    ``soulacy.kernel.testing.check_tool_loop`` checks a loop against this.
 
     The builtin ``classic`` plugin answers last (its loop also decides which replies are
     answers, and nudges the model after one that is not). The first non-None result wins.

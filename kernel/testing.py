@@ -20,14 +20,17 @@ Conformance kits that third-party implementations run against themselves:
 records, proofs, checkpoints, state, leases and fencing, counters, cancellation requests),
 :func:`check_checkpoint_store` (its checkpoint part), :func:`check_store_processes` (the
 checks of a store shared by several processes, with real child processes),
-:func:`check_progress_detector`, :func:`check_compactor`, :func:`check_provider` and
-:func:`check_transport` (any transport, through a :class:`TransportAdapter` its author writes).
+:func:`check_progress_detector`, :func:`check_compactor`, :func:`check_provider`,
+:func:`check_transport` (any transport, through a :class:`TransportAdapter` its author writes),
+and :func:`check_tool_loop` and :func:`check_run_strategy` (a ``soulacy_tool_loop`` or
+``soulacy_run_strategy`` plugin, through ordinary runs of kernels it is registered in).
 Each check of a kit can run alone, as trio's ``check_*_stream`` functions can: a kit of several
 checks takes ``only=`` one check's name or several (an unknown name is a ValueError listing
 them), and the names are exported to parametrize a suite over, one test per check:
 :data:`STORE_CHECK_NAMES`, :data:`CHECKPOINT_CHECK_NAMES`, :data:`PROCESS_CHECK_NAMES`,
-:data:`TRANSPORT_CHECK_NAMES`, :data:`PROGRESS_CHECK_NAMES` and :data:`COMPACTOR_CHECK_NAMES`
-(``check_provider`` is one check)::
+:data:`TRANSPORT_CHECK_NAMES`, :data:`PROGRESS_CHECK_NAMES`, :data:`COMPACTOR_CHECK_NAMES`,
+:data:`TOOL_LOOP_CHECK_NAMES` and :data:`RUN_STRATEGY_CHECK_NAMES` (``check_provider`` is one
+check)::
 
     @pytest.mark.parametrize("check", STORE_CHECK_NAMES)
     async def test_my_store_conforms(check, tmp_path):
@@ -59,6 +62,12 @@ from ._kits import (
     check_provider,
 )
 from ._loading import AGENT_FILE, AGENTS_DIR, CONFIG_FILE, load_plugins
+from ._loop_kit import (
+    RUN_STRATEGY_CHECK_NAMES,
+    TOOL_LOOP_CHECK_NAMES,
+    check_run_strategy,
+    check_tool_loop,
+)
 from ._process_kit import PROCESS_CHECK_NAMES, ProcessKitResult, check_store_processes
 from ._service_kit import check_service_stops
 from ._store_kit import STORE_CHECK_NAMES, STORE_CHECKS, check_store
@@ -77,8 +86,10 @@ __all__ = [
     "COMPACTOR_CHECK_NAMES",
     "PROCESS_CHECK_NAMES",
     "PROGRESS_CHECK_NAMES",
+    "RUN_STRATEGY_CHECK_NAMES",
     "STORE_CHECKS",
     "STORE_CHECK_NAMES",
+    "TOOL_LOOP_CHECK_NAMES",
     "TRANSPORT_CHECKS",
     "TRANSPORT_CHECK_NAMES",
     "HookCall",
@@ -93,9 +104,11 @@ __all__ = [
     "check_compactor",
     "check_progress_detector",
     "check_provider",
+    "check_run_strategy",
     "check_service_stops",
     "check_store",
     "check_store_processes",
+    "check_tool_loop",
     "check_transport",
     "throwaway_plugin",
 ]

@@ -7,7 +7,9 @@ the idle stop is the progress plugin's, replaceable with it.
 
 It answers two hooks last, as pytest registers its own behaviour: ``soulacy_run_strategy``
 (any other strategy — a workflow, a reasoning strategy — answers first) and
-``soulacy_tool_loop`` (what ``Run.tool_loop`` runs). Block it with ``-p no:classic`` and load
+``soulacy_tool_loop`` (what ``Run.tool_loop`` runs). Its strategy runs the loop through
+``run.tool_loop("turns")``, so a plugin that answers ``soulacy_tool_loop`` first replaces the
+loop of every ordinary run while this strategy stays. Block it with ``-p no:classic`` and load
 another plugin that answers them; with none, a run fails with a PluginError naming the hook.
 """
 

@@ -68,4 +68,8 @@ async def tool_loop(run: Run, limit: Literal["turns", "steps"] = "turns") -> Non
 
 
 async def classic(run: Run) -> None:
-    await tool_loop(run, "turns")
+    """The default run strategy: the tool loop from the start, each model call a turn. It asks
+    for the loop through ``run.tool_loop`` (the ``soulacy_tool_loop`` hook, this module's
+    :func:`tool_loop` by default), so a plugin that answers that hook first replaces the loop of
+    every ordinary run, not only of the strategies that call it."""
+    await run.tool_loop("turns")

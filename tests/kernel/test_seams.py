@@ -504,3 +504,39 @@ def test_a_sibling_kernel_is_configured_without_joining_the_hooks_history(
         throwaway_plugin("late", soulacy_configure=lambda kernel: late.append(kernel))
     )
     assert late == [kernel]  # configured for the kernel that lasts, not for the sibling
+
+
+# -- the tool loop of an ordinary run (Step 23) -----------------------------------------------
+
+
+async def test_a_replacement_tool_loop_runs_an_ordinary_agents_run(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    """The builtin ``classic`` strategy goes through ``run.tool_loop``: a plugin that answers
+    ``soulacy_tool_loop`` first replaces the loop of every agent, not only reasoning's."""
+    from soulacy.kernel import hookimpl
+
+    seen: list[str] = []
+
+    async def loop(run: Run, limit: Literal["turns", "steps"]) -> None:
+        seen.append(limit)
+        await run.turn(limit)
+        run.complete(f"my loop: {(await run.call_model()).message.content}")
+
+    class MyLoop:
+        name = "myloop"
+
+        @hookimpl(tryfirst=True)
+        def soulacy_tool_loop(self, run: Run) -> Any:
+            return loop
+
+    workspace.scripted_agent("a", [{"text": "Let me check."}], repeat=True)
+    kernel = make_kernel(plugins=[MEMORY], extra_plugins=[MyLoop()])
+    result = await kernel.run("a", "go")
+    # The classic loop would have nudged this progress-only reply; the replacement takes it.
+    assert (result.status, result.reply, result.llm_calls, seen) == (
+        "completed",
+        "my loop: Let me check.",
+        1,
+        ["turns"],
+    )
