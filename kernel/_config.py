@@ -40,6 +40,12 @@ Keep = Callable[[KeyPath, str], None]
 """``keep(path, why)``: an adapter reports a value it took out (path relative to its own)."""
 Adapter = Callable[[Any, KeyPath, Keep], Any]
 """``adapt(value, path, keep)`` returns the value to validate instead (or :data:`DROP`)."""
+TrustCheck = Callable[[Any, str | None, Any, Any], Mapping[str, str]]
+"""``allow(kernel, agent_id, value, saved)``, of a trust-root key that an editor outside the
+trust root (HTTP) may change in part: the parts of ``value`` it refuses, each a dotted path
+relative to the key (``""`` for the whole value, ``"2"`` for a list's third item) with the
+reason; empty when the change is accepted. ``saved`` is what the file holds there now (None
+when absent); ``agent_id`` is the agent edited (None in config.yaml)."""
 
 
 class _Drop:
@@ -63,7 +69,9 @@ class ConfigSection:
     A plugin may also *declare* keys of a file format it does not own (the original system's,
     say), with one of :meth:`known`, :meth:`alias` or :meth:`adapter`. Declarations never own a
     key and never conflict with an owner: they say what to do with a key that the owners'
-    types do not take.
+    types do not take. :meth:`trust_root` declares a key (its own or another's) that only the
+    operator changes, in the file: editors outside the trust root (``PATCH /config``, the
+    agent editor) refuse it (:meth:`trust_root_changes`).
     """
 
     key: str
@@ -74,6 +82,8 @@ class ConfigSection:
     kept: bool = attrs.field(default=False, kw_only=True)
     alias_of: str | None = attrs.field(default=None, kw_only=True)
     adapt: Adapter | None = attrs.field(default=None, kw_only=True)
+    trust: bool = attrs.field(default=False, kw_only=True)
+    allow: TrustCheck | None = attrs.field(default=None, kw_only=True, eq=False)
 
     @classmethod
     def known(cls, key: str, scope: Scope = "workspace", *, doc: str = "") -> ConfigSection:
@@ -98,10 +108,56 @@ class ConfigSection:
         into the owner's (the file itself is never rewritten)."""
         return cls(key, object, scope, adapt=adapt)
 
+    @classmethod
+    def trust_root(
+        cls,
+        key: str,
+        scope: Scope = "workspace",
+        *,
+        doc: str = "",
+        allow: TrustCheck | None = None,
+    ) -> ConfigSection:
+        """A key of the trust root: what names a file, a command, an environment variable, a
+        listening address, an export endpoint or its headers, or turns on content capture.
+        Written in the file by hand it works as any key; an editor outside the trust root
+        (``PATCH /config``, the agent editor over HTTP) refuses any change of it, or of a
+        section holding it, naming the field. ``key`` is dotted and may hold patterns
+        (``"llm.providers.*.api_key_env"``); ``doc`` says what the key decides.
+
+        ``allow`` (:data:`TrustCheck`) accepts a change in part instead: the agent's ``tools:``
+        may name registered tools and files in the agent's folder, not any file.
+
+        Keys named ``env`` or ``*_env`` are the trust root wherever they are, without a
+        declaration: they name environment variables, or give a command its environment.
+        """
+        return cls(key, object, scope, doc=doc, trust=True, allow=allow)
+
+    @staticmethod
+    def trust_root_changes(
+        sections: Iterable[OwnedSection],
+        changes: Mapping[str, Any],
+        scope: Scope = "workspace",
+        *,
+        aliases: Mapping[str, str] | None = None,
+        saved: Mapping[str, Any] | None = None,
+        kernel: Any = None,
+        agent_id: str | None = None,
+    ) -> dict[str, str]:
+        """The fields of ``changes`` (dotted keys or nested mappings, as ``PATCH /config`` and
+        the agent editor take them) that touch the trust root, each with the reason: the one
+        check of every editor outside the trust root. ``sections`` are the kernel's
+        (``kernel.sections``), ``saved`` the file's document as it is now."""
+        from ._config_edit import trust_root_changes
+
+        return trust_root_changes(
+            sections, changes, scope, aliases=aliases, saved=saved, kernel=kernel, agent_id=agent_id
+        )
+
     @property
     def owns(self) -> bool:
-        """False for declarations (:meth:`known`, :meth:`alias`, :meth:`adapter`)."""
-        return not (self.kept or self.alias_of is not None or self.adapt is not None)
+        """False for declarations (:meth:`known`, :meth:`alias`, :meth:`adapter`,
+        :meth:`trust_root`)."""
+        return not (self.kept or self.alias_of is not None or self.adapt is not None or self.trust)
 
     def make_default(self) -> Any:
         if callable(self.default):

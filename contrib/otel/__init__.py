@@ -47,7 +47,7 @@ from soulacy.kernel import (
 )
 from soulacy.kernel.engine import Run
 
-from ._config import SECTION, OtelConfig, Resolved, parse_bind, resolve, validate
+from ._config import SECTION, TRUSTED, OtelConfig, Resolved, parse_bind, resolve, validate
 from ._prometheus import CONTENT_TYPE
 from ._prometheus import render as render_prometheus
 from ._service import MetricsApp, MetricsService
@@ -115,7 +115,10 @@ def start_telemetry(
 
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
-    return [ConfigSection(SECTION, OtelConfig, doc="OpenTelemetry traces and metrics (contrib)")]
+    return [
+        ConfigSection(SECTION, OtelConfig, doc="OpenTelemetry traces and metrics (contrib)"),
+        *(ConfigSection.trust_root(f"{SECTION}.{key}", doc=why) for key, why in TRUSTED.items()),
+    ]
 
 
 @hookimpl

@@ -22,6 +22,16 @@ SECTION = "otel"
 EXPORTERS = ("otlp", "console", "none")
 DEFAULT_ENDPOINT = "http://localhost:4318"
 DEFAULT_SERVICE_NAME = "soulacy"
+# The section's trust root (docs/security.md): where spans and metrics go, what they carry,
+# where /metrics listens. Spans name every principal's runs and sessions; with content, their
+# text. Set in config.yaml (or the OTEL_* variables), never over HTTP.
+TRUSTED = {
+    "exporter": "where spans and metrics of every principal's runs go",
+    "endpoint": "where spans and metrics of every principal's runs go",
+    "headers": "the credentials sent with every export",
+    "capture_content": "every principal's requests, replies and tool data on spans",
+    "metrics_bind": "an address /metrics listens on, without keys",
+}
 _BIND = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})$")
 
 

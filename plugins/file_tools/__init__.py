@@ -9,24 +9,111 @@ SOUL.yaml::
 The file is imported once per process; the function's signature gives the schema and its
 docstring the description. The kernel gets these tools through ``soulacy_tools`` like any
 plugin's; blocked (``-p no:file_tools``), a ``file.py:function`` entry is an unknown tool.
+
+An entry is code the server runs, so ``tools:`` is part of the trust root: this plugin declares
+it (``ConfigSection.trust_root`` with a check). Written in SOUL.yaml by hand, an entry may name
+any file. Changed over HTTP (the agent editor), a new entry must name a registered tool (one a
+plugin contributes, an MCP server's included) or a ``.py`` file inside the agent's folder,
+resolved (no absolute path, no ``..``, no symlink out of it), and a public function name;
+entries the file already lists stay as they are.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from soulacy.kernel import Tool, UsageError, hookimpl
+from soulacy.kernel import ConfigSection, Tool, UsageError, hookimpl
 
 if TYPE_CHECKING:  # the kernel imports trio: registering the plugin does not (decision 0038)
-    from soulacy.kernel import AgentSpec
+    from soulacy.kernel import AgentSpec, Kernel
 
-__all__ = ["load_file_tool"]
+__all__ = ["load_file_tool", "remote_tool_entries"]
+
+TRUST_DOC = "which code the agent's tools run"
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    return [ConfigSection.trust_root("tools", "agent", doc=TRUST_DOC, allow=remote_tool_entries)]
+
+
+def remote_tool_entries(
+    kernel: Kernel, agent_id: str | None, value: Any, saved: Any
+) -> Mapping[str, str]:
+    """The entries of a new ``tools:`` list an editor outside the trust root may not write (by
+    index, with the reason): entries the file lists already are kept; a new one names a
+    registered tool, or a ``file.py:function`` inside the agent's folder."""
+    from soulacy.kernel import AGENTS_DIR
+
+    if not isinstance(value, list) or agent_id is None:
+        return {}  # a removal, or a value the type check refuses itself
+    kept = (
+        {entry for entry in saved if isinstance(entry, str)} if isinstance(saved, list) else set()
+    )
+    folder = kernel.workspace / AGENTS_DIR / agent_id
+    registered: set[str] | None = None
+    refused: dict[str, str] = {}
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str) or entry in kept:
+            continue
+        if ":" in entry:
+            reason = _outside(entry, folder, agent_id)
+        else:
+            if registered is None:
+                registered = _registered(kernel, agent_id)
+            reason = None
+            if entry not in registered:
+                known = ", ".join(sorted(registered)) or "none"
+                reason = (
+                    f"no loaded plugin or MCP server provides a tool named {entry!r}"
+                    f" (registered: {known}); over HTTP an agent's tools are registered tools"
+                    f" and file.py:function files in the agent's folder"
+                )
+        if reason is not None:
+            refused[str(index)] = reason
+    return refused
+
+
+def _registered(kernel: Kernel, agent_id: str) -> set[str]:
+    names: set[str] = set()
+    for tools in kernel.hook.soulacy_tools(kernel=kernel, agent_id=agent_id, agent=None):
+        names.update(tool.listed_as or tool.name for tool in tools or ())
+    return names
+
+
+def _outside(entry: str, folder: Path, agent_id: str) -> str | None:
+    """Why ``file.py:function`` is not a file tool of the agent's folder, or None."""
+    file_part, _, function_name = entry.partition(":")
+    where = f"the agent's folder ({folder.parent.name}/{agent_id}/)"
+    rule = (
+        f"over HTTP a tool file must be a .py file in {where}; other files are the trust"
+        " root: name them in SOUL.yaml by hand"
+    )
+    relative = PurePath(file_part)
+    if relative.is_absolute() or ".." in relative.parts or not file_part:
+        return f"{entry!r}: {rule}"
+    if relative.suffix != ".py":
+        return f"{entry!r}: not a .py file; {rule}"
+    if not function_name.isidentifier() or function_name.startswith("_"):
+        return f"{entry!r}: expected the name of a public function after ':'"
+    try:
+        root = folder.resolve(strict=True)
+        path = (folder / relative).resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, or a symlink loop
+        return f"{entry!r}: no such file in {where}"
+    if not path.is_relative_to(root):
+        return f"{entry!r}: resolves outside {where} (a symlink); {rule}"
+    if path.suffix != ".py":
+        return f"{entry!r}: a link to a file that is not a .py file; {rule}"
+    if not path.is_file():
+        return f"{entry!r}: not a file in {where}"
+    return None
 
 
 @hookimpl

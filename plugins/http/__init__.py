@@ -85,9 +85,25 @@ def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)  # soulacy_http_routes, for other plugins
 
 
+# The trust root of the ``server:`` section: who is trusted and where the API listens. An
+# editor outside it (PATCH /config) refuses them; config.yaml sets them (docs/security.md).
+TRUSTED = {
+    "who is trusted": ("api_keys", "api_key", "admins"),
+    "who may reach the API": ("allowed_hosts", "allowed_origins"),
+    "where the API listens": ("enabled", "host", "port"),
+}
+
+
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
-    return [ConfigSection("server", ServerConfig, doc="the HTTP API")]
+    return [
+        ConfigSection("server", ServerConfig, doc="the HTTP API"),
+        *(
+            ConfigSection.trust_root(f"server.{key}", doc=why)
+            for why, keys in TRUSTED.items()
+            for key in keys
+        ),
+    ]
 
 
 @hookimpl

@@ -8,7 +8,7 @@ import math
 import re
 import urllib.parse
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
@@ -20,6 +20,7 @@ import trio
 from soulacy.kernel import (
     CapacityError,
     ConfigError,
+    ConfigSection,
     Kernel,
     PluginError,
     RunIdInUse,
@@ -29,6 +30,7 @@ from soulacy.kernel import (
     structure,
 )
 from soulacy.kernel.store import RunEvents, RunRecord, label_interrupted
+from soulacy.kernel.yamlio import load_yaml_file, plain
 
 from ._asgi import (
     HttpError,
@@ -62,22 +64,6 @@ TOKEN_HEADER = "soulacy-events-token"
 # A run whose log is gone (a restart) replays its result under this id, the largest a
 # JavaScript number holds exactly, so that "Last-Event-ID at or past it" means "seen the end".
 REPLAYED_RESULT_ID = 2**53 - 1
-# What an admin may not change over HTTP: who is trusted (keys, admins, hosts, origins, the
-# bind address), which code runs (plugins, the commands of MCP servers) and where data lives
-# (the store, PostgreSQL's DSN).
-TRUST_ROOT = (
-    "plugins",
-    "store",
-    "postgres",
-    "mcp",
-    *(
-        f"server.{key}"
-        for key in (
-            *("enabled", "host", "port", "api_keys", "api_key", "admins"),
-            *("allowed_hosts", "allowed_origins"),
-        )
-    ),
-)
 DEADLINE_EVENT = "run_error"  # not "error": EventSource fires its own "error" events
 CAPACITY_KEYS = {
     "overall": "runtime.max_concurrent_sessions",
@@ -241,6 +227,7 @@ class Api:
                     "route %s failed: %s",
                     route.name,
                     redact_text("".join(traceback.format_exception(exc)).rstrip()),
+                    extra={"soulacy_principal": request.principal},  # whose request it was
                 )
                 raise HttpError(500, f"internal error in {route.name}") from None
             raw = [(k.lower().encode(), v.encode()) for k, v in answer.headers.items()]
@@ -460,6 +447,8 @@ class Api:
                 run_id,
                 body.agent_id,
                 redact_text("".join(traceback.format_exception(exc)).rstrip()),
+                # whose run it is: a support bundle shows the record to that principal only
+                extra={"soulacy_principal": principal, "soulacy_run_id": run_id},
             )
             if not log.finished:  # failed before its terminal event: still end with a result
                 log.append(
@@ -689,16 +678,23 @@ class Api:
     async def patch_config(self, request: Request) -> None:
         self._admin(request)
         body: ConfigPatch = parse(await self._json(request), ConfigPatch)
-        refused = sorted(_trust_root_changes(body.changes))
+        # The trust root (keys, admins, hosts, plugins, commands, environment variables, the
+        # store, telemetry's destinations and content…), as the plugins that own it declare it.
+        kernel = self.kernel
+        saved = load_yaml_file(kernel.config_file) if kernel.config_file.is_file() else {}
+        refused = ConfigSection.trust_root_changes(
+            kernel.sections,
+            body.changes,
+            "workspace",
+            aliases=kernel.config.aliases,
+            saved=plain(saved),
+            kernel=kernel,
+        )
         if refused:
             raise HttpError(
                 422,
                 "invalid configuration; nothing was saved",
-                {
-                    f"changes.{key}": "not changeable over HTTP (keys, admins, hosts, plugins, MCP"
-                    " servers and the store are the trust root): edit config.yaml and restart"
-                    for key in refused
-                },
+                {f"changes.{key}": why for key, why in sorted(refused.items())},
             )
         try:
             changed = self.kernel.update_config(body.changes)
@@ -709,21 +705,6 @@ class Api:
                 {issue.path: issue.message for issue in exc.issues},
             ) from None
         await send_json(request.send, 200, {"changed": changed})
-
-
-def _trust_root_changes(changes: Mapping[str, Any], prefix: str = "") -> set[str]:
-    """The dotted keys of ``changes`` that set, replace or delete part of the trust root."""
-    found = set()
-    for key, value in changes.items():
-        path = f"{prefix}{key}"
-        root = next((r for r in TRUST_ROOT if r == path or r.startswith(path + ".")), None)
-        if root is None and not any(path.startswith(r + ".") for r in TRUST_ROOT):
-            continue
-        if root is not None and root != path and isinstance(value, Mapping):
-            found |= _trust_root_changes(value, path + ".")  # a section: look at its members
-        else:
-            found.add(path)
-    return found
 
 
 def _capacity(exc: CapacityError) -> HttpError:

@@ -106,6 +106,9 @@ def service_of(kernel: Kernel) -> McpService | None:
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [
         ConfigSection("mcp", McpConfig, doc="MCP servers whose tools agents may use"),
+        # A server is a command the kernel runs (with its environment and folder) or a URL it
+        # sends headers to: the trust root, set in config.yaml only (docs/security.md).
+        ConfigSection.trust_root("mcp", doc="commands the server runs and where they connect"),
         ConfigSection(
             "mcp_servers", list[str], scope="agent", default=list, doc="MCP servers it may use"
         ),

@@ -14,7 +14,15 @@ import attrs
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
 
-from soulacy.kernel import AGENT_FILE, AGENTS_DIR, ConfigError, Kernel, redact, structure
+from soulacy.kernel import (
+    AGENT_FILE,
+    AGENTS_DIR,
+    ConfigError,
+    ConfigSection,
+    Kernel,
+    redact,
+    structure,
+)
 from soulacy.kernel.yamlio import atomic_write, dump_round_trip, parse_yaml, plain
 from soulacy.plugins.http import HttpError
 
@@ -321,10 +329,32 @@ def _save(kernel: Kernel, agent_id: str, doc: CommentedMap, text: str) -> None:
     _forget(kernel, agent_id)
 
 
+def _check_trust_root(
+    kernel: Kernel, agent_id: str, changes: Mapping[str, Any], saved: Any, prefix: str
+) -> None:
+    """Refuse, naming each field, what only SOUL.yaml edited by hand may say: the trust root
+    the loaded plugins declare (which code the agent's ``tools:`` run)."""
+    refused = ConfigSection.trust_root_changes(
+        kernel.sections,
+        changes,
+        "agent",
+        saved=saved if isinstance(saved, Mapping) else {},
+        kernel=kernel,
+        agent_id=agent_id,
+    )
+    if refused:
+        raise HttpError(
+            422,
+            "invalid agent; nothing was saved",
+            {prefix + key: why for key, why in sorted(refused.items())},
+        )
+
+
 def update_agent(kernel: Kernel, agent_id: str, changes: Mapping[str, Any]) -> list[str]:
     path = agent_file(kernel, agent_id)
     text = path.read_text(encoding="utf-8")
     doc = parse_yaml(text, str(path))
+    _check_trust_root(kernel, agent_id, changes, plain(doc), "changes.")
     changed = apply_changes(doc, changes)
     if changed:
         _save(kernel, agent_id, doc, text)
@@ -346,6 +376,7 @@ def create_agent(kernel: Kernel, agent_id: str, data: Any) -> list[str]:
     _check_ranges(data, "")
     if (kernel.workspace / AGENTS_DIR / agent_id).exists():
         raise HttpError(409, f"agent {agent_id!r} already exists")
+    _check_trust_root(kernel, agent_id, data, {}, "")
     default = kernel.config.values.get("llm.default")  # the providers plugin's, if loaded
     doc = CommentedMap()
     doc["id"] = agent_id

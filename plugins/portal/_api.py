@@ -19,10 +19,13 @@ import collections
 import importlib.metadata
 import logging
 import platform
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import attrs
 
 from soulacy.kernel import Kernel, StashKey, UsageError, redact, redact_text
 from soulacy.kernel.yamlio import load_yaml_file, plain
@@ -39,26 +42,69 @@ DECISIONS = ("completed", "failed")
 ENDED = ("interrupted", "failed", "cancelled", "incomplete")  # may have left a step in progress
 
 
+# What a log record about a run may say of it (``extra={...}``): whose run it is. A record
+# without them is about the runs whose ids its arguments name, if any (looked up in the store).
+RECORD_PRINCIPAL = "soulacy_principal"
+RECORD_RUN_ID = "soulacy_run_id"
+_RUN_ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")  # the ids the API takes (plugins/http)
+_UNKNOWN = object()
+
+
+@attrs.frozen
+class KeptRecord:
+    """One warning or error as a bundle shows it, and what says whose run it is about."""
+
+    shown: dict[str, Any]
+    owner: Any = _UNKNOWN  # the principal the record names (None: a run without one)
+    run_ids: tuple[str, ...] = ()  # the runs it may be about
+
+
 class RecentErrors(logging.Handler):
-    """The last warnings and errors of the ``soulacy`` loggers, redacted, for support bundles."""
+    """The last warnings and errors of the ``soulacy`` loggers, redacted, for support bundles:
+    each bundle holds only those its caller may see (:meth:`visible`)."""
 
     def __init__(self, size: int = RECENT_ERRORS) -> None:
         super().__init__(logging.WARNING)
-        self.records: collections.deque[dict[str, Any]] = collections.deque(maxlen=size)
+        self.records: collections.deque[KeptRecord] = collections.deque(maxlen=size)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = redact_text(record.getMessage())
         except Exception:  # a record that cannot be formatted says so rather than failing
             message = f"(unformattable log record {record.msg!r})"
-        self.records.append(
-            {
-                "time": record.created,
-                "logger": record.name,
-                "level": record.levelname.lower(),
-                "message": message,
-            }
-        )
+        shown = {
+            "time": record.created,
+            "logger": record.name,
+            "level": record.levelname.lower(),
+            "message": message,
+        }
+        args = record.args.values() if isinstance(record.args, Mapping) else record.args or ()
+        named = getattr(record, RECORD_RUN_ID, None)
+        ids = [named] if isinstance(named, str) else []
+        ids += [a for a in args if isinstance(a, str) and _RUN_ID.fullmatch(a)]
+        owner = getattr(record, RECORD_PRINCIPAL, _UNKNOWN)
+        self.records.append(KeptRecord(shown, owner, tuple(dict.fromkeys(ids))))
+
+    async def visible(self, kernel: Kernel, request: HttpRequest) -> list[dict[str, Any]]:
+        """The records ``request``'s principal may see: none about another principal's run
+        (nor about a run without one, when keys are on); keyless ``local`` sees them all."""
+        if request.sees_everything:
+            return [kept.shown for kept in self.records]
+        store = kernel.store()
+        owners: dict[str, Any] = {}
+        out = []
+        for kept in list(self.records):
+            if kept.owner is not _UNKNOWN:
+                if request.sees(kept.owner):
+                    out.append(kept.shown)
+                continue
+            for run_id in kept.run_ids:
+                if run_id not in owners:
+                    found = await store.get_run(run_id)
+                    owners[run_id] = found.principal if found else _UNKNOWN
+            if all(owners[r] is _UNKNOWN or request.sees(owners[r]) for r in kept.run_ids):
+                out.append(kept.shown)
+        return out
 
 
 ERRORS_KEY = StashKey[RecentErrors]("portal recent errors")
@@ -305,7 +351,7 @@ class PortalApi:
             "config": redact(kernel.config.to_dict()),
             "config_sources": config_sources(kernel),
             "agents": agents,
-            "recent_errors": list(self.errors.records),
+            "recent_errors": await self.errors.visible(kernel, request),
             "failed_runs": failed,
         }
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))

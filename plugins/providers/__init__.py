@@ -154,6 +154,12 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
         ConfigSection(
             "llm.providers", dict[str, ProviderConfig], default=dict, doc="model providers by name"
         ),
+        # Which variable of the server's environment goes to the provider's endpoint: any
+        # (another principal's key, a database password) if an admin could choose it.
+        ConfigSection.trust_root(
+            "llm.providers.*.api_key_env",
+            doc="which environment variable is sent to the provider as its key",
+        ),
     ]
 
 

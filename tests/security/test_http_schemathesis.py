@@ -29,11 +29,19 @@ SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 # 422 naming the field: PATCH /config takes a change of any shape, but the configuration it
 # yields must validate; a chat's `overrides` are bounded beyond what a schema expresses (a
 # duration of at most 100 years; an integer written `5.0` is a number, not an integer, to the
-# strict converter). Every other expectation is schemathesis's default.
+# strict converter). An agent's `tools` entries over HTTP must name a registered tool or a
+# file in the agent's folder (the trust root, decision 0058): which names and files exist is not
+# the schema's to say either. Every other expectation is schemathesis's default.
 CONFIG = """
 [[operations]]
 include-path = ["/config", "/chat", "/chat/stream"]
 include-method = ["PATCH", "POST"]
+[operations.checks.positive_data_acceptance]
+expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429"]
+
+[[operations]]
+include-path-regex = "^/agents/"
+include-method = ["PATCH", "PUT"]
 [operations.checks.positive_data_acceptance]
 expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429"]
 
