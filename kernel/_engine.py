@@ -34,7 +34,7 @@ from ._conversations import ConversationKey, RunHandle, new_id
 from ._deadlines import INF, RunClock, Watchdog
 from ._errors import PluginError, UsageError
 from ._json import json_encoder
-from ._messages import Message, ModelReply, ModelRequest, ToolCall
+from ._messages import Message, ModelReply, ModelRequest, ToolCall, answers_to_unanswered_calls
 from ._providers import ContextLengthExceeded, ProviderError
 from ._redact import redact_text
 from ._store import (
@@ -280,6 +280,7 @@ class Run:
         )
         self.recorded = 0  # messages[:recorded] are stored (or came from the store)
         self.pending_tools: list[ToolRecord] = []
+        self.begun: set[str] = set()  # ids of the calls whose tool started (see _answer_cut)
         self.last_yield = time.perf_counter()
         self.refused = False
         self.started = False  # recorded as started in the store (at the first turn)
@@ -541,11 +542,14 @@ class Engine:
         key = handle.conversation  # the principal and user are part of the conversation
         history = await store.load_history(key.agent_id, key.session_id, key.principal, key.user_id)
         prompt = agent.section("system_prompt")
+        messages = run.messages
         if prompt and not (history and history[0].role == "system"):
-            run.messages.append(Message("system", prompt))
-        run.messages.extend(history)
-        run.first_new = run.recorded = len(run.messages)
-        run.messages.append(Message("user", request.text))
+            messages.append(Message("system", prompt))
+        messages.extend(history)
+        run.first_new = run.recorded = len(messages)
+        if history:
+            _answer_loaded(run)
+        messages.append(Message("user", request.text))
 
         events = kernel.events
         if events.wants("run.started"):
@@ -888,6 +892,7 @@ class Engine:
         else:  # no deadline of its own (cheaper to enter): the watchdog cancels it
             scope = clock.tool_scope = trio.CancelScope()
             clock.tool = clock.due(float(timeout.value))
+        run.begun.add(call.id)
         with scope:
             try:
                 if tool.is_async:
@@ -1057,6 +1062,8 @@ class Engine:
             return None
         store, fence = self.kernel.store(), run.fence()
         try:
+            if not run.suspended:  # left as a crashed run is: its retry answers what it left
+                _answer_cut(run)
             await self._record(run)
             if run.suspended:  # stored as far as it went; how it ends is its retry's
                 return None
@@ -1075,6 +1082,53 @@ class Engine:
 
     async def _emit(self, run: Run, type: str, data: Mapping[str, Any]) -> None:
         await self.kernel.events.emit(type, data, run_id=run.run_id)
+
+
+# The tool results of the calls a run leaves unanswered (docs/running.md#tool-calls-by-id).
+CUT_CALL = "cancelled: the run ended ({}) while this tool call was running; its effect is unknown"
+UNSTARTED_CALL = "not run: the run ended ({}) before this tool call started"
+UNANSWERED_CALL = (
+    "interrupted: the run ended before this tool call's result was stored; its effect is unknown"
+)
+
+
+def _answer_cut(run: Run) -> None:
+    """Answer each tool call the run ends without a result (it was cancelled, timed out, lost
+    its lease or failed while a tool ran, or before the reply's later calls started): a model
+    API refuses a conversation with an unanswered call, so every later run of it would fail.
+
+    The answer is a message only, no tool record: the call has no result to replay or to
+    prove, so a retry of the run id runs it again, as after a crash. Only answers that go
+    after what is stored are added (the store appends); an older gap is the load's to answer.
+    """
+    result = run.result
+    reason = result.incomplete_reason or result.status
+    begun = run.begun
+
+    def say(call: ToolCall) -> str:
+        return (CUT_CALL if call.id in begun else UNSTARTED_CALL).format(reason)
+
+    messages, recorded = run.messages, run.recorded
+    for index, answer in reversed(answers_to_unanswered_calls(messages, say, run.first_new)):
+        if index >= recorded:
+            messages.insert(index, answer)
+
+
+def _answer_loaded(run: Run) -> None:
+    """Answer the tool calls the loaded history leaves unanswered (stored by an earlier
+    version, or by a process killed while its call waited for approval), in what the model is
+    sent. Answers at the end of the history are stored with the run's first turn, which makes
+    the history whole once; one inside it can only be sent (the store appends), at every load.
+    """
+    messages = run.messages
+    answers = answers_to_unanswered_calls(messages, lambda call: UNANSWERED_CALL)
+    if not answers:
+        return
+    loaded = len(messages)
+    for index, answer in reversed(answers):
+        messages.insert(index, answer)
+    run.recorded = loaded + sum(1 for index, _ in answers if index < loaded)
+    run.first_new = len(messages)
 
 
 APPROVAL_RECEIPT_TOOL = "soulacy.approval"  # the tool name of a decision's proof receipt

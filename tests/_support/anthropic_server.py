@@ -1,4 +1,9 @@
-"""A local HTTP server on 127.0.0.1 that speaks the Anthropic Messages wire protocol."""
+"""A local HTTP server on 127.0.0.1 that speaks the Anthropic Messages wire protocol.
+
+Like the real API, it refuses (400) a request whose ``tool_use`` and ``tool_result`` blocks do
+not pair: every tool test that goes through it checks that the conversation sent is one the API
+takes.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ __all__ = [
     "stream_tool_use",
     "text",
     "tool_use",
+    "unpaired_tool_uses",
 ]
 
 
@@ -144,12 +150,50 @@ def stream_error(kind: str, *pieces: str) -> Answer:
     return Answer(events=events)
 
 
+def unpaired_tool_uses(messages: Any) -> str | None:
+    """The API's refusal of ``messages`` whose tool uses and results do not pair, or None.
+
+    Each ``tool_use`` block of an assistant turn must have a ``tool_result`` block in the next
+    (user) turn, and each ``tool_result`` block a ``tool_use`` block in the turn before it (the
+    wording is the API's). Tool uses that end the conversation are let through."""
+    waiting: list[Any] = []  # the ids of the tool uses of the last assistant turn
+    turns = messages if isinstance(messages, list) else []
+    for index, turn in enumerate(turns):
+        content = turn.get("content") if isinstance(turn, dict) else None
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        results = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
+        missing = [i for i in waiting if i not in results]
+        if missing:
+            return (
+                f"messages.{index - 1}: `tool_use` ids were found without `tool_result` blocks"
+                f" immediately after: {', '.join(str(i) for i in missing)}. Each `tool_use`"
+                " block must have a corresponding `tool_result` block in the next message."
+            )
+        for number, block in enumerate(blocks):
+            if block.get("type") == "tool_result" and block.get("tool_use_id") not in waiting:
+                return (
+                    f"messages.{index}.content.{number}: unexpected `tool_use_id` found in"
+                    f" `tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result`"
+                    " block must have a corresponding `tool_use` block in the previous message."
+                )
+        waiting = []
+        if turn.get("role") == "assistant":
+            waiting = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
+    # Tool uses that end the conversation are let through (the API refuses them too, but no
+    # run sends them, and a test of the wire format alone may).
+    return None
+
+
 @attrs.define
 class FakeAnthropic:
-    """Answers POST /v1/messages from a queue and records every request body and its headers."""
+    """Answers POST /v1/messages from a queue and records every request body and its headers.
+
+    A request whose tool uses and results do not pair is refused with the API's 400 (and kept
+    in ``refused``), without using up an answer."""
 
     answers: list[Answer] = attrs.Factory(list)
     requests: list[dict[str, Any]] = attrs.Factory(list)
+    refused: list[dict[str, Any]] = attrs.Factory(list)
     headers: list[dict[str, str]] = attrs.Factory(list)
     base_url: str = ""
 
@@ -172,7 +216,14 @@ class FakeAnthropic:
             answer = error(404, "not_found_error", "nothing scripted")
             await self._send(send, answer.status, answer.body, {})
             return
-        self.requests.append(json.loads(body))
+        request = json.loads(body)
+        problem = unpaired_tool_uses(request.get("messages"))
+        if problem is not None:
+            self.refused.append(request)
+            answer = error(400, "invalid_request_error", problem)
+            await self._send(send, answer.status, answer.body, {})
+            return
+        self.requests.append(request)
         self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
         answer = self.answers.pop(0)
         if answer.events is None:

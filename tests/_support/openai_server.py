@@ -1,4 +1,8 @@
-"""A local HTTP server on 127.0.0.1 that speaks the Chat Completions wire protocol."""
+"""A local HTTP server on 127.0.0.1 that speaks the Chat Completions wire protocol.
+
+Like the real API, it refuses (400) a request whose tool calls and tool results do not pair:
+every tool test that goes through it checks that the conversation sent is one the API takes.
+"""
 
 from __future__ import annotations
 
@@ -39,6 +43,11 @@ def text(content: str, prompt: int = 10, completion: int = 5) -> Answer:
 
 
 def tool_call(call_id: str, name: str, arguments: str) -> Answer:
+    return tool_calls((call_id, name, arguments))
+
+
+def tool_calls(*calls: tuple[str, str, str]) -> Answer:
+    """A reply calling tools, each ``(id, name, arguments as JSON text)``."""
     return Answer(
         {
             "id": "x",
@@ -56,6 +65,7 @@ def tool_call(call_id: str, name: str, arguments: str) -> Answer:
                                 "type": "function",
                                 "function": {"name": name, "arguments": arguments},
                             }
+                            for call_id, name, arguments in calls
                         ],
                     },
                 }
@@ -65,12 +75,47 @@ def tool_call(call_id: str, name: str, arguments: str) -> Answer:
     )
 
 
+def unpaired_tool_calls(messages: Any) -> str | None:
+    """The API's refusal of ``messages`` whose tool calls and results do not pair, or None.
+
+    An assistant message with ``tool_calls`` must be followed by one ``tool`` message per
+    ``tool_call_id`` before any other message; a ``tool`` message must answer a call of the
+    assistant message before it (the wording is the API's). Calls that end the conversation
+    are let through."""
+    waiting: list[str] = []  # the calls of the last assistant message not answered yet
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "tool":
+            if message.get("tool_call_id") not in waiting:
+                return (
+                    f"Invalid parameter: messages with role 'tool' must be a response to a"
+                    f" preceeding message with 'tool_calls'. (messages.[{index}].role)"
+                )
+            waiting.remove(message["tool_call_id"])
+            continue
+        if waiting:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages"
+                " responding to each 'tool_call_id'. The following tool_call_ids did not have"
+                f" response messages: {', '.join(str(i) for i in waiting)}"
+            )
+        if role == "assistant":
+            waiting = [call.get("id") for call in message.get("tool_calls") or ()]
+    # Calls that end the conversation are let through (the API refuses them too, but no run
+    # sends them, and a test of the wire format alone may).
+    return None
+
+
 @attrs.define
 class FakeOpenAI:
-    """Answers POST /v1/chat/completions from a queue and records every request body."""
+    """Answers POST /v1/chat/completions from a queue and records every request body.
+
+    A request whose tool calls and results do not pair is refused with the API's 400 (and
+    kept in ``refused``), without using up an answer."""
 
     answers: list[Answer] = attrs.Factory(list)
     requests: list[dict[str, Any]] = attrs.Factory(list)
+    refused: list[dict[str, Any]] = attrs.Factory(list)
     headers: list[dict[str, str]] = attrs.Factory(list)
     base_url: str = ""
 
@@ -92,7 +137,14 @@ class FakeOpenAI:
         if scope["path"] != "/v1/chat/completions" or not self.answers:
             await self._send(send, 404, {"error": {"message": "nothing scripted"}}, {})
             return
-        self.requests.append(json.loads(body))
+        request = json.loads(body)
+        problem = unpaired_tool_calls(request.get("messages"))
+        if problem is not None:
+            self.refused.append(request)
+            error = {"message": problem, "type": "invalid_request_error", "param": "messages"}
+            await self._send(send, 400, {"error": {**error, "code": None}}, {})
+            return
+        self.requests.append(request)
         self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
         answer = self.answers.pop(0)
         if answer.chunks is None:
