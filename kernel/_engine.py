@@ -589,6 +589,13 @@ class Engine:
             # The run's own deadline first, as the outermost scope catches it.
             reason = fired[0] if fired and fired[1] < run_scope.deadline else "run_timeout"
             self._finish(run, "incomplete", reason)
+        if not run.result.finished_at and not run.suspended:  # a strategy's bug, said so
+            self._finish(
+                run,
+                "failed",
+                "no_ending",
+                error="the run strategy returned without ending the run (run.complete or RunStop)",
+            )
         if run.result.status == "completed":
             self._verify(run)
 

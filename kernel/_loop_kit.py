@@ -690,12 +690,12 @@ async def _ends(kit: _Kit) -> None:
 
 
 def _expect_ended(result: RunResult, what: str) -> None:
-    """The run has an ending (``_finish`` sets ``finished_at``), not the default status."""
-    if not result.finished_at:
+    """The strategy ended the run: the engine ends one it left unfinished as ``no_ending``."""
+    if not result.finished_at or result.incomplete_reason == "no_ending":
         raise AssertionError(
             f"how {what} ended: expected an ending, run.complete(reply) or a RunStop, got none"
             f" (the strategy returned with the run unfinished: status {result.status!r},"
-            " no reason)"
+            f" reason {result.incomplete_reason!r})"
         )
 
 

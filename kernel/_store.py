@@ -497,12 +497,17 @@ class RunEvent:
 @attrs.frozen
 class RunEventBatch:
     """Events of one run to append, in order. ``restart``: a new attempt of the run began its
-    log (ids from 1 again), so the events of earlier attempts are dropped first."""
+    log (ids from 1 again), so the events of earlier attempts are dropped first. ``fence``:
+    the lease held by the attempt that made the events (``Run.fence()``, its conversation's;
+    None: not fenced); the store refuses the batch once a later attempt of the run began
+    under a later grant of that lease's key (``append_run_events``), so an owner paused past
+    its lease never writes into the log of the attempt that replaced it."""
 
     run_id: str
     principal: str | None
     events: Sequence[RunEvent]
     restart: bool = False
+    fence: Lease | None = None
 
 
 @attrs.frozen
@@ -523,10 +528,19 @@ class RunEventStore(Protocol):
     Bounded like a transport's own log (the last ``keep`` events of a run), kept about a day.
     """
 
-    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> list[str]:
         """Append every batch in one transaction (committed before returning), keep at most
         ``keep`` events of each run (the oldest are dropped; the newest, a ``result``, never
-        is), and wake the :meth:`wait_run_events` callers of those runs in every process."""
+        is), and wake the :meth:`wait_run_events` callers of those runs in every process.
+
+        A batch with a ``fence`` of an attempt that is no longer its run's current one is
+        refused, checked in the same transaction: the run was started (``start_run``), or
+        its stored events were written, under a greater token of the fence's key, or the run
+        holds that key now under a greater token (its next attempt took the lease over).
+        Nothing of a refused batch is written; the others are. Returns the ids of the runs
+        whose batches were refused (empty: all written). The current attempt's batches are
+        written even once its lease is released or granted to another run (a run's
+        ``result`` comes after it released its conversation's lease)."""
 
     async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
         """The run's stored events with an id greater than ``after``, at most ``limit`` of

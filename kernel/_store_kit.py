@@ -1430,6 +1430,154 @@ async def _run_events(store: Any) -> None:
     )
 
 
+async def _run_events_fenced(store: Any) -> None:
+    """Run events written under a lease that a later attempt of their run took over (an
+    owner paused past its lease) are refused, the call naming their run: they never replace
+    nor follow the new attempt's, before it started, once it wrote its own, or once it ended
+    and released the lease. The current attempt's events are written, after its lease was
+    released and granted to another run too; a reader sees one ``result``, the current
+    attempt's."""
+    key = "conversation:kit-evf"
+    run = RunRecord("kit-evf", "agent", "s-evf", principal="alice")
+    paused = (
+        await store.acquire_lease(key, gone_owner("kit-paused"), LONG_TTL, holder="kit-evf")
+    ).lease
+    await store.start_run(run, paused)
+
+    def batch(
+        events: list[RunEvent], fence: Lease | None, restart: bool = False, run_id: str = "kit-evf"
+    ) -> RunEventBatch:
+        return RunEventBatch(run_id, "alice", events, restart, fence)
+
+    def shown(found: Any) -> list[tuple[int, str, Any]] | None:
+        if found is None:
+            return None
+        return [(e.id, e.name, e.data.get("status", e.data.get("text"))) for e in found.events]
+
+    async def refused(what: str, batches: list[RunEventBatch], expected: list[str]) -> None:
+        answer = await store.append_run_events(batches, 100)
+        expect(
+            None if answer is None else sorted(set(answer)),
+            sorted(expected),
+            f"append_run_events {what}: the runs whose batches were refused (its answer)",
+        )
+
+    def result(status: str, n: int) -> RunEvent:
+        return RunEvent(n, "result", {"status": status, "run_id": "kit-evf"})
+
+    started = [RunEvent(1, "run", {"text": "started"}), *_events(2)]
+    await refused("under the run's own lease", [batch(started, paused, restart=True)], [])
+    attempt_1 = [(1, "run", "started"), (2, "delta", "t2")]
+    expect(shown(await store.run_events("kit-evf", 0)), attempt_1, "the first attempt's events")
+
+    grant = await store.acquire_lease(key, live_owner("kit-next"), LONG_TTL, holder="kit-evf")
+    expect(
+        (grant.acquired, who(grant.took_over_from)),
+        (True, who(paused)),
+        "the next attempt's takeover of the paused owner's lease: (acquired, took_over_from)",
+    )
+    current = grant.lease
+    # 1. taken over, the next attempt neither started nor wrote an event yet
+    await refused(
+        "under a lease the run's next attempt took over (not started yet)",
+        [batch(_events(3), paused)],
+        ["kit-evf"],
+    )
+    expect(
+        shown(await store.run_events("kit-evf", 0)),
+        attempt_1,
+        "the events after a refused batch of the paused owner: nothing of it written",
+    )
+    # 2. the next attempt began its log: nothing of the paused owner replaces or follows it
+    begun = [RunEvent(1, "run", {"text": "again"}), *_events(2)]
+    await refused("of the next attempt", [batch(begun, current, restart=True)], [])
+    attempt_2 = [(1, "run", "again"), (2, "delta", "t2")]
+    expect(
+        shown(await store.run_events("kit-evf", 0)),
+        attempt_2,
+        "the events once the next attempt began its log: its own only",
+    )
+    await refused(
+        "of the paused owner, after the next attempt's log began",
+        [batch([*_events(3), result("failed", 4)], paused)],
+        ["kit-evf"],
+    )
+    await refused(
+        "of the paused owner beginning a log again",
+        [batch([RunEvent(1, "run", {"text": "stale"}), result("failed", 2)], paused, True)],
+        ["kit-evf"],
+    )
+    expect(
+        shown(await store.run_events("kit-evf", 0)),
+        attempt_2,
+        "the next attempt's events after the paused owner's were refused: neither replaced"
+        " nor followed",
+    )
+    # 3. the next attempt started, ended and released its lease; another run took the key
+    await store.start_run(run, current)
+    await refused("of the current attempt", [batch(_events(3), current)], [])
+    await store.finish_run("kit-evf", run_metadata(run, "completed"), current)
+    await store.release_lease(current)
+    later = await store.acquire_lease(key, live_owner("kit-later"), LONG_TTL, holder="kit-later")
+    expect_that(later.acquired, "the conversation's lease, once released", "acquired", later)
+    await refused(
+        "of the current attempt after its lease was released and taken by another run (its result)",
+        [batch([result("completed", 4)], current)],
+        [],
+    )
+    await refused(
+        "of the paused owner after the next attempt ended, mixed with another run's batch",
+        [
+            batch([*_events(5), result("failed", 6)], paused),
+            batch(_events(1), None, restart=True, run_id="kit-evf-other"),
+        ],
+        ["kit-evf"],
+    )
+    final = [*attempt_2, (3, "delta", "t3"), (4, "result", "completed")]
+    expect(
+        shown(await store.run_events("kit-evf", 0)),
+        final,
+        "the run's events as a reader finds them: the current attempt's, one result",
+    )
+    expect(
+        shown(await store.run_events("kit-evf-other", 0)),
+        [(1, "delta", "t1")],
+        "another run's batch appended in the call that refused a stale one: written",
+    )
+    # 4. the next attempt ended before writing any event: its run record alone tells
+    run = RunRecord("kit-evf2", "agent", "s-evf2", principal="alice")
+    key = "conversation:kit-evf2"
+    paused = (
+        await store.acquire_lease(key, gone_owner("kit-paused"), LONG_TTL, holder="kit-evf2")
+    ).lease
+    await store.start_run(run, paused)
+    await refused(
+        "of another run, under its own lease", [batch(started, paused, True, "kit-evf2")], []
+    )
+    current = (
+        await store.acquire_lease(key, live_owner("kit-next"), LONG_TTL, holder="kit-evf2")
+    ).lease
+    await store.start_run(run, current)
+    await store.finish_run("kit-evf2", run_metadata(run, "completed"), current)
+    await store.release_lease(current)
+    await store.acquire_lease(key, live_owner("kit-later"), LONG_TTL, holder="kit-later")
+    await refused(
+        "of the paused owner after the next attempt started and ended (no event of it written yet)",
+        [batch([*_events(3), result("failed", 4)], paused, run_id="kit-evf2")],
+        ["kit-evf2"],
+    )
+    await refused(
+        "of the current attempt, late (its lease released and taken by another run)",
+        [batch([*begun, result("completed", 3)], current, True, "kit-evf2")],
+        [],
+    )
+    expect(
+        shown(await store.run_events("kit-evf2", 0)),
+        [*attempt_2, (3, "result", "completed")],
+        "the events of a run whose next attempt wrote its log late: its own, one result",
+    )
+
+
 def _approval(run_id: str, call_id: str, principal: str | None = "alice") -> ApprovalRequest:
     return ApprovalRequest(
         run_id,
@@ -1605,6 +1753,7 @@ STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _counters,
     _cancel_requests,
     _run_events,
+    _run_events_fenced,
     *APPROVAL_CHECKS,
 )
 FAILURES_RAISE = "failures_raise"  # the check of the ``failing`` store

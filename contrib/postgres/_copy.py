@@ -1,6 +1,6 @@
 """``soulacy store copy``: a SQLite workspace file's data, copied into a PostgreSQL database.
 
-The SQLite file is read by its documented format (docs/storage.md, "Schema", version 10), with
+The SQLite file is read by its documented format (docs/storage.md, "Schema", version 11), with
 the ``sqlite3`` module; the SQLite store plugin is not imported (plugins never import each
 other). A file of an older version is refused: the SQLite store migrates it in place the first
 time it opens it for writing, and that migration is the SQLite plugin's to run.
@@ -45,7 +45,7 @@ from soulacy.kernel.store import LeaseOwner
 from ._schema import Connection
 from ._store import PostgresStore
 
-SQLITE_VERSION = 10  # the SQLite file format this copy reads (docs/storage.md, "Schema")
+SQLITE_VERSION = 11  # the SQLite file format this copy reads (docs/storage.md, "Schema")
 LOCK_TIMEOUT = "10s"  # how long the copy waits for the target's tables before giving up
 
 # Every Soulacy table of the target, in the order they are locked (``leases`` first: the
@@ -123,10 +123,11 @@ TABLES: tuple[Table, ...] = (
             "finished_at",
             "attempt",
             "lease_key",
+            "lease_token",
         ),
         "SELECT run_id, agent_id, session_id, user_id, principal, status, verification,"
-        " incomplete_reason, metadata, started_at, finished_at, attempt, lease_key FROM runs"
-        " ORDER BY started_at, run_id",
+        " incomplete_reason, metadata, started_at, finished_at, attempt, lease_key, lease_token"
+        " FROM runs ORDER BY started_at, run_id",
     ),
     Table(
         "conversation_history",
@@ -430,6 +431,7 @@ def _convert(table: str, r: Sequence[Any]) -> tuple[Any, ...]:
             _maybe_epoch(r[10]),
             _int(r[11], 1),
             _text(r[12]),
+            _int(r[13]),
         )
     if table == "conversation_history":
         return (

@@ -4,7 +4,8 @@ Each migration is a numbered list of statements; ``soulacy_schema`` has one row 
 applied (its number, what it did, when, by the server's clock). Versions 1-3 only added tables,
 columns and indexes; version 4 keeps reply metadata once per attempt instead of on every history
 entry (docs/decisions/0045), which a process of an earlier release does not read: every such
-process must stop before the first of this release opens the database. A database at a version
+process must stop before the first of this release opens the database. Version 5 only adds two
+columns (the lease tokens that fence a run's shared stream events). A database at a version
 newer than :data:`SCHEMA_VERSION` is refused and left as it is (:func:`refuse_newer`): its
 layout may not be the one this code reads and writes. Migrations run at start-up, in one
 transaction, under a transaction-scoped advisory lock of the database
@@ -142,6 +143,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             # Served only finish_run's rewrite and start_run's look for a crashed attempt's
             # entries, neither of which reads the history any more: one index fewer per turn.
             "DROP INDEX IF EXISTS history_by_attempt",
+        ),
+    ),
+    Migration(
+        5,
+        "run events fenced by their attempt's lease: the token each run's attempt was started"
+        " under, and each stored event written under",
+        (
+            # NULL: not fenced, or written before 5. A batch of events under a smaller token
+            # than these is of an attempt that a later one replaced: refused.
+            "ALTER TABLE runs ADD COLUMN IF NOT EXISTS lease_token BIGINT",
+            "ALTER TABLE run_events ADD COLUMN IF NOT EXISTS lease_token BIGINT",
         ),
     ),
 )

@@ -532,12 +532,15 @@ class PostgresStore:
                         ending or _dumps({"status": "interrupted", "attempt": number}),
                     ),
                 )
+            # lease_token: the fence's, which the run's events of earlier attempts are
+            # refused by (append_run_events)
             stored = conn.execute(
                 "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
-                " started_at, attempt, lease_key) VALUES (%s, %s, %s, %s, %s, 'running', %s, %s,"
-                " %s) ON CONFLICT (run_id) DO UPDATE SET status = 'running', verification = NULL,"
-                " incomplete_reason = NULL, metadata = NULL, finished_at = NULL,"
-                " attempt = excluded.attempt, lease_key = excluded.lease_key"
+                " started_at, attempt, lease_key, lease_token) VALUES (%s, %s, %s, %s, %s,"
+                " 'running', %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET"
+                " status = 'running', verification = NULL, incomplete_reason = NULL,"
+                " metadata = NULL, finished_at = NULL, attempt = excluded.attempt,"
+                " lease_key = excluded.lease_key, lease_token = excluded.lease_token"
                 f" RETURNING {_RUN_COLUMNS}",
                 (
                     run.run_id,
@@ -548,6 +551,7 @@ class PostgresStore:
                     float(run.started_at),
                     attempt,
                     lease_key,
+                    fence.token if fence is not None else None,
                 ),
             ).fetchone()
             assert stored is not None  # RETURNING of an upsert always has its row
@@ -951,29 +955,45 @@ class PostgresStore:
 
     # -- run events ----------------------------------------------------------------------------
 
-    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> list[str]:
         sweep = time.monotonic() - self._events_swept_at >= HOUSEKEEPING_EVERY
 
-        def write(conn: Connection) -> None:
+        def write(conn: Connection) -> list[str]:
+            refused: list[str] = []
             if sweep:
                 conn.execute(
                     f"DELETE FROM run_events WHERE created_at < {_NOW} - %s", (RUN_EVENTS_KEPT,)
                 )
             with conn.cursor() as cursor:
+                # One writer of a run's events at a time, and none while the run starts an
+                # attempt (start_run takes the same lock): what a batch is judged by stays
+                # as read until it commits. Taken in one order: two appends never deadlock.
+                for run_id in sorted({b.run_id for b in batches}):
+                    _lock_run(conn, run_id)
                 for batch in batches:
-                    owner = cursor.execute(
-                        "SELECT principal FROM run_events WHERE run_id = %s LIMIT 1",
+                    newest = cursor.execute(
+                        "SELECT principal, lease_token FROM run_events WHERE run_id = %s"
+                        " ORDER BY id DESC LIMIT 1",
                         (batch.run_id,),
                     ).fetchone()
-                    if owner is not None and owner[0] != batch.principal:
+                    if newest is not None and newest[0] != batch.principal:
                         continue  # another principal's run: its events are never replaced
+                    fence = batch.fence
+                    if fence is not None and _stale_events(
+                        conn, batch.run_id, fence, newest[1] if newest else None
+                    ):
+                        if batch.run_id not in refused:
+                            refused.append(batch.run_id)
+                        continue  # an attempt a later one replaced: nothing of it is written
+                    token = fence.token if fence is not None else None
                     if batch.restart:
                         cursor.execute("DELETE FROM run_events WHERE run_id = %s", (batch.run_id,))
                     cursor.executemany(
-                        "INSERT INTO run_events (run_id, id, name, data, principal, created_at)"
-                        f" VALUES (%s, %s, %s, %s, %s, {_NOW}) ON CONFLICT (run_id, id) DO UPDATE"
-                        " SET name = excluded.name, data = excluded.data,"
-                        " principal = excluded.principal, created_at = excluded.created_at",
+                        "INSERT INTO run_events (run_id, id, name, data, principal, created_at,"
+                        f" lease_token) VALUES (%s, %s, %s, %s, %s, {_NOW}, %s)"
+                        " ON CONFLICT (run_id, id) DO UPDATE SET name = excluded.name,"
+                        " data = excluded.data, principal = excluded.principal,"
+                        " created_at = excluded.created_at, lease_token = excluded.lease_token",
                         [
                             (
                                 batch.run_id,
@@ -984,6 +1004,7 @@ class PostgresStore:
                                     e.json or json.dumps(dict(e.data), sort_keys=True, default=str)
                                 ),
                                 batch.principal,
+                                token,
                             )
                             for e in batch.events
                         ],
@@ -993,12 +1014,15 @@ class PostgresStore:
                             "DELETE FROM run_events WHERE run_id = %s AND id <= %s",
                             (batch.run_id, batch.events[-1].id - keep),
                         )
-                for run_id in dict.fromkeys(b.run_id for b in batches):  # sent on COMMIT
+                written = dict.fromkeys(b.run_id for b in batches if b.run_id not in refused)
+                for run_id in written:  # sent on COMMIT
                     cursor.execute("SELECT pg_notify(%s, %s)", (RUN_EVENTS, run_id))
+            return refused
 
-        await self._write("append run events", write)
+        refused = await self._write("append run events", write)
         if sweep:
             self._events_swept_at = time.monotonic()
+        return refused
 
     async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
         def read(conn: Connection) -> RunEvents | None:
@@ -1320,6 +1344,25 @@ def _check_fence(conn: Connection, fence: Lease | None) -> None:
     if row is None or int(row[0]) != fence.token or row[1] != fence.owner.id:
         current = _lease(fence.key, row, _now(conn)) if row else None
         raise LeaseLost(fence.key, fence.token, current)
+
+
+def _stale_events(conn: Connection, run_id: str, fence: Lease, written: int | None) -> bool:
+    """Inside the append's transaction, the run locked: whether a later attempt of the run has
+    begun under a later grant of the fence's key. Its newest stored event was written
+    (``written``), or it was started, under a greater token, or the run holds the key now under
+    one (its next attempt took the lease over, and has not started yet; the lease row stays
+    locked, FOR SHARE, until the append commits)."""
+    if written is not None and int(written) > fence.token:
+        return True
+    started = conn.execute(
+        "SELECT lease_key, lease_token FROM runs WHERE run_id = %s", (run_id,)
+    ).fetchone()
+    if started is not None and started[0] == fence.key and int(started[1] or 0) > fence.token:
+        return True
+    held = conn.execute(
+        "SELECT holder, token FROM leases WHERE key = %s FOR SHARE", (fence.key,)
+    ).fetchone()
+    return held is not None and held[0] == run_id and int(held[1]) > fence.token
 
 
 def _wait_in_queue(

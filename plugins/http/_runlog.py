@@ -11,12 +11,13 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from soulacy.kernel import Event
+from soulacy.kernel.store import Lease
 
 from ._asgi import sse_text, to_json
 
@@ -62,6 +63,14 @@ def frame_of(event: SseEvent) -> bytes:
     return event.frame
 
 
+class HeldLease(Protocol):
+    """The lease a run holds (``Run.held``): renewed in place, ``lost`` once a renewal found
+    it taken over."""
+
+    lease: Lease
+    lost: bool
+
+
 @attrs.define(eq=False)
 class RunLog:
     run_id: str
@@ -73,6 +82,12 @@ class RunLog:
     result: SseEvent | None = None
     # told of every event appended (the store's shared copy, when processes share the store)
     publish: Callable[[RunLog, SseEvent], None] | None = None
+    # the lease the run's attempt holds, when the store's shared copy is written: it fences
+    # that copy (a later attempt of the run, in another process, refuses it)
+    held: HeldLease | None = None
+    # no more of its events go to the store's shared copy: its attempt lost its lease, or a
+    # later attempt of the run replaced it there (its own streams still get every event)
+    unshared: bool = False
     _changed: trio.Event | None = attrs.field(default=None, init=False)
 
     @property
@@ -137,6 +152,13 @@ class RunLogs:
 
     def get(self, run_id: str) -> RunLog | None:
         return self._logs.get(run_id)
+
+    def hold(self, run_id: str, held: HeldLease | None) -> None:
+        """The run ``run_id``, whose ``run.started`` was just observed, holds ``held``: its
+        log's shared copy is written under it."""
+        log = self._logs.get(run_id)
+        if log is not None and not log.finished and log.held is None:
+            log.held = held
 
     def observe(self, event: Event) -> None:
         name = STREAMED.get(event.type)

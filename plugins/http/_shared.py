@@ -8,6 +8,12 @@ like the in-memory log), and a process asked for the events of a run it does not
 them from there, woken by the store (PostgreSQL's NOTIFY; SQLite polls), until the ``result``.
 A run whose process died never writes its ``result``: once the run reads ``interrupted`` (its
 lease lapsed), the stream ends with the terminal event rebuilt from the run's record.
+
+The shared copy is fenced by the lease of the run's attempt (``RunEventBatch.fence``): a
+process stopped past its lease (SIGSTOP, a long pause) while another process retried its run
+writes nothing into the retry's events once it resumes. The store refuses such a batch, and
+the process stops sharing that log as soon as it is refused or its lease is found lost; its
+own streams still get every event of its attempt, its ending included.
 """
 
 from __future__ import annotations
@@ -16,15 +22,20 @@ import itertools
 import logging
 import operator
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from soulacy.kernel import hookimpl
 from soulacy.kernel.store import RunEvent, RunEventBatch, RunEvents, StorageError, Store
 
 from ._asgi import Send, sse, sse_text
-from ._runlog import RunLog, SseEvent, json_of
+from ._runlog import RunLog, RunLogs, SseEvent, json_of
+
+if TYPE_CHECKING:
+    from soulacy.kernel import Kernel
+    from soulacy.kernel.engine import Run
 
 log = logging.getLogger("soulacy.http")
 
@@ -46,6 +57,8 @@ class Publisher:
         self._written: weakref.WeakSet[RunLog] = weakref.WeakSet()  # logs begun in the store
 
     def add(self, log: RunLog, event: SseEvent) -> None:
+        if log.unshared:
+            return
         if not self._pending:  # the first of a flush wakes the writer; the rest wait with it
             self._wake.set()
         self._pending.append((log, event))
@@ -64,22 +77,77 @@ class Publisher:
         pending, self._pending = self._pending, []
         self._wake = trio.Event()
         batches = []
+        logs = []
         # consecutive events of one log make one batch (in C: a fast run's are most of them)
         for run_log, group in itertools.groupby(pending, key=_LOG):
+            held = run_log.held
+            if run_log.unshared:
+                continue
+            if held is not None and held.lost:  # taken over: its attempt's events stay here
+                _unshare(run_log, "its lease was taken over (it was paused past it)")
+                continue
             restart = run_log not in self._written  # a new log: a new attempt of the run
             self._written.add(run_log)
             stored = [RunEvent(e.id, e.name, e.data, e.json or _json(e)) for _, e in group]
-            batches.append(RunEventBatch(run_log.run_id, run_log.principal, stored, restart))
+            fence = held.lease if held is not None else None
+            batches.append(RunEventBatch(run_log.run_id, run_log.principal, stored, restart, fence))
+            logs.append(run_log)
         if not batches:
             return
         try:
-            await self.store.append_run_events(batches, self.keep)
+            refused = await self.store.append_run_events(batches, self.keep)
         except StorageError as exc:  # this process's own streams still have them
             log.warning(
                 "the events of %d runs were not shared with other processes: %s",
                 len(batches),
                 exc,
             )
+            return
+        if refused:  # None from a store written before the answer existed: all written
+            _unshare_refused(logs, batches, set(refused))
+
+
+def _unshare(run_log: RunLog, why: str) -> None:
+    run_log.unshared = True
+    log.warning(
+        "run %s: %s: its events are no longer shared with other processes (this process's"
+        " streams of it still get them)",
+        run_log.run_id,
+        why,
+    )
+
+
+def _unshare_refused(logs: list[RunLog], batches: list[RunEventBatch], refused: set[str]) -> None:
+    """Stop sharing the logs whose batches the store refused: a later attempt of their run
+    began elsewhere. Only a fenced batch is refused; of two logs of one run in a flush (a
+    retry in this process), the earlier attempt's (the smaller token) is; a log alone is."""
+    tokens: dict[str, set[int]] = {}
+    for batch in batches:
+        if batch.run_id in refused and batch.fence is not None:
+            tokens.setdefault(batch.run_id, set()).add(batch.fence.token)
+    for run_log, batch in zip(logs, batches, strict=True):
+        found = tokens.get(batch.run_id)
+        if found is None or batch.fence is None or run_log.unshared:
+            continue
+        if len(found) == 1 or batch.fence.token < max(found):
+            _unshare(run_log, "the store refused them: a later attempt of the run began")
+
+
+class LeaseTap:
+    """Gives the log of each run of one kernel the lease the run holds (``Run.held``), which
+    fences the log's shared copy. A wrapper of ``soulacy_run_strategy`` that answers nothing:
+    it is called once per run, just after the run's ``run.started``; registered while the
+    kernel shares its runs' events (``HttpService``)."""
+
+    def __init__(self, kernel: Kernel, logs: RunLogs) -> None:
+        self.kernel = kernel
+        self.logs = logs
+
+    @hookimpl(wrapper=True)
+    def soulacy_run_strategy(self, kernel: Kernel, run: Run) -> Generator[None, Any, Any]:
+        if kernel is self.kernel:
+            self.logs.hold(run.run_id, run.held)
+        return (yield)
 
 
 def _json(event: SseEvent) -> str | None:

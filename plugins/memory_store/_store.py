@@ -130,8 +130,11 @@ class MemoryStore:
         self._last_cancel_id = 0
         self._counters: dict[str, float] = {}
         self._approvals: dict[tuple[str, str], ApprovalRequest] = {}  # in request order
-        # run id -> (principal, its events in id order, when the last was appended)
-        self._run_events: dict[str, tuple[str | None, list[RunEvent], float]] = {}
+        # run id -> (principal, its events in id order, when the last was appended, the
+        # token of the lease its newest events were written under: None when not fenced)
+        self._run_events: dict[str, tuple[str | None, list[RunEvent], float, int | None]] = {}
+        # run id -> (lease key, token) its current attempt was started under
+        self._run_fences: dict[str, tuple[str, int]] = {}
         self._appended = trio.Event()  # set, and replaced, on every append or cancel request
 
     # -- leases --------------------------------------------------------------------------------
@@ -273,28 +276,49 @@ class MemoryStore:
         self._appended.set()
         self._appended = trio.Event()
 
-    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> list[str]:
         now = self._now()
+        refused: list[str] = []
         for batch in batches:
-            owner, events, _ = self._run_events.get(batch.run_id, (batch.principal, [], now))
+            found = self._run_events.get(batch.run_id)
+            owner, events, _, token = found or (batch.principal, [], now, None)
             if owner != batch.principal:
                 continue  # another principal's run: its events are never replaced
+            fence = batch.fence
+            if fence is not None and self._stale_events(batch.run_id, fence, token):
+                if batch.run_id not in refused:
+                    refused.append(batch.run_id)
+                continue  # an attempt a later one replaced: nothing of it is written
+            token = fence.token if fence is not None else None
             if batch.restart:
                 events = []
             events = [*events, *batch.events][-keep:]
             self._run_events.pop(batch.run_id, None)  # re-inserted last: oldest first below
-            self._run_events[batch.run_id] = (batch.principal, events, now)
-        for run_id, (_, _, at) in list(self._run_events.items()):
+            self._run_events[batch.run_id] = (batch.principal, events, now, token)
+        for run_id, (_, _, at, _) in list(self._run_events.items()):
             if now - at < RUN_EVENTS_KEPT:
                 break
             del self._run_events[run_id]
         self._wake()
+        return refused
+
+    def _stale_events(self, run_id: str, fence: Lease, written: int | None) -> bool:
+        """Whether a later attempt of the run has begun under a later grant of the fence's
+        key: its events were written, or it was started, under a greater token, or the run
+        holds the key now under one (its next attempt took the lease over)."""
+        if written is not None and written > fence.token:
+            return True
+        started = self._run_fences.get(run_id)
+        if started is not None and started[0] == fence.key and started[1] > fence.token:
+            return True
+        lease = self._leases.get(fence.key)
+        return lease is not None and lease.holder == run_id and lease.token > fence.token
 
     async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
         found = self._run_events.get(run_id)
         if found is None:
             return None
-        principal, events, _ = found
+        principal, events = found[0], found[1]
         first = events[0].id if events else 1
         return RunEvents(run_id, principal, first, [e for e in events if e.id > after][:limit])
 
@@ -362,6 +386,10 @@ class MemoryStore:
             lease=None,
         )
         self._runs[run.run_id] = stored
+        if fence is not None:
+            self._run_fences[run.run_id] = (fence.key, fence.token)
+        else:
+            self._run_fences.pop(run.run_id, None)
         return stored
 
     async def record_turn(

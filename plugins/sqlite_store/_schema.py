@@ -5,10 +5,11 @@ Version 1 is the original system's shape (``conversation_history`` without reply
 migration only adds (``CREATE TABLE IF NOT EXISTS``, ``ALTER TABLE … ADD COLUMN`` for columns
 that are missing), so running it twice changes nothing and no row is rewritten; version 6 also
 removes what it replaces (the ``claims`` table, by leases; an index made redundant),
-version 9 rebuilds the two tables written every turn (docs/decisions/0039), and version 10
+version 9 rebuilds the two tables written every turn (docs/decisions/0039), version 10
 only adds columns: a tool record is kept in its tool result's history row
-(docs/decisions/0047). All steps run in one transaction: a failed migration leaves the file
-as it was.
+(docs/decisions/0047), and so does version 11: the lease tokens that fence a run's shared
+stream events. All steps run in one transaction: a failed migration leaves the file as it
+was.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -255,6 +256,15 @@ def _v10(conn: sqlite3.Connection) -> None:
     _add_columns(conn, "tool_records", {"after_history_id": "INTEGER"})
 
 
+def _v11(conn: sqlite3.Connection) -> None:
+    # A run's stream events are fenced by its attempt's lease (docs/storage.md, run events):
+    # the token of the lease the run's current attempt was started under, and of the lease
+    # each stored event was written under (NULL: not fenced, or written before 11). A batch
+    # of an attempt that a later one replaced (a greater token) is refused.
+    _add_columns(conn, "runs", {"lease_token": "INTEGER"})
+    _add_columns(conn, "run_events", {"lease_token": "INTEGER"})
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v1,
     _v2,
@@ -266,6 +276,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v8,
     _v9,
     _v10,
+    _v11,
 )
 
 

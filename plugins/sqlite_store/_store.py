@@ -555,13 +555,17 @@ class SQLiteStore:
             # first_history_id: every entry the run writes from now has a greater id; kept
             # by a retry (its records of earlier attempts stay found), set by the first
             # attempt started with schema 10 (those before kept every record apart).
+            # lease_token: the fence's, which the run's events of earlier attempts are
+            # refused by (append_run_events)
             stored = conn.execute(
                 "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
-                " started_at, attempt, lease_key, first_history_id) VALUES (?, ?, ?, ?, ?,"
-                " 'running', ?, ?, ?, (SELECT COALESCE(max(id), 0) FROM conversation_history))"
+                " started_at, attempt, lease_key, lease_token, first_history_id) VALUES (?, ?,"
+                " ?, ?, ?, 'running', ?, ?, ?, ?,"
+                " (SELECT COALESCE(max(id), 0) FROM conversation_history))"
                 " ON CONFLICT (run_id) DO UPDATE SET status = 'running', verification = NULL,"
                 " incomplete_reason = NULL, metadata = NULL, finished_at = NULL,"
                 " attempt = excluded.attempt, lease_key = excluded.lease_key,"
+                " lease_token = excluded.lease_token,"
                 " first_history_id = COALESCE(runs.first_history_id, excluded.first_history_id)"
                 f" RETURNING {_RUN_COLUMNS}",
                 (
@@ -573,6 +577,7 @@ class SQLiteStore:
                     run.started_at,
                     attempt,
                     lease_key,
+                    fence.token if fence is not None else None,
                 ),
             ).fetchall()  # all of it: the statement is done before COMMIT
             return _run(stored[0])
@@ -978,29 +983,48 @@ class SQLiteStore:
 
     # -- run events ----------------------------------------------------------------------------
 
-    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> list[str]:
         sweep = time.monotonic() - self._swept_at >= HOUSEKEEPING_EVERY
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> list[str]:
             now = time.time()
+            refused: list[str] = []
             if sweep:
                 conn.execute(
                     "DELETE FROM run_events WHERE created_at < ?", (now - RUN_EVENTS_KEPT,)
                 )
             for batch in batches:
-                owner = conn.execute(
-                    "SELECT principal FROM run_events WHERE run_id = ? LIMIT 1", (batch.run_id,)
+                newest = conn.execute(
+                    "SELECT principal, lease_token FROM run_events WHERE run_id = ?"
+                    " ORDER BY id DESC LIMIT 1",
+                    (batch.run_id,),
                 ).fetchone()
-                if owner is not None and owner[0] != batch.principal:
+                if newest is not None and newest[0] != batch.principal:
                     continue  # another principal's run: its events are never replaced
+                fence = batch.fence
+                if fence is not None and _stale_events(
+                    conn, batch.run_id, fence, newest[1] if newest else None
+                ):
+                    if batch.run_id not in refused:
+                        refused.append(batch.run_id)
+                    continue  # an attempt a later one replaced: nothing of it is written
+                token = fence.token if fence is not None else None
                 if batch.restart:
                     conn.execute("DELETE FROM run_events WHERE run_id = ?", (batch.run_id,))
                 conn.executemany(
                     "INSERT OR REPLACE INTO run_events (run_id, id, name, data, principal,"
-                    " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    " created_at, lease_token) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [
                         # the transport's own encoding when it gives it (decision 0050)
-                        (batch.run_id, e.id, e.name, e.json or _dumps(e.data), batch.principal, now)
+                        (
+                            batch.run_id,
+                            e.id,
+                            e.name,
+                            e.json or _dumps(e.data),
+                            batch.principal,
+                            now,
+                            token,
+                        )
                         for e in batch.events
                     ],
                 )
@@ -1009,11 +1033,13 @@ class SQLiteStore:
                         "DELETE FROM run_events WHERE run_id = ? AND id <= ?",
                         (batch.run_id, batch.events[-1].id - keep),
                     )
+            return refused
 
-        await self._commit("append run events", write)
+        refused = await self._commit("append run events", write)
         if sweep:
             self._swept_at = time.monotonic()
         self._wake()
+        return refused
 
     def _wake(self) -> None:
         """Wake this process's waiters for run events and cancellation requests."""
@@ -1333,6 +1359,22 @@ def _check_fence(conn: sqlite3.Connection, fence: Lease | None) -> None:
     if row is None or row[0] != fence.token or row[1] != fence.owner.id:
         current = _lease(fence.key, row, time.time()) if row else None
         raise LeaseLost(fence.key, fence.token, current)
+
+
+def _stale_events(conn: sqlite3.Connection, run_id: str, fence: Lease, written: int | None) -> bool:
+    """Inside the append's transaction: whether a later attempt of the run has begun under a
+    later grant of the fence's key. Its newest stored event was written (``written``), or it
+    was started, under a greater token, or the run holds the key now under one (its next
+    attempt took the lease over, and has not started yet)."""
+    if written is not None and written > fence.token:
+        return True
+    started = conn.execute(
+        "SELECT lease_key, lease_token FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if started is not None and started[0] == fence.key and (started[1] or 0) > fence.token:
+        return True
+    held = conn.execute("SELECT holder, token FROM leases WHERE key = ?", (fence.key,)).fetchone()
+    return held is not None and held[0] == run_id and int(held[1]) > fence.token
 
 
 def _place(

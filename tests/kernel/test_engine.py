@@ -517,3 +517,22 @@ async def test_a_disabled_agent_does_not_run(
     workspace.scripted_agent("a", [{"text": "hi"}], enabled=False)
     with pytest.raises(Exception, match=r"agent 'a' is disabled \(enabled: false in"):
         await load().run("a", "go")
+
+
+async def test_a_strategy_that_returns_without_ending_the_run_fails_it_saying_so(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    async def forgetful(run: Any) -> None:
+        await run.turn()
+        await run.call_model()  # and then neither run.complete nor a RunStop
+
+    plugin = throwaway_plugin("forgetful", soulacy_run_strategy=lambda kernel, run: forgetful)
+    workspace.scripted_agent("a", [{"text": "an answer nobody takes"}])
+    kernel = make_kernel(extra_plugins=[plugin])
+    result = await kernel.run("a", "go")
+    assert (result.status, result.incomplete_reason) == ("failed", "no_ending")
+    assert "returned without ending the run" in (result.error or "")
+    assert result.finished_at > 0
+    stored = await kernel.store().get_run(result.run_id)
+    assert stored is not None
+    assert stored.status == "failed"

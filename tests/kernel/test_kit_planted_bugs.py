@@ -883,6 +883,14 @@ class RunEventsWaitSleeps(MemoryStore):
         return bool(found and found.events)
 
 
+class StaleRunEventsAccepted(MemoryStore):
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> list[str]:
+        # the bug: a paused owner's events, under a lease its run's next attempt took over,
+        # are written into the new attempt's log
+        await super().append_run_events([attrs.evolve(b, fence=None) for b in batches], keep)
+        return []
+
+
 class FailedRunEventsReadEmpty(FailingStore):
     async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
         return None  # the bug: a broken store looks like a run with no events
@@ -993,6 +1001,11 @@ LEASE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
         "run_events",
     ),
     "a waiter for run events not woken": (RunEventsWaitSleeps, None, "run_events"),
+    "a taken-over owner's run events accepted": (
+        StaleRunEventsAccepted,
+        None,
+        "run_events_fenced",
+    ),
     "a failed run events read is empty": (MemoryStore, FailedRunEventsReadEmpty, "failures_raise"),
     "a failed acquire_lease is a refusal": (MemoryStore, FailedAcquireIsARefusal, "failures_raise"),
     "a failed spend is a refusal": (MemoryStore, FailedSpendIsARefusal, "failures_raise"),

@@ -206,7 +206,8 @@ async def test_a_schema_3_database_with_history_reads_the_same_once_migrated(
         assert rows(
             database, "SELECT to_regclass('history_by_attempt'), to_regclass('attempt_endings')"
         ) == [(None, "attempt_endings")]
-        assert [v for (v,) in rows(database, f"SELECT version FROM {SCHEMA_TABLE}")] == [1, 2, 3, 4]
+        applied = [v for (v,) in rows(database, f"SELECT version FROM {SCHEMA_TABLE}")]
+        assert applied == list(range(1, SCHEMA_VERSION + 1))
 
         # The runs go on in the new layout, their earlier entries as they were.
         running = await store.get_run("running")

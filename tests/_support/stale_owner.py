@@ -1,0 +1,231 @@
+"""An owner paused past its lease, as issue "Step 23" (observation 4) saw it: two `soulacy
+serve` processes share one store with their runs' events shared through it; the first runs a
+run and is stopped with SIGSTOP mid-tool, past its lease; the second retries the run and
+finishes attempt 2; then the first gets SIGCONT. A fresh process reading the run's events
+must find the second attempt's alone: one ``result``, ``completed``, attempt 2. The store the
+processes share is the caller's (SQLite: the workspace's file; PostgreSQL: a database).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import trio
+
+from _support.http_server import sse_events
+from soulacy.kernel.testing import Workspace
+
+KEYS = {"alice": "key-alice"}
+RUN = {"agent_id": "a", "text": "go", "run_id": "R-stale", "session_id": "S-stale"}
+TOOLS_PY = '''
+import os, time
+from pathlib import Path
+
+
+def slow(name: str) -> str:
+    """Marks that it started, then takes SOULACY_TEST_SLOW seconds."""
+    marks = Path(os.environ["SOULACY_TEST_MARKS"])
+    (marks / f"{name}-{os.getpid()}").write_text("")
+    time.sleep(float(os.environ.get("SOULACY_TEST_SLOW", "0")))
+    return f"{name} done"
+'''
+
+
+@attrs.define
+class Node:
+    name: str
+    url: str
+    process: subprocess.Popen[str]
+    log: Path
+
+    def client(self) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {KEYS['alice']}"}
+        return httpx.AsyncClient(base_url=self.url + "/api/v1", headers=headers, timeout=60)
+
+
+def write_workspace(workspace: Workspace, store: str = "") -> Path:
+    """Short leases, one key, and the agent ``a``: a slow tool call, then an answer. ``store``
+    is config.yaml's store part (empty: the workspace's SQLite file). Returns the folder of
+    the tool's marks."""
+    marks = workspace.path / "marks"
+    marks.mkdir()
+    workspace.write_config(
+        store + "leases: {ttl: 1s, heartbeat: 200ms, cancel_poll: 100ms}\n"
+        f"server:\n  api_keys: {json.dumps(KEYS)}\n  share_events: true\n"
+    )
+    workspace.scripted_agent(
+        "a",
+        [{"tool": "slow", "arguments": {"name": "step"}, "id": "c1"}, {"text": "finished"}],
+        tools=["tools.py:slow"],
+    )
+    (workspace.path / "agents" / "a" / "tools.py").write_text(TOOLS_PY)
+    return marks
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start(workspace: Workspace, name: str, folder: Path, marks: Path, slow: float) -> Node:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
+    env.update(
+        SOULACY_SERVER__PORT=str(port),
+        SOULACY_TEST_MARKS=str(marks),
+        SOULACY_TEST_SLOW=str(slow),
+    )
+    log = folder / f"{name}.log"
+    command = [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path)]
+    with log.open("w") as err:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [*command, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=err, text=True
+        )
+    return Node(name, f"http://127.0.0.1:{port}", process, log)
+
+
+def wait_healthy(node: Node, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if node.process.poll() is not None:
+            raise AssertionError(f"{node.name} exited: {node.log.read_text()}")
+        try:
+            if httpx.get(node.url + "/api/v1/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{node.name} did not start: {node.log.read_text()}")
+
+
+@contextmanager
+def serving(nodes: list[Node]) -> Iterator[list[Node]]:
+    """The nodes, stopped (SIGCONT first: a stopped process ignores SIGTERM) when done."""
+    try:
+        for node in nodes:
+            wait_healthy(node)
+        yield nodes
+    finally:
+        for node in nodes:
+            if node.process.poll() is None:
+                node.process.send_signal(signal.SIGCONT)
+                node.process.send_signal(signal.SIGTERM)
+        for node in nodes:
+            try:
+                node.process.wait(30)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait(30)
+
+
+async def stream_until(node: Node, body: dict[str, Any], until: str) -> list[tuple[int, str]]:
+    """POST /chat/stream on a raw socket and hang up once the event ``until`` arrived: the
+    (id, name) of the events received (the run goes on without its stream)."""
+    host, port = node.url.removeprefix("http://").split(":")
+    raw = json.dumps(body).encode()
+    stream = await trio.open_tcp_stream(host, int(port))
+    try:
+        await stream.send_all(
+            b"POST /api/v1/chat/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n"
+            + f"Authorization: Bearer {KEYS['alice']}\r\n".encode()
+            + f"Content-Length: {len(raw)}\r\n\r\n".encode()
+            + raw
+        )
+        received = b""
+        pattern = re.compile(rb"id: (\d+)\nevent: ([\w.]+)\ndata: [^\n]*\n\n")
+        while True:
+            events = [(int(i), name.decode()) for i, name in pattern.findall(received)]
+            if any(name == until for _, name in events):
+                return events
+            chunk = await stream.receive_some(65536)
+            assert chunk, received  # the server must not hang up first
+            received += chunk
+    finally:
+        await stream.aclose()
+
+
+def marked(marks: Path) -> bool:
+    return any(marks.iterdir())
+
+
+async def wait_for_mark(marks: Path, node: Node, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not marked(marks):
+        assert node.process.poll() is None, node.log.read_text()
+        assert time.monotonic() < deadline, "the run never reached its tool call"
+        await trio.sleep(0.02)
+
+
+async def events_of(node: Node) -> list[dict[str, Any]]:
+    """The run's events as ``node`` serves them from the start (``Last-Event-ID: 0``)."""
+    async with node.client() as client:
+        answer = await client.get(f"/runs/{RUN['run_id']}/events", headers={"Last-Event-ID": "0"})
+    assert answer.status_code == 200, answer.text
+    return sse_events(answer.text)
+
+
+async def check_a_paused_owner_leaves_the_shared_events_alone(
+    workspace: Workspace,
+    marks: Path,
+    folder: Path,
+    stored_results: Callable[[str], list[dict[str, Any]]],
+) -> None:
+    """The scenario; ``stored_results(run_id)`` reads the data of the run's stored ``result``
+    events straight from the shared store."""
+    first = start(workspace, "first", folder, marks, slow=60)  # its tool call outlasts the test
+    second = start(workspace, "second", folder, marks, slow=0)
+    with serving([first, second]):
+        seen = await stream_until(first, RUN, "tool.call")
+        assert [name for _, name in seen] == ["run", "run.limits", "tool.call"]
+        await wait_for_mark(marks, first)
+        await trio.sleep(0.3)  # its events so far are shared (every 20 ms)
+        first.process.send_signal(signal.SIGSTOP)
+        await trio.sleep(1.6)  # past its 1 s lease
+        async with second.client() as client:
+            retried = await client.post("/chat", json=RUN)
+        assert retried.status_code == 200, retried.text
+        done = retried.json()
+        assert (done["status"], done["metadata"].get("attempt")) == ("completed", 2), done
+        await trio.sleep(0.3)  # the second's events are shared
+        first.process.send_signal(signal.SIGCONT)
+        # The first learns at its next renewal that it lost the lease: its run ends, and its
+        # own streams get its own ending.
+        with trio.fail_after(30):
+            own = await events_of(first)
+        assert own[-1]["event"] == "result"
+        assert (own[-1]["data"]["status"], own[-1]["data"]["metadata"]["incomplete_reason"]) == (
+            "failed",
+            "lease_lost",
+        ), own[-1]
+        await trio.sleep(1.0)  # what the first would share, it has shared by now
+        assert first.process.poll() is None, first.log.read_text()
+
+        fresh = start(workspace, "fresh", folder, marks, slow=0)
+        with serving([fresh]):
+            read = await events_of(fresh)
+    results = [e for e in read if e["event"] == "result"]
+    assert [(r["data"]["status"], r["data"]["metadata"].get("attempt")) for r in results] == [
+        ("completed", 2)
+    ], read
+    assert read[-1]["event"] == "result"
+    ids = [e["id"] for e in read]
+    assert ids == list(range(1, len(ids) + 1)), ids  # one log, the second attempt's
+    assert "".join(e["data"].get("text", "") for e in read if e["event"] == "delta") == "finished"
+    stored = stored_results(str(RUN["run_id"]))
+    assert [(r["status"], r["metadata"].get("attempt")) for r in stored] == [("completed", 2)]

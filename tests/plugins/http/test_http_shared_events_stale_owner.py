@@ -1,0 +1,39 @@
+"""Two `soulacy serve` processes on one SQLite workspace, their runs' events shared through
+the store: an owner stopped past its lease (SIGSTOP), whose run another process retried and
+finished meanwhile, writes nothing into the shared events once resumed (SIGCONT). A fresh
+process streams the run's events with one ``result``: the retry's, ``completed``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _support.stale_owner import (
+    check_a_paused_owner_leaves_the_shared_events_alone,
+    write_workspace,
+)
+
+from soulacy.kernel.testing import Workspace
+
+pytestmark = pytest.mark.processes
+
+
+async def test_a_paused_owner_leaves_the_shared_events_of_its_successor_alone(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    marks = write_workspace(workspace)
+
+    def stored_results(run_id: str) -> list[dict[str, Any]]:
+        with sqlite3.connect(workspace.path / "soulacy.db") as conn:
+            rows = conn.execute(
+                "SELECT data FROM run_events WHERE run_id = ? AND name = 'result' ORDER BY id",
+                (run_id,),
+            ).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    await check_a_paused_owner_leaves_the_shared_events_alone(
+        workspace, marks, tmp_path, stored_results
+    )
