@@ -3,7 +3,8 @@
 
 Each command sets up what it needs on first use, with nothing but Python 3.11+ on the machine:
 a virtual environment in ``.venv`` with the project installed (editable, strict mode, with its
-test dependencies), made again when ``pyproject.toml`` changes. Then:
+test dependencies), made again when ``pyproject.toml`` changes; it says each step and how far
+it has got, and keeps pip's whole output in ``.venv/pip-install.log``. Then:
 
 - ``demo``: ``soulacy demo`` (the main job on embedded defaults; arguments are passed on);
 - ``test``: ``python -m pytest`` in parallel workers (pytest-xdist; arguments are passed on,
@@ -24,8 +25,10 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -33,8 +36,14 @@ STAMP = VENV / ".soulacy-installed"  # the sha256 of what it was installed from 
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 BROWSER = "/usr/bin/chromium"
-TYPED_PACKAGES = ("soulacy.kernel", "soulacy.plugins", "soulacy.contrib", "soulacy.sdk")
-PACKAGE_DIRS = ("kernel", "plugins", "contrib", "sdk")
+TYPED_PACKAGES = (
+    "soulacy.kernel",
+    "soulacy.plugins",
+    "soulacy.contrib",
+    "soulacy.sdk",
+    "soulacy.testing",
+)
+PACKAGE_DIRS = ("kernel", "plugins", "contrib", "sdk", "testing")
 # What the quick loop leaves out: the markers of tests that need more than this process.
 SLOW_MARKERS = ("browser", "postgres", "processes", "bench")
 
@@ -65,12 +74,108 @@ def ensure_environment() -> None:
     wanted = installed_from()
     if STAMP.exists() and STAMP.read_text().strip() == wanted and PYTHON.exists():
         return
-    if not PYTHON.exists():
+    first = not PYTHON.exists()
+    if first:
         say(f"creating the virtual environment {VENV.relative_to(ROOT)}/")
         venv.EnvBuilder(with_pip=True).create(VENV)
-    say("installing soulacy with its test dependencies (first use, or its files changed)")
-    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]", "-C", "editable_mode=strict")
+    install(first)
     STAMP.write_text(wanted + "\n")
+
+
+def pip_install_command() -> list[str]:
+    return [str(PYTHON), "-m", "pip", "install", "-e", ".[dev]", "-C", "editable_mode=strict"]
+
+
+class PipProgress:
+    """pip's output, a line at a time, told as its few top-level steps: preparing the build,
+    collecting packages (with a count), building, installing. On a terminal one line is
+    rewritten in place; elsewhere (CI, a pipe) each step is one line."""
+
+    STEPS = (
+        ("Installing build dependencies", "preparing soulacy's build"),
+        ("Building wheels for collected packages", "building soulacy"),
+    )
+
+    def __init__(self, out: TextIO, tty: bool) -> None:
+        self.out, self.tty = out, tty
+        self.collected = 0
+        self.installing = 0
+        self._shown = ""  # the line a terminal shows now (rewritten in place)
+        self._said: set[str] = set()
+
+    def feed(self, line: str) -> None:
+        line = line.strip()
+        for start, step in self.STEPS:
+            if line.startswith(start) and step not in self._said:
+                self._said.add(step)
+                self._show(step)
+        if line.startswith("Collecting "):
+            self.collected += 1
+            name = line.split()[1]
+            if self.tty:
+                self._show(f"collecting packages: {self.collected} ({name})")
+            elif self.collected == 1 or self.collected % 25 == 0:
+                self._show(f"collecting packages: {self.collected} so far")
+        elif line.startswith("Installing collected packages:"):
+            self.installing = len(line.partition(":")[2].split(","))
+            self._show(f"installing {self.installing} packages")
+
+    def _show(self, text: str) -> None:
+        text = f"dev.py:   {text}"
+        if self.tty:
+            pad = " " * max(0, len(self._shown) - len(text))
+            self.out.write(f"\r{text}{pad}")
+            self._shown = text
+        else:
+            self.out.write(text + "\n")
+        self.out.flush()
+
+    def end(self) -> None:
+        if self.tty and self._shown:
+            self.out.write("\n")
+            self.out.flush()
+            self._shown = ""
+
+
+def install(first: bool) -> None:
+    """``pip install -e .[dev]`` into .venv, saying what it does; pip's output goes to
+    .venv/pip-install.log (and its end to stderr when it fails)."""
+    took = "about a minute on a first run" if first else "usually well under a minute"
+    log = VENV / "pip-install.log"
+    say(
+        "installing soulacy and its test dependencies into .venv"
+        f" ({took}; pip's output: {log.relative_to(ROOT) if log.is_relative_to(ROOT) else log})"
+    )
+    started = time.monotonic()
+    progress = PipProgress(sys.stderr, sys.stderr.isatty())
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # pip's lines as they come, not in blocks
+    with (
+        log.open("w", encoding="utf-8") as kept,
+        subprocess.Popen(
+            pip_install_command(),
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        ) as pip,
+    ):
+        assert pip.stdout is not None
+        for line in pip.stdout:
+            kept.write(line)
+            progress.feed(line)
+        code = pip.wait()
+    progress.end()
+    if code != 0:
+        tail = log.read_text(encoding="utf-8").splitlines()[-30:]
+        print("\n".join(tail), file=sys.stderr, flush=True)
+        say(f"pip install failed (exit {code}); its whole output is in {log}")
+        sys.exit(1)
+    count = f"{progress.installing} packages" if progress.installing else "soulacy"
+    say(f"installed {count} in {time.monotonic() - started:.0f}s")
 
 
 def ensure_browser() -> None:

@@ -28,8 +28,8 @@ import trio
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, Usage
 from soulacy.kernel.providers import ProviderType
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.scripted import ScriptedProvider
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 def build(folder: Path, turns: int, stamps: list[float], store: bool = False) -> Kernel:

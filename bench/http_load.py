@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import trio
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 def start_server(folder: Path, words: int) -> tuple[subprocess.Popen[str], str]:

@@ -101,7 +101,7 @@ def soulacy_provider_types() -> Sequence[ProviderType]:
 
 
 def workspace(folder: Path, events: int) -> None:
-    from soulacy.kernel.testing import Workspace
+    from soulacy.testing import Workspace
 
     space = Workspace(folder)
     space.write_config(

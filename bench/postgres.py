@@ -69,9 +69,9 @@ from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, Usage
 from soulacy.kernel.providers import ProviderType
 from soulacy.kernel.store import ConversationKey, LeaseOwner, RunRecord, Store, ToolRecord
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.scripted import ScriptedProvider
 from soulacy.plugins.sqlite_store import SQLiteStore
+from soulacy.testing import Workspace, throwaway_plugin
 
 PLUGIN = "soulacy.contrib.postgres"
 

@@ -64,7 +64,7 @@ import trio
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 PLUGIN = "soulacy.contrib.postgres"
 ENV_DSN = "SOULACY_BENCH_POSTGRES_DSN"

@@ -48,7 +48,14 @@ if TYPE_CHECKING:
     from ._json import json_encoder
     from ._kernel import DEFAULT_GRACE_PERIOD, AgentSpec, Kernel, Service, open_kernel
     from ._lazy import lazy_exports
-    from ._loading import AGENT_FILE, AGENTS_DIR, LoadedPlugins, PluginsConfig, load_plugins
+    from ._loading import (
+        AGENT_FILE,
+        AGENTS_DIR,
+        CONFIG_FILE,
+        LoadedPlugins,
+        PluginsConfig,
+        load_plugins,
+    )
     from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
     from ._redact import redact, redact_text
     from ._stash import Stash, StashKey
@@ -87,7 +94,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "._events": ("Event", "EventStream"),
     "._json": ("json_encoder",),
     "._kernel": ("DEFAULT_GRACE_PERIOD", "AgentSpec", "Kernel", "Service", "open_kernel"),
-    "._loading": ("AGENTS_DIR", "AGENT_FILE", "LoadedPlugins", "PluginsConfig", "load_plugins"),
+    "._loading": (
+        "AGENTS_DIR",
+        "AGENT_FILE",
+        "CONFIG_FILE",
+        "LoadedPlugins",
+        "PluginsConfig",
+        "load_plugins",
+    ),
     "._manager": ("BUILTIN_PLUGINS", "PluginInfo", "SoulacyPluginManager"),
     "._lazy": ("lazy_exports",),
     "._redact": ("redact", "redact_text"),
@@ -101,6 +115,7 @@ __all__ = [
     "AGENTS_DIR",
     "AGENT_FILE",
     "BUILTIN_PLUGINS",
+    "CONFIG_FILE",
     "DEFAULT_GRACE_PERIOD",
     "DROP",
     "KEPT_SHOWN",

@@ -54,7 +54,10 @@ if TYPE_CHECKING:
     from ._leases import HeldLease
     from .policy import ExecutionPolicy, Limit
 
-Status = Literal["completed", "incomplete", "failed", "cancelled"]
+# "interrupted": cut by its process stopping (reason ``shutdown``); not finished in the store,
+# so that a same-id retry resumes it (docs/decisions/0059-a-shutdown-interrupts-runs-resumably.md)
+Status = Literal["completed", "incomplete", "failed", "cancelled", "interrupted"]
+SHUTDOWN = "shutdown"  # the reason of a run interrupted because its kernel stops
 Verification_ = Literal["verified", "unverified", "failed"]
 
 PREVIEW_CHARS = 200  # of a tool result, in its event
@@ -471,6 +474,12 @@ class Engine:
                 self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
                 with trio.CancelScope(shield=True):
                     await self._complete(run)
+        except trio.Cancelled:
+            if not run.done and kernel.stopping.is_set():  # queued when its kernel stopped
+                self._finish(run, "interrupted", SHUTDOWN)
+                with trio.CancelScope(shield=True):
+                    await self._complete(run)
+            raise
         finally:
             kernel.release_run(handle)
         return run.result
@@ -506,6 +515,14 @@ class Engine:
                     self._finish(run, "failed", "lease_lost", error=str(run.held.error()))
                 elif isinstance(exc, trio.Cancelled) and handle.scope.cancel_called:
                     self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
+                elif (
+                    isinstance(exc, trio.Cancelled)
+                    and self.kernel.stopping.is_set()
+                    and run.awaiting is None
+                ):
+                    # Cut by its kernel stopping (a server's drain ended): stored as far as
+                    # it went and not finished, so that a same-id retry resumes it.
+                    self._finish(run, "interrupted", SHUTDOWN)
                 else:  # a parent's cancellation or an engine bug
                     cancelled = isinstance(exc, trio.Cancelled | KeyboardInterrupt)
                     if cancelled and run.awaiting is not None:
@@ -1072,7 +1089,10 @@ class Engine:
             if not run.suspended:  # left as a crashed run is: its retry answers what it left
                 _answer_cut(run)
             await self._record(run)
-            if run.suspended:  # stored as far as it went; how it ends is its retry's
+            # Stored as far as it went; how it ends is its retry's. An interrupted run (its
+            # process stopped) is left unfinished as a crashed attempt is: once its lease is
+            # released it reads ``interrupted``, and a same-id retry is its next attempt.
+            if run.suspended or run.result.status == "interrupted":
                 return None
             metadata = run.result.metadata()
             await store.finish_run(run.run_id, metadata, fence)

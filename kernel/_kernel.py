@@ -57,7 +57,12 @@ class Service(Protocol):
         """Call ``task_status.started()`` once ready, optionally with what callers need (such as
         the bound addresses); return within half a second of ``kernel.stopping`` being set
         (await it, never ``trio.sleep_forever()``: what still runs after the grace period is
-        cancelled, and every stop waits that long). ``check_service_stops`` checks a service."""
+        cancelled, and every stop waits that long). ``check_service_stops`` checks a service.
+
+        A service with work to drain first (the ``http`` plugin's runs, for
+        ``server.shutdown_grace``) says how long it may take with an optional attribute
+        ``drain_seconds`` (a float, read when the kernel stops): ``open_kernel`` adds the
+        largest of its services' to the grace period. Idle, it still returns at once."""
 
 
 @attrs.frozen
@@ -599,26 +604,39 @@ async def open_kernel(
 
     Every service is started with ``await nursery.start(service.serve)``, so the block begins
     once all are ready. On exit ``kernel.stopping`` is set, services get ``grace_period`` seconds
-    to finish on their own (each should take well under a second), and whatever still runs is
-    then cancelled, with a warning on the ``soulacy.kernel`` logger naming it.
+    to finish on their own (each should take well under a second), plus the largest
+    ``drain_seconds`` a started service declares (see :class:`Service`), and whatever still runs
+    is then cancelled, with a warning on the ``soulacy.kernel`` logger naming it.
     """
     kernel = kernel or Kernel.load(workspace, **load_options)
     grace: list[float] = []  # when the grace period ends, once the kernel is stopping
+    running: list[Service] = []
     try:
         async with trio.open_nursery() as nursery:
             for service in kernel.services():
                 if services == "runs" and not getattr(service, "needed_by_runs", False):
                     continue
                 kernel.started[service.name] = await nursery.start(_serve, service, grace)
+                running.append(service)
             try:
                 yield kernel
             finally:
                 kernel.stopping.set()
-                grace.append(trio.current_time() + grace_period)
+                drain = max((_drain_seconds(s) for s in running), default=0.0)
+                grace.append(trio.current_time() + grace_period + drain)
                 nursery.cancel_scope.deadline = grace[0]
     finally:
         with trio.CancelScope(shield=True):  # after the services, which may still use them
             await kernel.aclose()
+
+
+def _drain_seconds(service: Service) -> float:
+    """The seconds a service says it may take to drain its work once the kernel stops."""
+    seconds = getattr(service, "drain_seconds", 0.0)
+    try:
+        return max(0.0, float(seconds or 0.0))
+    except (TypeError, ValueError):  # a plugin's mistake costs it its drain, not the stop
+        return 0.0
 
 
 async def _serve(

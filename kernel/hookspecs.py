@@ -323,7 +323,7 @@ def soulacy_run_strategy(kernel: Kernel, run: Run) -> RunStrategy | None:
     (returning with the run unfinished is a bug). Each model call follows a turn boundary,
     ``run.turn()``, which stores what is pending and checks the limits, and goes through
     ``run.call_model()``, which accounts for it; each tool call goes through
-    ``run.call_tool()``. ``soulacy.kernel.testing.check_run_strategy`` checks a strategy
+    ``run.call_tool()``. ``soulacy.testing.check_run_strategy`` checks a strategy
     against this.
 
     The engine still owns serialization, timeouts, storage and the terminal event; a strategy
@@ -353,7 +353,7 @@ def soulacy_tool_loop(kernel: Kernel, run: Run) -> ToolLoop | None:
     ``run.call_tool(name, arguments, call.id)``, so that its result reaches the next model call
     and a call id executed before (a same-id retry) replays instead of running again; a failed
     call is a result the model reads, not the end of the run.
-    ``soulacy.kernel.testing.check_tool_loop`` checks a loop against this.
+    ``soulacy.testing.check_tool_loop`` checks a loop against this.
 
     The builtin ``classic`` plugin answers last (its loop also decides which replies are
     answers, and nudges the model after one that is not). The first non-None result wins.
@@ -389,7 +389,7 @@ def soulacy_services(kernel: Kernel) -> Sequence[Service]:
     Called when ``open_kernel`` starts. Each service's ``serve(task_status=...)`` is started with
     ``await nursery.start(...)`` and must call ``task_status.started()`` once ready. On shutdown
     the kernel sets ``kernel.stopping``: ``serve`` then ends its work and returns, within half a
-    second (``soulacy.kernel.testing.check_service_stops`` checks it). What still runs after the
+    second (``soulacy.testing.check_service_stops`` checks it). What still runs after the
     grace period is cancelled, with a warning naming the service.
     """
 

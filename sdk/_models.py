@@ -34,6 +34,20 @@ class ChatResponse:
         """Whether the run completed (rather than failed, was cancelled or stopped short)."""
         return self.status == "completed"
 
+    @property
+    def incomplete_reason(self) -> str | None:
+        """Why the run did not complete (``max_turns``, ``shutdown``, ...); None if it did."""
+        reason = self.metadata.get("incomplete_reason")
+        return None if reason is None else str(reason)
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the run was interrupted, not ended: its server stopped (reason
+        ``shutdown``) before it finished. What it did is stored; send the same request with
+        the same ``run_id`` (to any server on the store) to resume it as its next attempt, its
+        completed tool calls replayed."""
+        return self.status == "interrupted"
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ChatResponse:
         """Parse the body of ``POST /chat`` or the data of a ``result`` event."""

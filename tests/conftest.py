@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["soulacy.kernel.testing", "_support.guard", "_support.browser"]
+pytest_plugins = ["soulacy.testing.pytest_plugin", "_support.guard", "_support.browser"]
 
 
 def run_soulacy(

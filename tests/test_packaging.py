@@ -16,6 +16,7 @@ MAPPING = {
     "plugins": "soulacy/plugins",
     "contrib": "soulacy/contrib",
     "sdk": "soulacy/sdk",
+    "testing": "soulacy/testing",
 }
 
 
@@ -72,7 +73,7 @@ def test_the_wheel_declares_the_launcher_and_no_pytest_plugin(wheel: Path) -> No
         (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
         text = zf.read(name).decode()
     assert "soulacy = soulacy.kernel.cli:main" in text
-    # The testing plugin is opt-in (pytest_plugins = ["soulacy.kernel.testing"], decision
+    # The testing plugin is opt-in (pytest_plugins = ["soulacy.testing.pytest_plugin"], decision
     # 0028): installing Soulacy adds no fixture to other projects' test runs.
     assert "pytest11" not in text
 

@@ -27,8 +27,8 @@ import trio
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, Usage
 from soulacy.kernel.providers import ProviderType
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.scripted import ScriptedProvider
+from soulacy.testing import Workspace, throwaway_plugin
 
 RUNTIME = "soulacy"
 

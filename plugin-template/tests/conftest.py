@@ -3,4 +3,4 @@
 It is opt-in: installing Soulacy adds no fixture to any test suite that does not ask for it.
 """
 
-pytest_plugins = ["soulacy.kernel.testing"]
+pytest_plugins = ["soulacy.testing.pytest_plugin"]

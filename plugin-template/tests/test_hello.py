@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from soulacy.kernel import Event, Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 def test_the_plugin_is_discovered_through_its_entry_point(

@@ -26,6 +26,7 @@ from ._args import (
     _configure_plugin_new,
     _configure_run,
     _configure_runs,
+    _configure_serve,
     _configure_set,
     _configure_show,
     _json_flag,
@@ -72,7 +73,10 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
 def soulacy_cli_commands() -> Sequence[CliCommand]:
     return [
         CliCommand(
-            "serve", "run the kernel and its services until SIGINT or SIGTERM", _RUN + "_serve"
+            "serve",
+            "run the kernel and its services (the HTTP API, the portal) until SIGINT or SIGTERM",
+            _RUN + "_serve",
+            _configure_serve,
         ),
         CliCommand(
             "plugins",

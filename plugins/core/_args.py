@@ -10,6 +10,25 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
+    return port
+
+
+def _configure_serve(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="the address to listen on (default: server.host, 127.0.0.1)")
+    parser.add_argument(
+        "--port",
+        type=_port,
+        help="the port to listen on, 0 for any free one (default: server.port, 8484)",
+    )
+
+
 def _configure_get(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("key", help="dotted key, e.g. runtime.timeouts.run")
     _json_flag(parser)

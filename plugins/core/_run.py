@@ -7,9 +7,11 @@ which records itself as cancelled with the signal's reason.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import math
+import os
 import signal
 import tempfile
 import time
@@ -18,6 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from soulacy.kernel import (
@@ -49,19 +52,90 @@ async def _next_signal(signals: AsyncIterator[int], ctx: CliContext, doing: str)
 
 
 async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
+    overrides = {}  # --host/--port: server.host/port for this process, as environment overrides
+    if args.host is not None:
+        overrides["SOULACY_SERVER__HOST"] = args.host
+    if args.port is not None:
+        overrides["SOULACY_SERVER__PORT"] = str(args.port)
+    if overrides:
+        ctx.plugins = attrs.evolve(ctx.plugins, environ={**ctx.plugins.environ, **overrides})
     kernel = ctx.kernel()
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        async with open_kernel(kernel=kernel):
-            names = ", ".join(s.name for s in kernel.services()) or "none"
-            print(
-                f"soulacy: serving {kernel.workspace} (services: {names}); Ctrl-C stops",
-                file=ctx.err,
-                flush=True,
-            )
-            await _next_signal(signals, ctx, "shutting down")
-            asked = time.monotonic()
+    ready = False
+    try:
+        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            async with open_kernel(kernel=kernel):
+                ready = True
+                print(_start_line(kernel), file=ctx.err, flush=True)
+                await _next_signal(signals, ctx, "shutting down")
+                asked = time.monotonic()
+    except (OSError, BaseExceptionGroup) as raised:
+        refused = None if ready else _listen_error(raised)
+        if refused is None:
+            raise
+        print(_cannot_listen(kernel, refused), file=ctx.err, flush=True)
+        return 2
     print(f"soulacy: stopped in {time.monotonic() - asked:.1f}s", file=ctx.err, flush=True)
     return 0
+
+
+def _listen_error(raised: BaseException) -> OSError | None:
+    """The OSError of a service that could not start listening, when that is all that was
+    raised (inside exception groups or not); None for anything else."""
+    if isinstance(raised, OSError):
+        return raised if raised.errno is not None else None
+    if not isinstance(raised, BaseExceptionGroup):
+        return None
+    found, rest = raised.split(OSError)
+    if found is None or rest is not None:
+        return None
+    leaves: list[BaseException] = [found]
+    while leaves:
+        leaf = leaves.pop(0)
+        if isinstance(leaf, BaseExceptionGroup):
+            leaves[:0] = leaf.exceptions
+        elif isinstance(leaf, OSError) and leaf.errno is not None:
+            return leaf
+    return None
+
+
+def _server(kernel: Kernel) -> Any:
+    """The HTTP plugin's ``server`` settings, or None when no plugin declares them."""
+    try:
+        return kernel.config.section("server")
+    except (KeyError, AttributeError):
+        return None
+
+
+def _address(host: str, port: object) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _cannot_listen(kernel: Kernel, error: OSError) -> str:
+    server = _server(kernel)
+    where = _address(server.host, server.port) if server is not None else "the configured address"
+    if error.errno == errno.EADDRINUSE:
+        why = "address already in use; stop what uses it or pass --port"
+    else:
+        reason = (error.strerror or os.strerror(error.errno or 0)).lower()
+        why = f"{reason}; pass --host or --port"
+    return f"soulacy: cannot listen on {where}: {why}"
+
+
+def _start_line(kernel: Kernel) -> str:
+    """``soulacy: serving WORKSPACE (services: …)``, then where the API and the portal are and
+    whether keys are required, when the HTTP service runs."""
+    names = ", ".join(s.name for s in kernel.services()) or "none"
+    line = f"soulacy: serving {kernel.workspace} (services: {names})"
+    urls = kernel.started.get("http")
+    server = _server(kernel)
+    if urls and server is not None:
+        base = str(urls[0]).rstrip("/")
+        line += f"; API {base}/api/v1"
+        if kernel.pm.has_plugin("portal"):
+            line += f", portal {base}/"
+        keyed = bool(server.api_keys) or bool(server.api_key)
+        line += ", API keys required" if keyed else ", keyless: loopback clients only"
+    return line + "; Ctrl-C stops"
 
 
 # Exit codes of `soulacy run` and `soulacy demo`, by how the run ended.

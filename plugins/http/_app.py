@@ -64,6 +64,7 @@ TOKEN_HEADER = "soulacy-events-token"
 # A run whose log is gone (a restart) replays its result under this id, the largest a
 # JavaScript number holds exactly, so that "Last-Event-ID at or past it" means "seen the end".
 REPLAYED_RESULT_ID = 2**53 - 1
+SHUTDOWN_RETRY_AFTER = 1  # seconds: a stopping server's 503 (another server takes the run)
 DEADLINE_EVENT = "run_error"  # not "error": EventSource fires its own "error" events
 CAPACITY_KEYS = {
     "overall": "runtime.max_concurrent_sessions",
@@ -134,6 +135,8 @@ class Api:
         self.config = config
         self.logs = logs
         self.runs: trio.Nursery | None = None  # where runs execute, apart from requests
+        self._live = 0  # runs started here that have not ended
+        self._quiet: trio.Event | None = None  # set when the last of them ends
         self.principals = Principals(config)
         self.guard = Guard(config)
         # This process's own secret; replaced by the store's when processes share it (serve).
@@ -359,9 +362,25 @@ class Api:
     async def openapi(self, request: Request) -> None:
         await send_json(request.send, 200, json.loads(OPENAPI.read_text()))
 
+    async def drained(self) -> None:
+        """Return once no run started here is running."""
+        while self._live:
+            if self._quiet is None:
+                self._quiet = trio.Event()
+            await self._quiet.wait()
+
+    def _refuse_when_stopping(self) -> None:
+        if self.kernel.stopping.is_set() or self.runs is None:
+            raise HttpError(
+                503,
+                "the server is shutting down: it takes no new run; retry on another server",
+                headers={"retry-after": str(SHUTDOWN_RETRY_AFTER)},
+            )
+
     async def _start(
         self, request: Request, before_reserve: Callable[[], object] | None = None
     ) -> tuple[RunLog, float]:
+        self._refuse_when_stopping()
         body: ChatBody = parse(await self._json(request), ChatBody)
         _check_id("run_id", body.run_id)
         _check_id("session_id", body.session_id)
@@ -378,6 +397,7 @@ class Api:
         current = self.logs.get(run_id)  # a finished run's log still names its owner
         if current is not None and not self._visible(current.principal, request):
             raise HttpError(404, f"no run {run_id!r}")  # another principal's: not confirmed
+        self._refuse_when_stopping()  # it may have begun to stop while the body came
         if before_reserve is not None:  # no await between it and the reservation
             before_reserve()
         # The kernel's reservation holds the id from here on (taken with no await before it).
@@ -386,11 +406,13 @@ class Api:
             stored = await self.kernel.store().get_run(run_id)
             if stored is not None and not self._visible(stored.principal, request):
                 raise HttpError(404, f"no run {run_id!r}")  # another principal's
+            self._refuse_when_stopping()  # its runs' nursery may be closed by now
             log = self.logs.open(run_id, principal)
         except BaseException:
             self.kernel.release_run(handle)
             raise
         assert self.runs is not None
+        self._live += 1  # counted from here: a drain that begins now waits for it
         self.runs.start_soon(self._execute, body, run_id, session_id, principal, log, handle)
         return log, chat_deadline(policy)
 
@@ -462,6 +484,15 @@ class Api:
                         "metadata": {"error": redact_text(str(exc)), "status": "failed"},
                     },
                 )
+        finally:
+            if not log.finished and self.kernel.stopping.is_set():
+                # Stopped without its terminal event (left waiting for an approval, which
+                # resumes it): its streams still learn that it stopped, and how to go on.
+                log.append("result", _interrupted(run_id, session_id))
+            self._live -= 1
+            if not self._live and self._quiet is not None:
+                self._quiet.set()
+                self._quiet = None
 
     async def chat(self, request: Request) -> None:
         log, deadline = await self._start(request)
@@ -744,6 +775,24 @@ def _replayed(stored: RunRecord) -> dict[str, Any]:
         "verification": stored.verification,
         "metadata": dict(stored.metadata or {"status": stored.status}),
         "replayed_from_store": True,
+    }
+
+
+def _interrupted(run_id: str, session_id: str) -> dict[str, Any]:
+    """The ``result`` of a run this stopping server leaves unfinished and resumable."""
+    metadata = {
+        "run_id": run_id,
+        "session_id": session_id,
+        "status": "interrupted",
+        "incomplete_reason": "shutdown",
+    }
+    return {
+        "reply": "",
+        "run_id": run_id,
+        "session_id": session_id,
+        "status": "interrupted",
+        "verification": "unverified",
+        "metadata": metadata,
     }
 
 

@@ -9,8 +9,14 @@ from typing import Any
 
 import attrs
 
-from soulacy.kernel import ConfigIssue, Location, Settings, format_duration
+from soulacy.kernel import ConfigIssue, Duration, Location, Settings, format_duration
 from soulacy.kernel.policy import DEFAULT, ExecutionPolicy, Limit, PolicyLimit
+
+
+def _no_key_if_empty(key: str | None) -> str | None:
+    """``server.api_key: ""`` is the original system's "no key, loopback only" (its first-run
+    template left it so); a blank key and an empty ``api_keys`` entry stay errors."""
+    return None if key == "" else key
 
 
 @attrs.frozen
@@ -19,18 +25,20 @@ class ServerConfig:
 
     ``api_keys`` maps principals to bearer tokens (set them from the environment:
     ``SOULACY_SERVER__API_KEYS__ALICE=…``); ``api_key``, the original system's single key, is
-    the principal ``default``. With no key, only loopback clients are served, as ``local``.
+    the principal ``default``; ``api_key: ""``, the original's "no key", is no key. With no key,
+    only loopback clients are served, as ``local``.
     ``admins`` are the principals that may read and change the configuration.
     ``allowed_hosts`` extends the Host names served (localhost, 127.0.0.1, ::1 and ``host``);
     ``allowed_origins`` lists the browser origins that may change state and read answers
-    (CORS). See docs/security.md.
+    (CORS). See docs/security.md. ``shutdown_grace`` is how long a stopping server lets its
+    runs finish before it interrupts them (``0``: no wait; docs/http.md).
     """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = 8484
     api_keys: dict[str, str] = attrs.Factory(dict)
-    api_key: str | None = None
+    api_key: str | None = attrs.field(default=None, converter=_no_key_if_empty)
     admins: list[str] = attrs.Factory(list)
     allowed_hosts: list[str] = attrs.Factory(list)
     allowed_origins: list[str] = attrs.Factory(list)
@@ -43,6 +51,9 @@ class ServerConfig:
     # Write runs' SSE events to the store when processes share it, so that any of them serves
     # a stream that reconnects (docs/deploy.md); off: each process serves its own runs only.
     share_events: bool = True
+    # How long a stopping server lets its runs finish (new runs get 503 meanwhile); those
+    # still running then end ``interrupted`` (``shutdown``), resumable by a same-id retry.
+    shutdown_grace: Duration = Duration(30)
 
 
 # -- the HTTP deadline, a limit of the execution policy ----------------------------------------

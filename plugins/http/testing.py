@@ -1,7 +1,7 @@
 """Test support for the HTTP plugin's API, for this project's suite and for anyone serving it.
 
 * :class:`HttpAdapter` drives ``/api/v1`` for the transport conformance kit
-  (``soulacy.kernel.testing.check_transport``), which checks what every transport promises::
+  (``soulacy.testing.check_transport``), which checks what every transport promises::
 
       adapter = HttpAdapter(url, keys={"alice": ALICE_KEY, "bob": BOB_KEY})
       await check_transport(adapter, "echo", principals=("alice", "bob"), slow_agent_id="slow")
@@ -11,8 +11,8 @@
   ``Last-Event-ID``, 404 for unknown runs — what a client of this API (the SDK, a browser's
   EventSource) relies on, beyond the transport contract.
 
-Importing this module imports httpx and ``soulacy.kernel.testing`` (and so pytest): it is for
-test suites, not for the plugin at run time.
+Importing this module imports httpx and the transport kit of ``soulacy.testing`` (not pytest):
+it is for test suites, not for the plugin at run time.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from soulacy.kernel.testing import RefusalKind, TransportEvent, TransportRefused
+from soulacy.testing import RefusalKind, TransportEvent, TransportRefused
 
 __all__ = ["HttpAdapter", "check_http_api", "parse_sse"]
 

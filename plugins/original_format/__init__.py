@@ -6,9 +6,9 @@ another name or shape, and keys it does not implement at all. This plugin declar
 
 * handled: ``llm.default_provider`` is ``llm.default.provider``, ``runtime.tool_timeout`` is
   ``runtime.timeouts.tool``, a provider without ``type:`` gets the type its id implies (and the
-  endpoint the original used), ``costs.pricing`` by model becomes the price list, a tool
-  defined in SOUL.yaml is offered by its name, an MCP server's ``transport: streamable-http``
-  is ``http``, Go's empty strings mean "not set";
+  endpoint the original used) or, with a ``base_url``, is OpenAI-compatible, ``costs.pricing``
+  by model becomes the price list, a tool defined in SOUL.yaml is offered by its name, an MCP
+  server's ``transport: streamable-http`` is ``http``, Go's empty strings mean "not set";
 * kept: every other key of the original formats stays in the file, has no effect, and is
   reported once as a warning naming its line and "not implemented by any loaded plugin".
 
@@ -143,7 +143,10 @@ ANTHROPIC_IDS = frozenset({"anthropic", "claude"})  # the contrib anthropic plug
 def infer_provider(provider_id: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     """A provider entry of the original (no ``type:``, typed by its id) in this runtime's shape.
 
-    Unknown ids are left without a type: that stays an error asking for ``type:``.
+    An id the original knew gets its type (and the endpoint the original used); any other id
+    with a ``base_url`` is OpenAI-compatible at that endpoint, the original's way to name a
+    local model server or a gateway under an id of the user's choosing. An unknown id without
+    ``base_url`` is left without a type: that stays an error asking for ``type:``.
     """
     out = {k: v for k, v in entry.items() if not (isinstance(v, str) and v == "")}
     if "type" in out:
@@ -160,6 +163,8 @@ def infer_provider(provider_id: str, entry: Mapping[str, Any]) -> dict[str, Any]
             # The original spoke Ollama's native API at the server's root; this runtime speaks
             # its OpenAI-compatible API, which Ollama serves under /v1.
             out["base_url"] = base.rstrip("/") + "/v1"
+    elif isinstance(out.get("base_url"), str):
+        out["type"] = "openai"
     return out
 
 

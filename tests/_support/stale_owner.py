@@ -26,7 +26,7 @@ import httpx
 import trio
 
 from _support.http_server import sse_events
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 KEYS = {"alice": "key-alice"}
 RUN = {"agent_id": "a", "text": "go", "run_id": "R-stale", "session_id": "S-stale"}

@@ -18,8 +18,8 @@ from _servers import MASTER_KEY, free_port, litellm_argv, running
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import Message, ModelRequest, ToolSpec
 from soulacy.kernel.providers import ProviderConfig
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.openai import OpenAIProvider
+from soulacy.testing import Workspace, throwaway_plugin
 
 pytestmark = pytest.mark.interop
 

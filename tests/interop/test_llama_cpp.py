@@ -25,8 +25,8 @@ from _servers import free_port, running
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import Message, ModelRequest, ToolCall, ToolSpec
 from soulacy.kernel.providers import ProviderConfig
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.openai import OpenAIProvider
+from soulacy.testing import Workspace, throwaway_plugin
 
 pytestmark = pytest.mark.interop
 

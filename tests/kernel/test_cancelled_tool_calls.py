@@ -21,7 +21,7 @@ from _support import anthropic_server, openai_server
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import Message, ToolCall
 from soulacy.kernel.store import RunRecord
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 CUT = "cancelled: the run ended ({}) while this tool call was running; its effect is unknown"
 NOT_RUN = "not run: the run ended ({}) before this tool call started"

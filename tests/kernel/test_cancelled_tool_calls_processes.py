@@ -22,7 +22,7 @@ import pytest
 import trio
 from _support.openai_server import FakeOpenAI, serve_asgi, text, tool_calls
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.processes
 

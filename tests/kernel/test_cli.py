@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from soulacy.kernel.cli import main
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 CONFIG = """\
 # Workspace settings, kept by hand.

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from soulacy.kernel.cli import main
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @pytest.fixture

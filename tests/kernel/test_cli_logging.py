@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from soulacy.kernel.cli import main
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 PLUGIN = (
     "import logging\n"

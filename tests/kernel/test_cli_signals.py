@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 MARK_TOOL = '''\
 from pathlib import Path

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.sqlite_store import SQLiteStore
+from soulacy.testing import Workspace
 
 NOT_A_WORKSPACE = (
     "is not a Soulacy workspace: a workspace is a folder with config.yaml and/or"

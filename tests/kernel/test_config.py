@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 from soulacy.kernel import ConfigError, ConfigSection, Duration, Kernel, hookimpl
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @attrs.frozen

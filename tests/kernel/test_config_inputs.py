@@ -11,7 +11,7 @@ import pytest
 
 from soulacy.kernel import ConfigError, Duration, Kernel, format_duration
 from soulacy.kernel.cli import main
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 MAX_INT = 2**53
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from soulacy.kernel import Kernel, PluginError, hookimpl
-from soulacy.kernel.testing import throwaway_plugin
+from soulacy.testing import throwaway_plugin
 
 
 def test_named_things_from_every_plugin_with_their_plugin(

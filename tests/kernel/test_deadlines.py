@@ -16,7 +16,7 @@ import trio.testing
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.engine import Run, RunStop
 from soulacy.kernel.messages import Message
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 async def slow() -> str:

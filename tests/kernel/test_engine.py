@@ -12,7 +12,7 @@ import trio
 
 from soulacy.kernel import Event, Kernel, Tool
 from soulacy.kernel.contracts import Verdict
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 class ToolBox:

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from soulacy.kernel import Kernel, _engine
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 RUNS, TURNS = 50, 100
 LOOP = [{"tool": "nope", "arguments": {}}]  # an error result each turn: no tool ever blocks

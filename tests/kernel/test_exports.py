@@ -1,4 +1,5 @@
-"""The public surface of ``soulacy.kernel``, pinned (as trio's test_exports).
+"""The public surface of ``soulacy.kernel`` and ``soulacy.testing``, pinned (as trio's
+test_exports).
 
 Each public name has one home (decision 0028). A change here is a change of the public API:
 add the name to the module's ``__all__`` and to the list below, in the same change.
@@ -18,6 +19,7 @@ SURFACE: dict[str, list[str]] = {
         "AGENTS_DIR",
         "AGENT_FILE",
         "BUILTIN_PLUGINS",
+        "CONFIG_FILE",
         "DEFAULT_GRACE_PERIOD",
         "KEPT_SHOWN",
         "PluginsConfig",
@@ -166,7 +168,7 @@ SURFACE: dict[str, list[str]] = {
         "receipt",
         "run_as_read",
     ],
-    "soulacy.kernel.testing": [
+    "soulacy.testing": [
         "STORE_CHECKS",
         "STORE_CHECK_NAMES",
         "CHECKPOINT_CHECK_NAMES",
@@ -197,6 +199,8 @@ SURFACE: dict[str, list[str]] = {
         "TransportEvent",
         "TransportRefused",
     ],
+    # the opt-in pytest plugin: its fixtures
+    "soulacy.testing.pytest_plugin": ["hook_recorder", "kernel", "make_kernel", "workspace"],
     "soulacy.kernel.yamlio": [
         "atomic_write",
         "dump_round_trip",
@@ -206,6 +210,9 @@ SURFACE: dict[str, list[str]] = {
         "plain",
     ],
 }
+# Deprecated modules that re-export another public module's names for one release: each name
+# keeps its one home (the module it re-exports), and is the same object here.
+RE_EXPORTS = {"soulacy.kernel.testing": "soulacy.testing"}
 # Public modules with no star-export surface: the hook specifications (read by pluggy and by
 # hookdoc; their markers are exported from soulacy.kernel) and the docs generator.
 WITHOUT_ALL = ["soulacy.kernel.hookspecs", "soulacy.kernel.hookdoc"]
@@ -245,9 +252,33 @@ def test_every_public_module_is_pinned() -> None:
         for info in pkgutil.iter_modules(path)
         if not info.name.startswith("_")
     }
-    assert public == set(SURFACE) - {"soulacy.kernel"} | set(WITHOUT_ALL)
+    pinned = {name for name in SURFACE if name.startswith("soulacy.kernel.")}
+    assert public == pinned | set(RE_EXPORTS) | set(WITHOUT_ALL)
     for module_name in WITHOUT_ALL:
         assert not hasattr(importlib.import_module(module_name), "__all__"), module_name
+
+
+@pytest.mark.parametrize("module_name", sorted(RE_EXPORTS))
+def test_a_deprecated_module_re_exports_the_names_of_their_home(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    home = importlib.import_module(RE_EXPORTS[module_name])
+    assert sorted(module.__all__) == sorted(SURFACE[RE_EXPORTS[module_name]])
+    for name in module.__all__:
+        assert getattr(module, name) is getattr(home, name), name
+    assert "deprecated" in (module.__doc__ or "").lower()
+
+
+def test_the_testing_package_names_come_from_the_modules_that_define_them() -> None:
+    import soulacy.testing as testing
+
+    homes = testing._EXPORTS
+    assert sorted(n for names in homes.values() for n in names) == sorted(testing.__all__)
+    for module, names in homes.items():
+        source = importlib.import_module(module, "soulacy.testing")
+        for name in names:
+            assert getattr(testing, name) is getattr(source, name), name
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = testing.Nope  # type: ignore[attr-defined]
 
 
 def test_the_package_names_come_from_the_modules_that_define_them() -> None:

@@ -16,7 +16,7 @@ import trio
 
 from soulacy.kernel import Event, Kernel, hookimpl
 from soulacy.kernel._hookpath import HotHook
-from soulacy.kernel.testing import HookRecorder, Workspace, throwaway_plugin
+from soulacy.testing import HookRecorder, Workspace, throwaway_plugin
 
 hookspec = pluggy.HookspecMarker("soulacy")
 impl = pluggy.HookimplMarker("soulacy")

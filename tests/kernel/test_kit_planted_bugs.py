@@ -50,7 +50,11 @@ from soulacy.kernel.store import (
     canonical_json,
     make_proof,
 )
-from soulacy.kernel.testing import (
+from soulacy.plugins.http.testing import check_http_api
+from soulacy.plugins.memory_store import MemoryStore
+from soulacy.plugins.progress import SignatureDetector
+from soulacy.plugins.sqlite_store import SQLiteStore
+from soulacy.testing import (
     CHECKPOINT_CHECK_NAMES,
     PROCESS_CHECK_NAMES,
     PROGRESS_CHECK_NAMES,
@@ -60,10 +64,6 @@ from soulacy.kernel.testing import (
     check_store,
     check_store_processes,
 )
-from soulacy.plugins.http.testing import check_http_api
-from soulacy.plugins.memory_store import MemoryStore
-from soulacy.plugins.progress import SignatureDetector
-from soulacy.plugins.sqlite_store import SQLiteStore
 
 # "<kit> check <name>: <what>: expected <E>, got <G>", neither part empty.
 MESSAGE = re.compile(r"^[\w ]+ check \w+: .*\S.*: expected \S.*, got \S.*", re.DOTALL)

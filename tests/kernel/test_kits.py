@@ -15,7 +15,14 @@ from _support.openai_server import FakeOpenAI, serve_asgi, text, tool_call
 from soulacy.kernel import Kernel, open_kernel
 from soulacy.kernel.messages import ToolSpec
 from soulacy.kernel.providers import ProviderConfig
-from soulacy.kernel.testing import (
+from soulacy.plugins.compaction import ExtractiveCompactor
+from soulacy.plugins.http.testing import HttpAdapter
+from soulacy.plugins.memory_store import MemoryStore
+from soulacy.plugins.openai import OpenAIProvider
+from soulacy.plugins.progress import SignatureDetector
+from soulacy.plugins.scripted import Script, ScriptedProvider, ScriptStep, ScriptToolCall
+from soulacy.plugins.sqlite_store import SQLiteStore
+from soulacy.testing import (
     CHECKPOINT_CHECK_NAMES,
     COMPACTOR_CHECK_NAMES,
     PROCESS_CHECK_NAMES,
@@ -29,13 +36,6 @@ from soulacy.kernel.testing import (
     check_store_processes,
     check_transport,
 )
-from soulacy.plugins.compaction import ExtractiveCompactor
-from soulacy.plugins.http.testing import HttpAdapter
-from soulacy.plugins.memory_store import MemoryStore
-from soulacy.plugins.openai import OpenAIProvider
-from soulacy.plugins.progress import SignatureDetector
-from soulacy.plugins.scripted import Script, ScriptedProvider, ScriptStep, ScriptToolCall
-from soulacy.plugins.sqlite_store import SQLiteStore
 
 TOOLS = [ToolSpec("weather", "the weather", {"type": "object", "properties": {}})]
 # The checks of a store that works (the memory store has no storage to break).

@@ -9,7 +9,7 @@ import trio
 
 from soulacy.kernel import ConfigError, Kernel
 from soulacy.kernel.store import ConversationKey, LeaseLost
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 FAST = "leases: {ttl: 300ms, heartbeat: 50ms, cancel_poll: 50ms}\n"
 

@@ -15,7 +15,7 @@ import trio
 import trio.lowlevel
 
 from soulacy.kernel import Event, Kernel, hookimpl, open_kernel
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 @attrs.define

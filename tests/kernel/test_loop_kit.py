@@ -21,7 +21,7 @@ import soulacy.plugins.reasoning as reasoning
 from soulacy.kernel import hookimpl
 from soulacy.kernel.engine import Run, RunStop
 from soulacy.kernel.messages import Message, ModelRequest
-from soulacy.kernel.testing import (
+from soulacy.testing import (
     RUN_STRATEGY_CHECK_NAMES,
     TOOL_LOOP_CHECK_NAMES,
     check_run_strategy,

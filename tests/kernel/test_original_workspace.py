@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 
 from soulacy.kernel import ConfigError, Duration, Kernel
 from soulacy.kernel.cli import main
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 CONFIG = """\
 # config.yaml written by the original system (first-run template, then Settings)
@@ -839,3 +839,240 @@ def test_setting_a_new_name_edits_the_old_names_line_in_place(
     # once the new name is in the file, it is the one edited
     doc = parse_yaml("llm:\n  default_provider: a\n  default: {provider: b}\n", "config.yaml")
     assert apply_changes(doc, {"llm.default.provider": "c"}, aliases) == ["llm.default.provider"]
+
+
+# -- a workspace as the original wrote it: its first-run template, edited in the portal --------
+#
+# The shapes of the original's own files: the first-run template's comments and quoting, a
+# provider named by the user with only ``base_url`` and ``model`` (no ``type:``), Go's empty
+# strings (``api_key: ""`` is "no key, loopback only"), the saved run budgets.
+
+AS_WRITTEN = """\
+# Soulacy gateway configuration.
+# Generated on first run. Edit freely — the gateway re-reads on restart.
+# Docs: https://soulacy.dev/docs/configuration
+
+server:
+  host: 127.0.0.1
+  port: 18789
+  gui_enabled: true
+  # Auto-generated on first run. Rotate any time with:
+  #   sed -i '' 's/api_key:.*/api_key: "sy_NEWKEY"/' config.yaml
+  api_key: ""
+
+runtime:
+  max_concurrent_sessions: 100
+  default_max_turns: 20
+  max_turns_ceiling: 50
+  python_bin: "python3"
+  tool_timeout: "120s"
+  default_budget:
+    max_tokens: 100000
+    max_llm_calls: 20
+  max_budget:
+    max_tokens: 1000000
+    max_llm_calls: 100
+  # Sandbox python tools by default. Set enabled: false to disable.
+  sandbox:
+    enabled: true
+    cpu_seconds: 30
+    memory_mb: 512
+    open_files: 256
+    file_size_mb: 64
+
+llm:
+  default_provider: local
+  providers:
+    local:
+      base_url: "http://localhost:11434/v1"
+      # Pull this with: ollama pull llama3.3:70b
+      model: "llama3.3:70b"
+    ollama:
+      base_url: "http://localhost:11434"
+      api_key: ""
+      model: "llama3.3:70b"
+  reasoner:
+    provider: ""
+    model: ""
+
+# RAG defaults — sqlite-vec embedded vector store, Ollama embeddings.
+# Knowledge bases are created from the GUI (Knowledge page).
+knowledge:
+  embedding_provider: ollama
+  embedding_model: nomic-embed-text
+  chunk_size: 1000
+  chunk_overlap: 200
+
+# Channel adapters. http is always on; others are opt-in.
+# To enable Telegram: set token + agent_id, then restart.
+channels:
+  http:
+    enabled: true
+
+log:
+  level: info
+  format: console
+"""
+
+AS_WRITTEN_SOUL = """\
+id: helper
+name: Helper
+description: ""
+version: ""
+system_prompt: "You are a helpful assistant."
+llm:
+  provider: local
+  model: ""
+  base_url: ""
+max_turns: 12
+budget:
+  max_tokens: 40000
+  max_llm_calls: 8
+enabled: true
+"""
+
+
+@pytest.fixture
+def as_written(workspace: Workspace) -> Workspace:
+    workspace.write_config(AS_WRITTEN)
+    workspace.write_agent("helper", AS_WRITTEN_SOUL)
+    return workspace
+
+
+def test_a_workspace_as_the_original_wrote_it_loads(
+    as_written: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    kernel = make_kernel()
+    providers = kernel.config.section("llm.providers")
+    # a provider without type but with a base_url is OpenAI-compatible, at that endpoint
+    assert (providers["local"].type, providers["local"].base_url) == (
+        "openai",
+        "http://localhost:11434/v1",
+    )
+    assert providers["local"].model == "llama3.3:70b"
+    # a known id keeps its inference (ollama's native root becomes its /v1 API)
+    assert (providers["ollama"].type, providers["ollama"].base_url) == (
+        "openai",
+        "http://localhost:11434/v1",
+    )
+    assert providers["ollama"].api_key is None
+    # `api_key: ""` is the original's "no key": keyless, loopback only
+    server = kernel.config.section("server")
+    assert (server.api_key, server.api_keys) == (None, {})
+    assert kernel.model_of(kernel.agent("helper")) == ("local", "llama3.3:70b")
+
+
+def test_config_validate_accepts_the_workspace_as_written(
+    as_written: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--workspace", str(as_written.path), "config", "validate"], environ={})
+    out, err = capsys.readouterr()
+    assert code == 0, err + out
+    assert "required key is missing" not in err + out
+    assert "must not be empty" not in err + out
+
+
+def test_policy_show_gives_the_saved_budgets_with_their_sources(
+    as_written: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--workspace", str(as_written.path), "policy", "show", "helper"], environ={})
+    out, err = capsys.readouterr()
+    assert code == 0, err + out
+    config = as_written.path / "config.yaml"
+    soul = as_written.path / "agents" / "helper" / "SOUL.yaml"
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
+
+    def where(text: str, file: Path, key: str) -> str:
+        line, column = position_of(text, key)
+        return f"({file}:{line}:{column})"
+
+    assert rows["max_turns"][1:] == ["12", "SOUL.yaml", where(AS_WRITTEN_SOUL, soul, "max_turns")]
+    assert rows["max_tokens"][1:] == [
+        "40000",
+        "SOUL.yaml",
+        where(AS_WRITTEN_SOUL, soul, "budget.max_tokens"),
+    ]
+    assert rows["max_llm_calls"][1:] == [
+        "8",
+        "SOUL.yaml",
+        where(AS_WRITTEN_SOUL, soul, "budget.max_llm_calls"),
+    ]
+    assert rows["tool_timeout"][1:] == [
+        "2m",
+        "config.yaml",
+        where(AS_WRITTEN, config, "runtime.tool_timeout"),
+    ]
+
+
+def test_the_saved_workspace_budgets_keep_their_values_and_sources(
+    as_written: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    as_written.write_agent("plain", 'name: Plain\nsystem_prompt: ""\n')
+    kernel = make_kernel()
+    file = as_written.path / "config.yaml"
+    limits = kernel.resolve_policy("plain").limits()
+    for name, value, key in [
+        ("max_turns", 20, "runtime.default_max_turns"),
+        ("max_tokens", 100000, "runtime.default_budget.max_tokens"),
+        ("max_llm_calls", 20, "runtime.default_budget.max_llm_calls"),
+        ("tool_timeout", 120.0, "runtime.tool_timeout"),
+    ]:
+        limit = limits[name]
+        line, column = position_of(AS_WRITTEN, key)
+        assert (limit.value, limit.source, limit.location) == (
+            value,
+            "config.yaml",
+            f"{file}:{line}:{column}",
+        ), name
+    asked = {"budget": {"max_tokens": 10**9}}
+    capped = kernel.resolve_policy("plain", asked).limits()["max_tokens"]
+    line, column = position_of(AS_WRITTEN, "runtime.max_budget.max_tokens")
+    assert (capped.value, capped.location) == (1000000, f"{file}:{line}:{column}")
+
+
+async def test_a_run_through_the_typeless_provider_reaches_an_openai_compatible_server(
+    as_written: Workspace, make_kernel: Callable[..., Kernel], nursery: Any
+) -> None:
+    from _support.openai_server import FakeOpenAI, serve_asgi, text
+
+    server = FakeOpenAI()
+    url, shutdown = await serve_asgi(nursery, server.app)
+    as_written.write_config(AS_WRITTEN.replace("http://localhost:11434/v1", url + "/v1"))
+    server.answers.append(text("Hello from the local model."))
+    kernel = make_kernel()
+    try:
+        result = await kernel.run("helper", "Hi")
+    finally:
+        await kernel.aclose()
+        shutdown.set()
+    assert (result.status, result.reply) == ("completed", "Hello from the local model.")
+    (request,) = server.requests
+    assert request["model"] == "llama3.3:70b"
+    assert "authorization" not in server.headers[0]  # no key configured, none sent
+
+
+@pytest.mark.parametrize(
+    ("server", "path"),
+    [
+        ("api_key: '   '", "server.api_key"),  # blank is not the original's "no key"
+        ("api_keys: {alice: ''}", "server.api_keys.alice"),
+    ],
+)
+def test_a_blank_key_or_an_empty_named_key_is_still_refused(
+    workspace: Workspace, make_kernel: Callable[..., Kernel], server: str, path: str
+) -> None:
+    workspace.write_config(f"server:\n  port: 0\n  {server}\n")
+    with pytest.raises(ConfigError) as info:
+        make_kernel()
+    assert path in str(info.value)
+    assert "must not be empty or blank" in str(info.value)
+
+
+def test_a_non_empty_original_key_is_still_the_default_principal(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.write_config('server:\n  port: 0\n  api_key: "sy_0123abcd"\n')
+    from soulacy.plugins.http._principals import principal_keys
+
+    server = make_kernel().config.section("server")
+    assert principal_keys(server) == {"default": "sy_0123abcd"}

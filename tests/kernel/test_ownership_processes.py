@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.processes
 

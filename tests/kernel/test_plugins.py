@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from soulacy.kernel import ConfigSection, Kernel, PluginError, hookimpl, hookspec
-from soulacy.kernel.testing import HookRecorder, Workspace, throwaway_plugin
+from soulacy.testing import HookRecorder, Workspace, throwaway_plugin
 
 EP_PLUGIN = """
 from soulacy.kernel import ConfigSection, hookimpl

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,8 +26,8 @@ from soulacy.kernel.store import (
     ToolRecord,
     canonical_json,
 )
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.memory_store._store import MemoryStore
+from soulacy.testing import Workspace
 
 Make = Callable[..., Kernel]
 

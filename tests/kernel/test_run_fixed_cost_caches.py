@@ -15,9 +15,9 @@ from soulacy.kernel.messages import Message
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import ProviderConfig
 from soulacy.kernel.store import LeaseOwner, RunRecord
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.memory_store._store import MemoryStore
 from soulacy.plugins.progress import soulacy_make_progress_detector
+from soulacy.testing import Workspace
 
 Make = Callable[..., Kernel]
 

@@ -23,8 +23,8 @@ from soulacy.kernel.contracts import Verdict
 from soulacy.kernel.engine import Run
 from soulacy.kernel.messages import Message, ToolSpec
 from soulacy.kernel.policy import CORE_LIMITS, ExecutionPolicy, Limit
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.memory_store import MemoryStore
+from soulacy.testing import Workspace, throwaway_plugin
 
 MEMORY = "no:sqlite_store"  # these runs keep their history in memory
 

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from soulacy.kernel import Kernel, open_kernel
-from soulacy.kernel.testing import Workspace, check_service_stops, throwaway_plugin
+from soulacy.testing import Workspace, check_service_stops, throwaway_plugin
 
 MCP_SERVER = Path(__file__).parents[1] / "plugins" / "mcp" / "mcp_server.py"
 EVERY_SERVICE = ("approvals", "http", "mcp", "otel-metrics", "scheduler")

@@ -2,7 +2,9 @@
 
 Installing Soulacy must not inject ``kernel`` or ``workspace`` into unrelated test suites
 (decision 0028): they get the fixtures only by declaring
-``pytest_plugins = ["soulacy.kernel.testing"]`` (or ``-p soulacy.kernel.testing``).
+``pytest_plugins = ["soulacy.testing.pytest_plugin"]`` (or ``-p soulacy.testing.pytest_plugin``;
+the deprecated ``soulacy.kernel.testing`` still works for one release). The kits and helpers,
+``soulacy.testing``, do not import pytest.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import HookRecorder
+from soulacy.testing import HookRecorder
 
 UNRELATED_TESTS = """
 import sys
@@ -74,10 +76,12 @@ def test_an_unrelated_project_gets_no_soulacy_fixture(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("conftest", "args"),
     [
-        ('pytest_plugins = ["soulacy.kernel.testing"]\n', ()),
+        ('pytest_plugins = ["soulacy.testing.pytest_plugin"]\n', ()),
+        (None, ("-p", "soulacy.testing.pytest_plugin")),
+        ('pytest_plugins = ["soulacy.kernel.testing"]\n', ()),  # deprecated, for one release
         (None, ("-p", "soulacy.kernel.testing")),
     ],
-    ids=["pytest_plugins", "-p"],
+    ids=["pytest_plugins", "-p", "old-pytest_plugins", "old-p"],
 )
 def test_a_project_that_opts_in_gets_the_fixtures(
     tmp_path: Path, conftest: str | None, args: tuple[str, ...]
@@ -86,6 +90,45 @@ def test_a_project_that_opts_in_gets_the_fixtures(
     done = run_pytest(project, *args)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def imported_after(code: str) -> set[str]:
+    probe = f"{code}\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import soulacy.testing",
+        "from soulacy.testing import *",  # every kit, the recorder and the workspace helpers
+        "import soulacy.kernel.testing",  # the deprecated re-export
+    ],
+)
+def test_the_testing_package_does_not_import_pytest(code: str) -> None:
+    modules = imported_after(code)
+    assert "pytest" not in modules
+    assert "_pytest" not in modules
+
+
+def test_each_kit_is_importable_alone() -> None:
+    modules = imported_after("from soulacy.testing import check_progress_detector")
+    assert "soulacy.testing._progress" in modules
+    others = {"_processes", "_loops", "_transport", "_compaction", "_services", "_providers"}
+    assert not {f"soulacy.testing.{name}" for name in others} & modules
+
+
+def test_the_old_module_re_exports_the_new_names() -> None:
+    import soulacy.kernel.testing as old
+    import soulacy.testing as new
+
+    assert old.__all__ == new.__all__
+    for name in new.__all__:
+        assert getattr(old, name) is getattr(new, name), name
+    assert old.pytest_plugins == ["soulacy.testing.pytest_plugin"]
 
 
 RECORDED_PLUGIN = """

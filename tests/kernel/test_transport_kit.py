@@ -22,7 +22,7 @@ import trio
 import trio.testing
 
 from soulacy.kernel import Kernel, open_kernel
-from soulacy.kernel.testing import (
+from soulacy.testing import (
     TRANSPORT_CHECK_NAMES,
     TRANSPORT_CHECKS,
     TransportEvent,

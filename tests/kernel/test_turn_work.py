@@ -22,8 +22,8 @@ from soulacy.kernel._hookpath import HotHook
 from soulacy.kernel._tools import arguments_checker, schema_of, validate_arguments
 from soulacy.kernel.messages import ModelReply, ModelRequest
 from soulacy.kernel.providers import ProviderType
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.scripted import ScriptedProvider
+from soulacy.testing import Workspace, throwaway_plugin
 
 hookspec = pluggy.HookspecMarker("soulacy")
 impl = pluggy.HookimplMarker("soulacy")

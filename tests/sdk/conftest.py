@@ -9,7 +9,7 @@ import trio
 from sdk_support import DropProxy, LiveServer, tools_plugin, write_agents
 
 from soulacy.kernel import Kernel, open_kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import httpx
 import trio
 
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.sdk import AsyncClient, Client
+from soulacy.testing import Workspace, throwaway_plugin
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from _support.http_server import (
 )
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
 

@@ -29,7 +29,7 @@ from _support.http_server import (
 )
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
 REQUEST = re.compile(r"GET [^ ]*/events[^ ]* HTTP/1\.1\r\n(?:.*?\r\n)*?\r\n", re.DOTALL)

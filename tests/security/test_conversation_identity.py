@@ -12,7 +12,7 @@ import pytest
 from _support import echo_model
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 TESTS = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ import pytest
 from _support.http_server import Server, host_port, keyed_config, open_server, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 FRIEND = "http://app.example.test:3000"
 

@@ -9,7 +9,7 @@ import trio
 from _support.http_server import Server, host_port, open_keyed_server
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 JSON_ROUTES = [
     ("POST", "/chat"),

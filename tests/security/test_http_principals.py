@@ -10,8 +10,8 @@ import pytest
 from _support.http_server import KEYS, keyed_config, open_server, standard_agents
 
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.http._principals import is_loopback
+from soulacy.testing import Workspace
 
 
 @pytest.mark.parametrize("value", ["", "   "])

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from _support.http_server import keyed_config, open_server, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 SECRETS = ["sk-live-1", "hunter2", "cookie-jar", "tok-123", "shh", "sk-opt-2"]
 

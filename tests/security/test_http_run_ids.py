@@ -11,7 +11,7 @@ import trio
 from _support.http_server import Server, keyed_config, open_server, sse_events, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 async def _race(server: Server, who: tuple[str, str], run_id: str) -> list[Any]:

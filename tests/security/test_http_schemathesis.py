@@ -20,7 +20,7 @@ import pytest
 from _support.http_server import KEYS, keyed_config, serve_in_thread
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 # The schemathesis command runs in a process of its own for a minute: not in the quick loop.
 pytestmark = pytest.mark.processes

@@ -13,7 +13,7 @@ import trio
 from _support.http_server import Server, keyed_config, open_keyed_server
 
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 LIMIT = {"scope": "streams", "max": 2, "key": "server.max_streams_per_principal"}
 CAP_OF_TWO = "  max_streams_per_principal: 2\n"

@@ -18,8 +18,8 @@ from _support.http_server import (
 )
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.http import run_logs
+from soulacy.testing import Workspace
 
 TOKEN_HEADER = "soulacy-events-token"
 

@@ -16,7 +16,7 @@ import pytest
 from _support.http_server import keyed_config, open_server, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import httpx
 from _support.http_server import sse_events
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 A, B = "secret-key-of-a-0123456789", "secret-key-of-b-9876543210"
 

@@ -103,7 +103,7 @@ def test_free_text_is_scrubbed_of_bearer_tokens_and_keys() -> None:
 async def test_a_run_error_carries_no_key(workspace: object, make_kernel: object) -> None:
     from soulacy.kernel.messages import ModelRequest
     from soulacy.kernel.providers import ProviderError, ProviderType
-    from soulacy.kernel.testing import Workspace, throwaway_plugin
+    from soulacy.testing import Workspace, throwaway_plugin
 
     class Leaky:
         name = "leaky"
@@ -160,7 +160,7 @@ def test_the_value_after_a_scheme_word_is_what_is_hidden(text: str, secret: str)
 
 async def test_a_tool_error_preview_carries_no_key(workspace: object, make_kernel: object) -> None:
     from soulacy.kernel import Tool
-    from soulacy.kernel.testing import Workspace, throwaway_plugin
+    from soulacy.testing import Workspace, throwaway_plugin
 
     def leak() -> str:
         """Fails quoting a header."""

@@ -12,7 +12,7 @@ import trio
 from _support.http_server import keyed_config, open_server
 
 from soulacy.kernel import Kernel, open_kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 async def test_review_an_admin_cannot_add_an_mcp_command_over_http(

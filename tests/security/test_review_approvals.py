@@ -13,7 +13,7 @@ import trio
 from _support.http_server import keyed_config, open_server
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 TOOLS_PY = '''
 from pathlib import Path

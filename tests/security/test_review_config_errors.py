@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @pytest.mark.parametrize(

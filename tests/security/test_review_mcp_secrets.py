@@ -10,7 +10,7 @@ from collections.abc import Callable
 from _support.http_server import keyed_config, open_server
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 MCP = """mcp:
   servers:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from _support.http_server import keyed_config, open_server, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 async def test_review_another_principals_runs_do_not_hide_mine(

@@ -12,7 +12,7 @@ import trio
 from _support.http_server import keyed_config, open_server
 
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 def _held(gate: trio.Event, started: trio.Event) -> Any:

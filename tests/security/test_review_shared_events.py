@@ -9,7 +9,7 @@ import trio
 from _support.http_server import keyed_config, open_server, sse_events, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 def _workflow(workspace: Workspace) -> None:

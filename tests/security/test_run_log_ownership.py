@@ -10,8 +10,8 @@ import trio
 from _support.http_server import keyed_config, open_server, sse_events, standard_agents
 
 from soulacy.kernel import Event, Kernel
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.http._runlog import RunLogs
+from soulacy.testing import Workspace
 
 
 async def test_another_principals_later_run_never_lands_in_a_finished_log(

@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 from soulacy.kernel import CapacityError, Kernel, RunIdInUse, Tool, UsageError
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 class Gate:

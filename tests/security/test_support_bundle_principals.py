@@ -11,7 +11,7 @@ from collections.abc import Callable
 from _support.http_server import KEYS, open_server, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 KEYS_FLOW = "{" + ", ".join(f"{p}: {k}" for p, k in KEYS.items()) + "}"
 # Both are admins here, so that each asks for a bundle; root is not.

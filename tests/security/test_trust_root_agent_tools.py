@@ -17,7 +17,7 @@ import pytest
 from _support.http_server import KEYS, open_server
 
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 KEYS_FLOW = "{" + ", ".join(f"{p}: {k}" for p, k in KEYS.items()) + "}"
 CONFIG = f"server:\n  port: 0\n  api_keys: {KEYS_FLOW}\n  admins: [alice]\n"

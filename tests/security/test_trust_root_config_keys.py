@@ -17,7 +17,7 @@ import pytest
 from _support.http_server import KEYS, open_server, standard_agents
 
 from soulacy.kernel import ConfigSection, Kernel
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 KEYS_FLOW = "{" + ", ".join(f"{p}: {k}" for p, k in KEYS.items()) + "}"
 CONFIG = f"""\

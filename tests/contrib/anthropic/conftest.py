@@ -10,7 +10,7 @@ import trio
 from _support.anthropic_server import FakeAnthropic, serve_asgi
 
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 PLUGIN = "soulacy.contrib.anthropic"
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 PLUGIN = "soulacy.contrib.anthropic"
 PROVIDER = "llm:\n  providers:\n    claude:\n      type: anthropic\n      model: m\n"

@@ -16,7 +16,7 @@ from soulacy.contrib.otel import Telemetry, start_telemetry
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import ModelReply, ModelRequest
 from soulacy.kernel.providers import ProviderError, ProviderType
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 PLUGIN = "soulacy.contrib.otel"
 ENABLE = f"plugins:\n  enable: [{PLUGIN}]\n"

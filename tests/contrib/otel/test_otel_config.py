@@ -14,7 +14,7 @@ from conftest import ADD, ENABLE, PLUGIN, Traced, tools_plugin
 from soulacy.contrib.otel import OtelConfig, telemetry
 from soulacy.contrib.otel._config import resolve
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 def test_config_yaml_wins_over_the_standard_variables_which_win_over_defaults() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from conftest import Traced
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 SMALL = """\
 llm:

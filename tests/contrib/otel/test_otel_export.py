@@ -25,7 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from soulacy.contrib.otel import telemetry
 from soulacy.kernel import Kernel, open_kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @attrs.define

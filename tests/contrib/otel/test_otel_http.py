@@ -10,7 +10,7 @@ from _support.http_server import KEYS, keyed_config, open_server
 from conftest import ADD, ENABLE, tools_plugin
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 QUIET = "otel:\n  exporter: none\n"
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"

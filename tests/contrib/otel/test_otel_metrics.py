@@ -9,7 +9,7 @@ from conftest import ADD, Traced
 
 from soulacy.contrib.otel import render_prometheus
 from soulacy.contrib.otel._prometheus import metric_name
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 PRICED = "costs:\n  pricing:\n    - {model: '*', input_per_mtok: 0, output_per_mtok: 1000000}\n"
 

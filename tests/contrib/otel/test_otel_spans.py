@@ -9,7 +9,7 @@ from conftest import ADD, Traced, children, within
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 CONTENT_KEYS = {
     "gen_ai.input.messages",

@@ -14,8 +14,8 @@ from psycopg.conninfo import make_conninfo
 from soulacy.contrib.postgres import PostgresStore
 from soulacy.kernel import Event, Kernel
 from soulacy.kernel.store import ApprovalDecision
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.sqlite_store import SQLiteStore
+from soulacy.testing import Workspace
 
 TOOLS_PY = '''
 def delete(path: str) -> str:

@@ -33,9 +33,9 @@ from soulacy.kernel.store import (
     Store,
     ToolRecord,
 )
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.sqlite_store import SCHEMA_VERSION as SQLITE_SCHEMA
 from soulacy.plugins.sqlite_store import SQLiteStore
+from soulacy.testing import Workspace
 
 PLUGIN = "soulacy.contrib.postgres"
 SECRET = "copy-s3cret-Pw"

@@ -16,7 +16,7 @@ from soulacy.contrib.postgres import PostgresStore
 from soulacy.contrib.postgres._schema import SCHEMA_VERSION
 from soulacy.kernel import ConfigError, Kernel
 from soulacy.kernel.store import ConversationKey
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 PLUGIN = "soulacy.contrib.postgres"
 ENABLE = f"plugins:\n  enable: [{PLUGIN}]\n"

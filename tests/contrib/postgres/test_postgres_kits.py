@@ -11,7 +11,7 @@ from pg_support import DEAD_PASSWORD, Server, open_dead
 
 from soulacy.contrib.postgres import PostgresStore
 from soulacy.kernel.store import StorageError
-from soulacy.kernel.testing import (
+from soulacy.testing import (
     PROCESS_CHECK_NAMES,
     STORE_CHECK_NAMES,
     check_store,

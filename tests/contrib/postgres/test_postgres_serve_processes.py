@@ -26,7 +26,7 @@ import trio
 from _support.http_server import sse_events
 from pg_support import Server
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.processes
 

@@ -16,7 +16,7 @@ from _support.stale_owner import (
     write_workspace,
 )
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.processes
 

@@ -16,7 +16,7 @@ import trio
 from soulacy.kernel import Event, Kernel, Tool
 from soulacy.kernel.approvals import ApprovalClosed, approvals_of
 from soulacy.kernel.store import AlreadyDecided
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 class Tools:

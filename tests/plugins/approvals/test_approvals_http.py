@@ -14,7 +14,7 @@ import trio
 from _support.http_server import Server, keyed_config, open_server
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 OPENAPI = Path(__file__).parents[3] / "plugins" / "http" / "openapi.json"
 

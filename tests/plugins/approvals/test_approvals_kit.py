@@ -21,8 +21,8 @@ from soulacy.kernel.store import (
     EveryPrincipal,
     Lease,
 )
-from soulacy.kernel.testing import STORE_CHECK_NAMES, check_store
 from soulacy.plugins.memory_store import MemoryStore
+from soulacy.testing import STORE_CHECK_NAMES, check_store
 
 MESSAGE = re.compile(r"^store check (\w+): .*\S.*: expected \S.*, got \S.*", re.DOTALL)
 APPROVAL_CHECKS = [name for name in STORE_CHECK_NAMES if name.startswith("approvals")]

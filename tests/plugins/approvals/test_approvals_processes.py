@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.processes
 

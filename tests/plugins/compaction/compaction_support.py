@@ -10,9 +10,9 @@ from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, ToolSpec, Usage
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import ProviderType
-from soulacy.kernel.testing import throwaway_plugin
 from soulacy.plugins.compaction import PREFIX
 from soulacy.plugins.scripted import ScriptedProvider
+from soulacy.testing import throwaway_plugin
 
 SYSTEM = Message("system", "You are a careful agent. Use the tools.")
 GOAL = Message("user", "GOAL: find out why the nightly build fails and fix it.")

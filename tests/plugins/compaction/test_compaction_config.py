@@ -11,8 +11,8 @@ import pytest
 from compaction_support import TOOLS, conversation, markers
 
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.compaction import CompactionConfig, ExtractiveCompactor
+from soulacy.testing import Workspace
 
 
 def test_the_defaults(kernel: Kernel) -> None:

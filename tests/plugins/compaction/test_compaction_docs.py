@@ -12,8 +12,8 @@ from compaction_support import lines, markers, model_plugin, text_reply, tool_re
 
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, ToolSpec
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.compaction import CompactionConfig, ExtractiveCompactor
+from soulacy.testing import Workspace
 
 DOC = (Path(__file__).parents[3] / "docs" / "compaction.md").read_text(encoding="utf-8")
 

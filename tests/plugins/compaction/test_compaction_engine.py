@@ -13,8 +13,8 @@ from compaction_support import history, lines, markers, model_plugin, text_reply
 
 from soulacy.kernel import Kernel, Tool, hookimpl
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolSpec, Usage
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.compaction import ExtractiveCompactor
+from soulacy.testing import Workspace
 
 RESULT_CHARS = 20_000
 

@@ -13,8 +13,8 @@ from compaction_support import GOAL, SYSTEM, TOOLS, conversation
 from soulacy.kernel import Kernel
 from soulacy.kernel.contracts import ContextOverflow
 from soulacy.kernel.messages import Message, ToolSpec
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.compaction import ExtractiveCompactor
+from soulacy.testing import Workspace
 
 LONG_PROMPT = Message("system", "Follow these rules. " * 400)  # 8,000 characters
 

@@ -13,8 +13,8 @@ from compaction_support import GOAL, SYSTEM, TOOLS, conversation
 from soulacy.kernel import Kernel, PluginError, hookimpl
 from soulacy.kernel.contracts import ContextOverflow
 from soulacy.kernel.messages import Message, ToolCall, ToolSpec
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.compaction import CharEstimate, CompactionConfig, ExtractiveCompactor, render
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 def test_the_default_estimate_is_characters_over_4_plus_4_per_message() -> None:

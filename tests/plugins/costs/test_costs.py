@@ -14,10 +14,10 @@ import trio
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.messages import Usage
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins import costs
 from soulacy.plugins.costs import Meter, price_of
 from soulacy.plugins.policy import Price
+from soulacy.testing import Workspace
 
 LOOP = [{"tool": "nope", "usage": {"input": 1000, "output": 1000}}]
 PRICING = """costs:

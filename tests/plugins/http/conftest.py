@@ -8,7 +8,7 @@ import pytest
 from _support.http_server import KEYS, Server
 
 from soulacy.kernel import Kernel, open_kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 from _support.http_server import keyed_config, open_server
 
 from soulacy.kernel import Kernel, PluginError, hookimpl
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, HttpRoute
+from soulacy.testing import Workspace, throwaway_plugin
 
 ALONE = ["no:portal"]  # the HTTP plugin's mechanism alone: the builtin portal adds routes too
 NOTES: dict[str, str] = {}  # note id -> owner, the throwaway plugin's "store"

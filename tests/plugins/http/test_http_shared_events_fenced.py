@@ -17,10 +17,10 @@ from _support.http_server import KEYS, open_keyed_server
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.store import Lease, LeaseOwner, RunEventBatch, RunRecord
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.http._runlog import RunLog
 from soulacy.plugins.http._shared import Publisher
 from soulacy.plugins.memory_store import MemoryStore
+from soulacy.testing import Workspace
 
 KEY = "conversation:shared"
 

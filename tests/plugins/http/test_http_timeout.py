@@ -13,8 +13,8 @@ from _support.http_server import keyed_config, open_server
 
 from soulacy.kernel import Kernel
 from soulacy.kernel.policy import CORE_LIMITS, ExecutionPolicy, Limit, declared_limits
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.http._config import HTTP_TIMEOUT, accommodate, chat_deadline
+from soulacy.testing import Workspace, throwaway_plugin
 
 HOURS = 3600.0
 

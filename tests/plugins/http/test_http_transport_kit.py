@@ -10,14 +10,14 @@ import pytest
 from _support.http_server import KEYS, Server, open_server, standard_agents
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import (
+from soulacy.plugins.http.testing import HttpAdapter, check_http_api, parse_sse
+from soulacy.testing import (
     TRANSPORT_CHECK_NAMES,
     TransportEvent,
     TransportRefused,
     Workspace,
     check_transport,
 )
-from soulacy.plugins.http.testing import HttpAdapter, check_http_api, parse_sse
 
 
 @pytest.mark.parametrize("check", TRANSPORT_CHECK_NAMES)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from soulacy.kernel import Event, Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 

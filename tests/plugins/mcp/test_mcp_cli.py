@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import config, stdio_server
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 def test_soulacy_run_uses_an_mcp_servers_tools_chosen_by_mcp_servers_alone(

@@ -14,8 +14,8 @@ from conftest import config, stdio_server
 from ruamel.yaml import YAML
 
 from soulacy.kernel import ConfigError, Kernel, UsageError, redact
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.mcp import McpConfig, McpServer, tool_name
+from soulacy.testing import Workspace
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "mcp.md"
 

@@ -14,8 +14,8 @@ import trio
 from conftest import HttpServer, config, stdio_server, tool_results
 
 from soulacy.kernel import Event, Kernel, open_kernel
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.mcp import McpService, McpStartError, service_of
+from soulacy.testing import Workspace
 
 # Generous: these machines are slow and shared; nothing below waits this long when it works.
 PATIENCE = 120.0

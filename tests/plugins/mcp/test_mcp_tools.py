@@ -12,8 +12,8 @@ import trio
 from conftest import config, executed, stdio_server, tool_results
 
 from soulacy.kernel import Event, Kernel, open_kernel
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.mcp import service_of
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 def record(kernel: Kernel) -> trio.MemoryReceiveChannel[Event]:

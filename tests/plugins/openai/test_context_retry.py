@@ -18,7 +18,7 @@ import trio
 from _support.openai_server import serve_asgi
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 def _prompt_tokens(body: dict[str, Any]) -> int:

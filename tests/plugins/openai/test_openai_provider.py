@@ -13,8 +13,8 @@ from _support.openai_server import Answer, FakeOpenAI, text, tool_call
 from soulacy.kernel import Event, Kernel, Tool
 from soulacy.kernel.messages import Message, ModelRequest, ToolCall
 from soulacy.kernel.providers import ContextLengthExceeded, ProviderConfig, ProviderError
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.openai import OpenAIProvider
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 def weather(city: str) -> str:

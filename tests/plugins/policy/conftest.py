@@ -15,8 +15,8 @@ import pytest
 from soulacy.kernel import Kernel
 from soulacy.kernel.cli import main
 from soulacy.kernel.policy import PolicyLimit, declared_limits
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.policy import ExecutionPolicy, ModelCapacity
+from soulacy.testing import Workspace, throwaway_plugin
 
 Content = str | Mapping[str, Any]
 # The environment of in-process CLI runs: no entry-point plugins, nothing from the real shell.

@@ -11,9 +11,9 @@ import pytest
 
 from soulacy.kernel import ConfigError, Kernel
 from soulacy.kernel.policy import PolicyLimit
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.policy import ModelCapacity
 from soulacy.plugins.policy._cache import MAX_ENTRIES, POLICY_CACHE
+from soulacy.testing import Workspace, throwaway_plugin
 
 Make = Callable[..., Kernel]
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
 from soulacy.plugins.policy import ExecutionPolicy, ModelCapacity
+from soulacy.testing import Workspace
 
 Load = Callable[..., Kernel]
 Cli = Callable[..., Any]

@@ -26,7 +26,7 @@ from soulacy.kernel.policy import (
     PolicyLimit,
     declared_limits,
 )
-from soulacy.kernel.testing import HookRecorder, Workspace, throwaway_plugin
+from soulacy.testing import HookRecorder, Workspace, throwaway_plugin
 
 Load = Callable[..., Kernel]
 STUDIO = ("max_build_tokens", "max_build_cost_usd", "max_build_attempts", "max_build_elapsed")

@@ -11,8 +11,8 @@ import attrs
 import pytest
 
 from soulacy.kernel import ConfigError, Kernel, PluginError, UsageError, hookimpl
-from soulacy.kernel.testing import HookRecorder, Workspace, throwaway_plugin
 from soulacy.plugins.policy import ExecutionPolicy, Limit, ModelCapacity, resolve
+from soulacy.testing import HookRecorder, Workspace, throwaway_plugin
 
 Resolve = Callable[..., ExecutionPolicy]
 HOURS = 3600.0

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 Load = Callable[..., Kernel]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from portal_support import add_agents, advanced_config
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from _support.http_server import KEYS
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 # Every advanced value set, with comments: a basic edit must leave all of it byte-for-byte.
 ADVANCED_CONFIG = """\

@@ -17,7 +17,7 @@ import trio
 from _support.http_server import open_server
 
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 OPENAPI = Path(__file__).parents[3] / "plugins" / "http" / "openapi.json"
 

@@ -19,7 +19,7 @@ import pytest
 from _support.http_server import CHROMIUM, KEYS, keyed_config
 from portal_support import soulacy_serve
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason=f"needs Chromium at {CHROMIUM} (.ci/run installs it)"

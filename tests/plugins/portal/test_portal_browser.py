@@ -25,7 +25,7 @@ import pytest
 from _support.http_server import CHROMIUM, KEYS
 from portal_support import add_agents, advanced_config, soulacy_serve
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason=f"needs Chromium at {CHROMIUM} (.ci/run installs it)"

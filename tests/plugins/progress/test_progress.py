@@ -10,8 +10,8 @@ import pytest
 
 from soulacy.kernel import Kernel, Tool
 from soulacy.kernel.contracts import Verdict
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.progress import SignatureDetector, signature
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 def tools_plugin(answers: dict[str, Callable[[int], Any]]) -> Any:

@@ -13,8 +13,8 @@ from soulacy.kernel import AgentSpec, Kernel, PluginError, UsageError
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, Usage
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import Provider, ProviderConfig, ProviderRegistry, TextSink
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.providers import ConfiguredProviders
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 @pytest.mark.parametrize(

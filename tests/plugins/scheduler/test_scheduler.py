@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from soulacy.kernel import Event, Kernel, Tool, open_kernel
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 NO_DEADLINES = 'runtime:\n  timeouts: {tool: "0", llm: "0", step: "0", run: "0", http: "0"}\n'
 

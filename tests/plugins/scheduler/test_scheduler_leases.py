@@ -15,8 +15,8 @@ import trio
 
 from soulacy.kernel import Event, Kernel, Tool, open_kernel
 from soulacy.kernel.store import LeaseOwner
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.memory_store import MemoryStore
+from soulacy.testing import Workspace, throwaway_plugin
 
 KEY = "schedule:cron"
 ELSEWHERE = LeaseOwner("kernel-elsewhere", 4242, "elsewhere")  # never provably gone from here

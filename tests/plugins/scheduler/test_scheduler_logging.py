@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from soulacy.kernel import Event, Kernel, open_kernel
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 SECRET = "abcdefghij0123456789"
 

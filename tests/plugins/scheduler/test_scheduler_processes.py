@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.processes
 

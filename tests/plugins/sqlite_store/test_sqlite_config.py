@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from soulacy.kernel import ConfigError, Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 def test_a_busy_timeout_sqlite_cannot_take_is_an_error_naming_its_line(

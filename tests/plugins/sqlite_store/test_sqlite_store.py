@@ -14,10 +14,10 @@ import pytest
 from soulacy.kernel import Kernel
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import RunRecord, StorageError, ToolRecord
-from soulacy.kernel.testing import STORE_CHECK_NAMES, Workspace, check_store
 from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore, _schema
 from soulacy.plugins.sqlite_store._schema import migrate
+from soulacy.testing import STORE_CHECK_NAMES, Workspace, check_store
 
 LEGACY = Path(__file__).with_name("legacy_v1.sql")
 
@@ -281,7 +281,7 @@ async def test_scripted_tool_arguments_arrive_as_plain_values(
         return word
 
     from soulacy.kernel import Tool
-    from soulacy.kernel.testing import throwaway_plugin
+    from soulacy.testing import throwaway_plugin
 
     workspace.scripted_agent(
         "a", [{"tool": "probe", "arguments": {"word": "quoted"}}, {"text": "ok"}], tools=["probe"]

@@ -8,7 +8,7 @@ import pytest
 from studio_support import Studio
 
 from soulacy.kernel import Kernel
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from soulacy.kernel import Kernel
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, Usage
 from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import ProviderType, TextSink
-from soulacy.kernel.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, throwaway_plugin
 
 Reply = str | Callable[[ModelRequest, int], str]
 USAGE = Usage(100, 20)  # of every builder call unless a test says otherwise

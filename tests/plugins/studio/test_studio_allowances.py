@@ -15,8 +15,8 @@ from soulacy.kernel import Kernel, hookimpl
 from soulacy.kernel.messages import ModelRequest, Usage
 from soulacy.kernel.policy import ExecutionPolicy, Limit, declared_limits
 from soulacy.kernel.providers import ProviderError
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.studio import POLICY_LIMITS, Allowances, build
+from soulacy.testing import Workspace, throwaway_plugin
 
 SPEC: dict[str, Any] = {"id": "reporter", "goal": "Write a daily report"}
 INVALID = fenced("id: reporter\nbogus: true\n")

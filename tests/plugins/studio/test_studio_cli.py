@@ -14,7 +14,7 @@ from ruamel.yaml import YAML
 from studio_support import fenced, soul
 
 from soulacy.kernel.cli import main
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 ENVIRON = {"SOULACY_DISABLE_PLUGIN_AUTOLOAD": "1"}
 SPEC = """\

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from soulacy.kernel.testing import Workspace
+from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.processes
 

@@ -14,9 +14,9 @@ import trio
 
 from soulacy.kernel import Event, Kernel, Tool, UsageError
 from soulacy.kernel.store import Lease, LeaseOwner
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.workflows import lease_key, reconcile
+from soulacy.testing import Workspace, throwaway_plugin
 
 LEASES = "leases: {ttl: 100ms, heartbeat: 30ms}\n"
 WORKFLOW = {

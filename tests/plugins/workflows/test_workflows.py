@@ -12,9 +12,9 @@ import trio
 
 from soulacy.kernel import ConfigError, Kernel, Tool
 from soulacy.kernel.store import Checkpoint, StorageError
-from soulacy.kernel.testing import Workspace, throwaway_plugin
 from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.workflows import reconcile
+from soulacy.testing import Workspace, throwaway_plugin
 
 
 class Calls:

@@ -54,10 +54,10 @@ from typing import IO, Any
 import attrs
 import trio
 
-from ._conversations import ConversationKey
-from ._messages import Message, ToolCall
-from ._store import (
+from soulacy.kernel.messages import Message, ToolCall
+from soulacy.kernel.store import (
     Checkpoint,
+    ConversationKey,
     Lease,
     LeaseLost,
     LeaseOwner,
@@ -66,7 +66,8 @@ from ._store import (
     RunRecord,
     ToolRecord,
 )
-from ._store_kit import expect, expect_that, run_metadata, select_checks, show
+
+from ._store import expect, expect_that, run_metadata, select_checks, show
 
 DEFAULT_TIMEOUT = 60.0  # seconds a check may take before it is failed (and its children killed)
 EXPIRING_TTL = 1.0  # seconds: the lease of a child that is stopped and then taken over
@@ -431,7 +432,7 @@ class _Run:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the opener's imports
         stderr = tempfile.TemporaryFile(dir=self.folder)  # noqa: SIM115 (closed with the child)
-        code = "from soulacy.kernel._process_kit import serve; serve()"
+        code = "from soulacy.testing._processes import serve; serve()"
         process = await trio.lowlevel.open_process(
             [sys.executable, "-c", code, spec],
             stdin=subprocess.PIPE,

@@ -3,7 +3,7 @@
 One store object plays every role (``soulacy_store``), so one kit checks them all: history,
 runs and their attempts, tool records, proofs, checkpoints, plugin state, leases with their
 fencing tokens and queues, cancellation requests and counters, each check on a fresh store.
-These checks run in one process; :func:`soulacy.kernel.testing.check_store_processes` adds
+These checks run in one process; :func:`soulacy.testing.check_store_processes` adds
 the checks that need several processes on one store.
 
 Every failure is an AssertionError that names the check and says what was expected and what
@@ -27,14 +27,15 @@ from typing import Any
 import attrs
 import trio
 
-from ._messages import Message, ToolCall
-from ._store import (
+from soulacy.kernel.messages import Message, ToolCall
+from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
     RECEIPT_FIELD_CHARS,
     AlreadyDecided,
     ApprovalDecision,
     ApprovalRequest,
     Checkpoint,
+    CheckpointStore,
     Lease,
     LeaseLost,
     LeaseOwner,
@@ -42,11 +43,13 @@ from ._store import (
     RunEventBatch,
     RunRecord,
     StorageError,
+    Store,
     ToolRecord,
-    host_id,
 )
 
-StoreFactory = Callable[[], Any]  # returns a store, or an awaitable of one
+# A factory of fresh stores: a store, or an awaitable of one (an async open)
+StoreFactory = Callable[[], Store | Awaitable[Store]]
+CheckpointStoreFactory = Callable[[], CheckpointStore | Awaitable[CheckpointStore]]
 SHOWN_CHARS = 400  # a failure shows at most this much of a value
 SHORT_TTL = 0.1  # seconds: a lease that expires within a check
 EXPIRY_WAIT = 0.35  # seconds waited for a SHORT_TTL lease (or queue place) to lapse
@@ -135,6 +138,11 @@ def dead_pid() -> int:
     return proc.pid
 
 
+def this_host() -> str:
+    """The host name this process's leases carry (``SOULACY_HOST_ID``, else the host name)."""
+    return LeaseOwner.current("kit-host").host
+
+
 def live_owner(owner_id: str) -> LeaseOwner:
     """An owner in this very process: alive, never provably gone."""
     return LeaseOwner.current(owner_id)
@@ -142,7 +150,7 @@ def live_owner(owner_id: str) -> LeaseOwner:
 
 def gone_owner(owner_id: str) -> LeaseOwner:
     """An owner on this host whose process has exited: provably gone."""
-    return LeaseOwner(owner_id, dead_pid(), host_id())
+    return LeaseOwner(owner_id, dead_pid(), this_host())
 
 
 def far_owner(owner_id: str) -> LeaseOwner:
@@ -150,7 +158,7 @@ def far_owner(owner_id: str) -> LeaseOwner:
     return LeaseOwner(owner_id, 1, "another-host.invalid")
 
 
-async def _make(factory: StoreFactory) -> Any:
+async def _make(factory: StoreFactory | CheckpointStoreFactory) -> Any:
     store = factory()
     return await store if inspect.isawaitable(store) else store
 
@@ -159,6 +167,18 @@ async def _close(store: Any) -> None:
     close = getattr(store, "aclose", None)
     if close is not None:
         await close()
+
+
+def run_named(name: str, check: Callable[[], Any]) -> Any:
+    """``check()``, a failure (or an unexpected exception) reported under ``name``."""
+    try:
+        return check()
+    except AssertionError as exc:
+        raise AssertionError(f"{name}: {exc}") from exc
+    except Exception as exc:
+        raise AssertionError(
+            f"{name}: a call: expected no exception, got {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def check_name(check: Callable[..., Any]) -> str:
@@ -184,7 +204,7 @@ def select_checks(
 
 async def run_checks(
     kind: str,
-    factory: StoreFactory,
+    factory: StoreFactory | CheckpointStoreFactory,
     checks: Sequence[Callable[[Any], Awaitable[None]]],
 ) -> None:
     """Each check on a fresh store; a failure names the kit and the check."""
@@ -873,7 +893,7 @@ async def _lease_gone_owner(store: Any) -> None:
         taken.lease.token,
     )
     # This very pid, but of another boot of the host: a process that is no more.
-    rebooted = LeaseOwner("kit-rebooted", os.getpid(), host_id(), "another-boot:1")
+    rebooted = LeaseOwner("kit-rebooted", os.getpid(), this_host(), "another-boot:1")
     old = (await store.acquire_lease("r", rebooted, LONG_TTL)).lease
     taken = await store.acquire_lease("r", me, LONG_TTL)
     expect(

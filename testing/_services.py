@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from ._kernel import Kernel, Service
+from soulacy.kernel import Kernel, Service
 
 STOP_WITHIN = 0.5  # seconds a service may take to return after kernel.stopping is set
 START_WITHIN = 30.0  # seconds a service may take to become ready (an MCP server's process …)

@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 import attrs
 import trio
 
-from ._store_kit import check_name, expect, expect_that, select_checks, show
+from ._store import check_name, expect, expect_that, select_checks, show
 
 __all__ = [
     "TRANSPORT_CHECKS",

@@ -32,17 +32,23 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
-from ._kernel import Kernel
-from ._loading import AGENT_FILE, AGENTS_DIR, CONFIG_FILE
-from ._manager import BUILTIN_PLUGINS
-from ._messages import Message, ModelReply, ModelRequest, ToolCall, Usage
-from ._providers import ProviderConfig, ProviderError, ProviderType, TextSink
-from ._store_kit import expect, expect_that, select_checks, show
-from ._tools import Tool
-from .hookspecs import hookimpl
+from soulacy.kernel import (
+    AGENT_FILE,
+    AGENTS_DIR,
+    BUILTIN_PLUGINS,
+    CONFIG_FILE,
+    Kernel,
+    Tool,
+    hookimpl,
+)
+from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall, Usage
+from soulacy.kernel.providers import ProviderConfig, ProviderError, ProviderType, TextSink
+
+from ._store import expect, expect_that, select_checks, show
 
 if TYPE_CHECKING:
-    from ._engine import Run, RunResult
+    from soulacy.kernel import RunResult
+    from soulacy.kernel.engine import Run
 
 __all__ = [
     "RUN_STRATEGY_CHECK_NAMES",
