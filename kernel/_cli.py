@@ -23,6 +23,7 @@ from ._manager import COMMAND_PLUGINS, PluginSelection, SoulacyPluginManager
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ._config import Scope
     from ._kernel import Kernel
     from ._loading import LoadedPlugins
 
@@ -531,7 +532,10 @@ def explain_disabled_owners(
     from_cli = {value[3:] for value in cli if value.startswith("no:")}
     issues, changed = [], False
     for issue in error.issues:
-        owner = pm.blocked_owner(issue.path) if issue.message.startswith("unknown key") else None
+        in_agent = os.path.basename(issue.location.file) == AGENT_FILE
+        scope: Scope = "agent" if in_agent else "workspace"
+        unknown = issue.message.startswith("unknown key")
+        owner = pm.blocked_owner(issue.path, scope) if unknown else None
         if owner is None:
             issues.append(issue)
             continue

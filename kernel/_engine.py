@@ -45,6 +45,7 @@ from ._store import (
     ProofRecord,
     RunRecord,
     StorageError,
+    Store,
     ToolRecord,
 )
 from ._tools import Tool
@@ -290,6 +291,9 @@ class Run:
         self.model_setup: _ModelSetup | None = None
         self.held: HeldLease | None = None  # the conversation's lease: the fence of its writes
         self.done = False  # how it ended is stored (or said to be unstorable) and published
+        # How it ended could not be stored (a store failure): kept, under its lease, for the
+        # lease keeper to store once the store answers (see Engine._complete).
+        self.unstored = False
         self.retry = False  # its run id was stored before: this is a later attempt
         # The run timeout's scope, once the strategy runs: a wait for an approval that does
         # not count against the timeout (approvals.wait_counts_against_timeout) moves it.
@@ -1042,9 +1046,9 @@ class Engine:
             result.reply = _last_text(run.messages[run.first_new :])
         result.finished_at = time.time()
 
-    async def _record(self, run: Run) -> None:
+    async def _record(self, run: Run, store: Store | None = None) -> None:
         """Store the messages and tool calls not stored yet, in one step."""
-        store = self.kernel.store()
+        store = self.kernel.store() if store is None else store
         fence = run.fence()
         if not run.started:
             run.record = await store.start_run(run.record, fence)
@@ -1062,7 +1066,15 @@ class Engine:
         try:
             proof = await self._store_outcome(run)
         finally:
-            if run.held is not None:  # _complete always runs shielded (see its two callers)
+            if run.held is not None and run.unstored and not run.held.lost:
+                # The store refused how the run ended: the run keeps its lease (it reads
+                # running, alive, not interrupted, while this process lives) until the lease
+                # keeper stores the outcome, at a heartbeat when the store answers again.
+                store = self.kernel.store()
+                self.kernel.leases.keep_until_written(
+                    run.held, lambda: self._store_unstored(run, store)
+                )
+            elif run.held is not None:  # _complete always runs shielded (see its two callers)
                 await self.kernel.leases.release(run.held, shielded=True)
         if run.suspended:  # not ended: it resumes, as its next attempt, once decided
             await self._emit(run, "run.suspended", {"awaiting": run.awaiting})
@@ -1105,7 +1117,20 @@ class Engine:
                 lost = isinstance(exc, LeaseLost)
                 run.result.incomplete_reason = "lease_lost" if lost else "storage_error"
                 run.result.error = str(exc)
+            # Stored later, as the client is told (failed), unless fenced out or suspended (a
+            # suspended run is left as a crashed one is, for its decision to resume it).
+            run.unstored = not isinstance(exc, LeaseLost) and not run.suspended
             return None
+
+    async def _store_unstored(self, run: Run, store: Store) -> None:
+        """Store what :meth:`_store_outcome` could not, as the run's result says it ended
+        (``failed``, ``storage_error``): the turn not stored yet, then its ending and proof,
+        under its lease (the lease keeper's retry; a raise is retried at the next heartbeat)."""
+        fence = run.fence()
+        await self._record(run, store)
+        metadata = run.result.metadata()
+        await store.finish_run(run.run_id, metadata, fence)
+        await store.finalize_proof(run.run_id, metadata, run.result.assertions, fence)
 
     async def _emit(self, run: Run, type: str, data: Mapping[str, Any]) -> None:
         await self.kernel.events.emit(type, data, run_id=run.run_id)

@@ -529,7 +529,9 @@ class Kernel:
 
     async def aclose(self) -> None:
         """Close what the kernel opened for its runs: provider connections, then whatever
-        plugins opened (``soulacy_unconfigure``: the SQLite plugin closes its store)."""
+        plugins opened (``soulacy_unconfigure``: the SQLite plugin closes its store). First, one
+        last attempt at the run outcomes the store refused (``Leases.aclose``)."""
+        await self.leases.aclose()
         registry, self._providers = self._providers, None
         if registry is not None:
             await registry.aclose()

@@ -12,7 +12,7 @@ docs/decisions/0029-leases-and-one-store.md.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +79,8 @@ class Leases:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self._held: dict[HeldLease, Callable[[], None] | None] = {}  # and what to call if lost
+        # Held leases kept for a write the store refused (a run's outcome), and that write.
+        self._pending: dict[HeldLease, Callable[[], Awaitable[None]]] = {}
         self._keeping = False
 
     def settings(self) -> LeaseSettings:
@@ -133,6 +135,37 @@ class Leases:
         with trio.CancelScope(shield=True):
             await self._give_back(held)
 
+    def keep_until_written(self, held: HeldLease, write: Callable[[], Awaitable[None]]) -> None:
+        """Keep ``held`` (renewed as before) for ``write``, a write the store refused (a run's
+        outcome: docs/running.md#after-a-crash): the keeper calls it after each heartbeat's
+        renewal until it succeeds, then releases the lease. A lease found lost drops it
+        (``write`` is fenced by the lease: a taken-over one must not write any more)."""
+        if held.lost or held not in self._held:  # lost, or its Trio run ended: nothing to do
+            return
+        self._pending[held] = write
+
+    def pending(self) -> int:
+        """How many writes the store refused are kept for a retry (see keep_until_written)."""
+        return len(self._pending)
+
+    async def aclose(self) -> None:
+        """One last attempt at each pending write, then give up: the lease is given back (its
+        run then reads ``interrupted``, as a run whose process stopped). Never raises."""
+        pending, self._pending = self._pending, {}
+        with trio.CancelScope(shield=True):
+            for held, write in pending.items():
+                if held.lost or held not in self._held:
+                    continue
+                try:
+                    await write()
+                except Exception as exc:
+                    log.warning(
+                        "storing what the store refused under %r failed; giving up: %s",
+                        held.lease.key,
+                        exc,
+                    )
+                await self.release(held, shielded=True)
+
     async def _give_back(self, held: HeldLease) -> None:
         try:
             await self.kernel.store().release_lease(held.lease)
@@ -158,7 +191,10 @@ class Leases:
 
     async def _keep(self) -> None:
         """Renew every held lease each heartbeat, while any is held; stop the holders of the
-        ones a renewal finds taken over."""
+        ones a renewal finds taken over; then retry the writes the store refused
+        (``keep_until_written``), each under its lease just renewed. After the renewal, not
+        beside it: a fenced write locks its lease's row, and a renewal waiting on that lock
+        would let every lease of the batch lapse."""
         settings = self.settings()
         store = self.kernel.store()
         try:
@@ -183,15 +219,41 @@ class Leases:
                         one.lease = lease
                     elif one in self._held:  # not released while the renewal was written
                         await self._lost(store, one, self._held.pop(one))
+                if self._pending:
+                    await self._write_pending()
         finally:  # the next lease acquired starts it again (in whichever Trio run it is)
             self._keeping = False
+            self._pending.clear()
             # It stops with leases held only when their Trio run ends: they belong to it, and
             # the next run's keeper must not renew them (they expire on their own).
             self._held.clear()
 
+    async def _write_pending(self) -> None:
+        """Retry the writes the store refused, each under its lease (renewed meanwhile);
+        release the lease of each that succeeds, drop those whose lease was lost."""
+        for held, write in list(self._pending.items()):
+            if held.lost or held not in self._held:
+                self._pending.pop(held, None)
+                continue
+            try:
+                await write()
+            except LeaseLost as exc:  # taken over meanwhile: fenced, nothing written
+                self._pending.pop(held, None)
+                if self._held.pop(held, None) is not None:
+                    held.lost, held.lost_to = True, exc.current
+                log.warning("the lease of %r was taken over; dropping its unstored write", exc.key)
+            except Exception as exc:  # still refused: again at the next heartbeat
+                log.warning(
+                    "storing what the store refused under %r failed: %s", held.lease.key, exc
+                )
+            else:
+                self._pending.pop(held, None)
+                await self.release(held)
+
     async def _lost(
         self, store: Store, held: HeldLease, on_lost: Callable[[], None] | None
     ) -> None:
+        self._pending.pop(held, None)  # a write kept for it is fenced out: dropped
         held.lost = True
         held.lost_to = await _current(store, held.lease.key)
         log.warning(

@@ -30,6 +30,8 @@ from ._errors import FrozenRecord, PluginError
 if TYPE_CHECKING:
     import importlib.metadata
 
+    from ._config import Scope
+
 # importlib.metadata (≈ 4x the start of a bare interpreter: email, zipfile, csv …) and
 # importlib.util are imported where entry points are read, not here: `soulacy --help` reads
 # none when no installed distribution declares the group (see may_have_entry_points).
@@ -407,9 +409,11 @@ class SoulacyPluginManager(pluggy.PluginManager):
             return f"did you mean {close[0]!r}?"
         return f"known: {', '.join(known)}"
 
-    def blocked_owner(self, key: str) -> str | None:
-        """The disabled plugin that owns the dotted config ``key``, if one does: a builtin by
-        the sections it declares, another plugin when the key's first word is its name."""
+    def blocked_owner(self, key: str, scope: Scope = "workspace") -> str | None:
+        """The disabled plugin that owns the dotted config ``key`` of a ``scope`` file
+        (config.yaml, or a SOUL.yaml for ``"agent"``), if one does: a builtin by the sections it
+        declares there (a declaration such as ``ConfigSection.trust_root`` owns no key), another
+        plugin when the key's first word is its name."""
         top = key.split(".")[0]
         for name in self.blocked_names():
             if top == name:
@@ -421,6 +425,8 @@ class SoulacyPluginManager(pluggy.PluginManager):
                 continue
             sections = getattr(_import(module, name, "builtin"), "soulacy_config_sections", None)
             for section in sections() if callable(sections) else ():
+                if not section.owns or section.scope != scope:
+                    continue
                 owned = section.key
                 if key == owned or key.startswith(f"{owned}.") or owned.startswith(f"{key}."):
                     return name

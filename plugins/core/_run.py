@@ -138,8 +138,16 @@ def _start_line(kernel: Kernel) -> str:
     return line + "; Ctrl-C stops"
 
 
-# Exit codes of `soulacy run` and `soulacy demo`, by how the run ended.
-RUN_EXIT_CODES = {"completed": 0, "failed": 1, "incomplete": 3, "cancelled": 4}
+# Exit codes of `soulacy run` and `soulacy demo`, by how the run ended (docs/cli.md); one for
+# every status of the engine (a test holds them together). `interrupted` (the kernel stopped,
+# reason `shutdown`) is 75, EX_TEMPFAIL: the run is resumable, try again.
+RUN_EXIT_CODES = {
+    "completed": 0,
+    "failed": 1,
+    "incomplete": 3,
+    "cancelled": 4,
+    "interrupted": 75,
+}
 
 
 async def _run(args: argparse.Namespace, ctx: CliContext) -> int:

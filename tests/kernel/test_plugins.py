@@ -326,3 +326,33 @@ def test_the_demo_runs_on_the_builtins_whatever_is_installed(
         assert conn.execute("SELECT agent_id, status FROM runs").fetchall() == [
             ("demo", "completed")
         ]
+
+
+def test_a_disabled_plugin_is_blamed_only_for_keys_it_owns_in_that_file(
+    workspace: Workspace, make_kernel: Callable[..., Kernel], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``file_tools`` declares the agent's ``tools`` trust root (a declaration that owns no
+    key) and ``sqlite_store`` owns the workspace's ``store``: with both disabled, neither is
+    blamed for a ``tools:`` in config.yaml, nor ``sqlite_store`` for a ``store:`` in SOUL.yaml."""
+    from soulacy.kernel.cli import main
+
+    pm = make_kernel(plugins=["no:file_tools", "no:sqlite_store"]).pm
+    assert pm.blocked_owner("tools") is None
+    assert pm.blocked_owner("tools", "agent") is None  # core owns it there
+    assert pm.blocked_owner("store.busy_timeout") == "sqlite_store"
+    assert pm.blocked_owner("store.busy_timeout", "agent") is None
+
+    workspace.write_config("tools: [add]\n")
+    workspace.write_agent("bot", "store: {busy_timeout: 10s}\n")
+    args = ["--workspace", str(workspace.path), "-p", "no:file_tools", "-p", "no:sqlite_store"]
+    code = main([*args, "config", "validate"], environ={})
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "config.yaml:1:1: tools: unknown key" in err, err
+    assert "which is disabled" not in err, err
+    workspace.write_config("")
+    code = main([*args, "config", "validate"], environ={})
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "SOUL.yaml:1:1: store: unknown key" in err, err
+    assert "which is disabled" not in err, err

@@ -72,3 +72,19 @@ def test_the_engine_benchmark_smoke_run_checks_its_counts() -> None:
     data = json.loads(out.stdout)
     assert data["turns"] == 20
     assert data["us_per_turn"] > 0
+
+
+def test_every_run_status_has_its_own_exit_code() -> None:
+    """A status the engine can end a run with and ``run`` / ``demo`` cannot map would be a
+    KeyError after the run: a new status fails here until it has a code (docs/cli.md)."""
+    from typing import get_args
+
+    from soulacy.kernel.engine import Status
+    from soulacy.plugins.core._run import RUN_EXIT_CODES
+
+    assert set(RUN_EXIT_CODES) == set(get_args(Status))
+    assert RUN_EXIT_CODES["completed"] == 0
+    assert RUN_EXIT_CODES["interrupted"] == 75  # EX_TEMPFAIL: the kernel stopped; try again
+    others = [code for status, code in RUN_EXIT_CODES.items() if status != "completed"]
+    assert len(set(others)) == len(others), RUN_EXIT_CODES
+    assert not set(others) & {0, 2, 130, 143}, "usage errors and signals have their own codes"

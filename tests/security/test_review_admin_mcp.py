@@ -1,8 +1,10 @@
-"""Security review: ``mcp`` is not part of the trust root that ``PATCH /config`` refuses
-(``plugins/http/_app.py`` TRUST_ROOT: plugins, store, server.*). An MCP stdio server is a
-command the kernel runs, so an admin over HTTP — who per docs/security.md is trusted with the
-model credentials, not with the machine — writes a command that the next ``soulacy serve`` of
-the workspace executes as the server's user (a server no agent lists is still started)."""
+"""Security review: ``mcp`` is part of the trust root that ``PATCH /config`` refuses (the
+``mcp`` plugin declares its section with ``ConfigSection.trust_root``, decision 0058). An MCP
+stdio server is a command the kernel runs, and a server no agent lists is still started: were
+the section changeable over HTTP, an admin — who per docs/security.md is trusted with the model
+credentials, not with the machine — would write a command that the next ``soulacy serve`` of
+the workspace executes as the server's user. The change is refused (``422``, nothing saved) and
+nothing runs."""
 
 from __future__ import annotations
 

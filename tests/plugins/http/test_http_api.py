@@ -274,6 +274,25 @@ async def test_the_served_openapi_document_is_the_one_in_the_repo(server: Server
     }
 
 
+def test_the_openapi_document_says_how_a_chat_can_end() -> None:
+    """Every status a run ends with is in the chat response's enumeration, and both chat routes
+    document the ``503`` (with ``Retry-After``) of a server that is stopping."""
+    from typing import get_args
+
+    from soulacy.kernel.engine import Status
+
+    doc = json.loads(OPENAPI.read_text())
+    statuses = doc["components"]["schemas"]["ChatResponse"]["properties"]["status"]["enum"]
+    assert set(statuses) == set(get_args(Status))
+    for path in ("/chat", "/chat/stream"):
+        answer = doc["paths"][path]["post"]["responses"].get("503")
+        assert answer is not None, path
+        name = answer["$ref"].rsplit("/", 1)[-1]
+        unavailable = doc["components"]["responses"][name]
+        assert unavailable["headers"]["Retry-After"]["required"] is True
+        assert "shutting down" in unavailable["description"]
+
+
 JSON = st.recursive(
     st.none()
     | st.booleans()
