@@ -21,6 +21,7 @@ from soulacy.kernel import (
     CapacityError,
     ConfigError,
     ConfigSection,
+    Event,
     Kernel,
     PluginError,
     RunIdInUse,
@@ -29,6 +30,7 @@ from soulacy.kernel import (
     redact_text,
     structure,
 )
+from soulacy.kernel.approvals import approvals_of
 from soulacy.kernel.store import RunEvents, RunRecord, label_interrupted
 from soulacy.kernel.yamlio import load_yaml_file, plain
 
@@ -135,8 +137,8 @@ class Api:
         self.config = config
         self.logs = logs
         self.runs: trio.Nursery | None = None  # where runs execute, apart from requests
-        self._live = 0  # runs started here that have not ended
-        self._quiet: trio.Event | None = None  # set when the last of them ends
+        self._live: set[str] = set()  # the ids of the runs started here that have not ended
+        self._quiet: trio.Event | None = None  # set when one ends or begins to wait for a person
         self.principals = Principals(config)
         self.guard = Guard(config)
         # This process's own secret; replaced by the store's when processes share it (serve).
@@ -363,11 +365,21 @@ class Api:
         await send_json(request.send, 200, json.loads(OPENAPI.read_text()))
 
     async def drained(self) -> None:
-        """Return once no run started here is running."""
-        while self._live:
-            if self._quiet is None:
-                self._quiet = trio.Event()
-            await self._quiet.wait()
+        """Return once every run started here has ended or waits for a person's decision on a
+        tool call: it could not end without one, and stopping leaves it resumable as ever."""
+        stop_watching = self.kernel.events.observe(self._wake_drain, ("tool.approval",))
+        try:
+            while self._live - {run_id for run_id, _ in approvals_of(self.kernel).waiting()}:
+                if self._quiet is None:
+                    self._quiet = trio.Event()
+                await self._quiet.wait()
+        finally:
+            stop_watching()
+
+    def _wake_drain(self, event: Event) -> None:
+        if self._quiet is not None and event.run_id in self._live:
+            self._quiet.set()
+            self._quiet = None
 
     def _refuse_when_stopping(self) -> None:
         if self.kernel.stopping.is_set() or self.runs is None:
@@ -412,7 +424,7 @@ class Api:
             self.kernel.release_run(handle)
             raise
         assert self.runs is not None
-        self._live += 1  # counted from here: a drain that begins now waits for it
+        self._live.add(run_id)  # counted from here: a drain that begins now waits for it
         self.runs.start_soon(self._execute, body, run_id, session_id, principal, log, handle)
         return log, chat_deadline(policy)
 
@@ -489,8 +501,8 @@ class Api:
                 # Stopped without its terminal event (left waiting for an approval, which
                 # resumes it): its streams still learn that it stopped, and how to go on.
                 log.append("result", _interrupted(run_id, session_id))
-            self._live -= 1
-            if not self._live and self._quiet is not None:
+            self._live.discard(run_id)
+            if self._quiet is not None:
                 self._quiet.set()
                 self._quiet = None
 

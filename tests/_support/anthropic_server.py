@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import attrs
+import trio
 
 from _support.openai_server import serve_asgi
 
@@ -195,6 +196,7 @@ class FakeAnthropic:
     requests: list[dict[str, Any]] = attrs.Factory(list)
     refused: list[dict[str, Any]] = attrs.Factory(list)
     headers: list[dict[str, str]] = attrs.Factory(list)
+    arrived: list[float] = attrs.Factory(list)  # trio.current_time() of each recorded request
     base_url: str = ""
 
     async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -224,6 +226,7 @@ class FakeAnthropic:
             await self._send(send, answer.status, answer.body, {})
             return
         self.requests.append(request)
+        self.arrived.append(trio.current_time())
         self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
         answer = self.answers.pop(0)
         if answer.events is None:

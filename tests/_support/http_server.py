@@ -91,9 +91,14 @@ def standard_agents(workspace: Any) -> None:
 
 
 def keyed_config(extra: str = "") -> str:
-    """config.yaml with the three test principals (root is the only admin)."""
+    """config.yaml with the three test principals (root is the only admin). These servers end
+    with runs in flight by design (the ``slow`` agent's): they do not drain them when they stop
+    (``shutdown_grace: 0s``); the drain has tests of its own (test_http_shutdown*.py)."""
     keys = ", ".join(f"{p}: {k}" for p, k in KEYS.items())
-    return f"server:\n  port: 0\n  api_keys: {{{keys}}}\n  admins: [root]\n{extra}"
+    return (
+        f"server:\n  port: 0\n  api_keys: {{{keys}}}\n  admins: [root]\n"
+        f"  shutdown_grace: 0s\n{extra}"
+    )
 
 
 @asynccontextmanager

@@ -117,11 +117,13 @@ async def test_zero_removes_the_cap(
 def test_a_negative_cap_names_the_key(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
-    workspace.write_config(keyed_config("  max_streams_per_principal: -1\n"))
+    config = keyed_config("  max_streams_per_principal: -1\n")
+    workspace.write_config(config)
     with pytest.raises(ConfigError) as raised:
         make_kernel()
     message = str(raised.value)
-    assert "config.yaml:5:3" in message
+    line = config.splitlines().index("  max_streams_per_principal: -1") + 1
+    assert f"config.yaml:{line}:3" in message
     assert "server.max_streams_per_principal" in message
     assert "expected 0 or more" in message
 

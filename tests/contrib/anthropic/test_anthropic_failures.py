@@ -42,13 +42,14 @@ async def test_429_and_529_are_retried_honouring_retry_after(
         text("finally"),
     ]
     kernel = make()
-    started = trio.current_time()
     result = await kernel.run("a", "hi")
-    elapsed = trio.current_time() - started
     assert (result.status, result.reply) == ("completed", "finally")
     assert len(anthropic_server.requests) == 3
-    # Waited as asked (1 s, then none), not by the default backoff (0.5 s, then 1 s).
-    assert 1.0 <= elapsed < 1.4
+    # Waited as asked (1 s, then none), not by the default backoff (0.5 s, then 1 s): each gap
+    # rules one default out, with all of a loaded machine's slack on the side that passes.
+    first, second, third = anthropic_server.arrived
+    assert second - first >= 1.0
+    assert third - second < 1.0
 
 
 async def test_retries_give_up_with_a_failed_run_naming_the_error(

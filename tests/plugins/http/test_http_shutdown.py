@@ -143,3 +143,42 @@ async def test_an_idle_server_with_a_long_grace_stops_at_once(
     with trio.fail_after(5):
         async with open_kernel(kernel=kernel):
             pass
+
+
+async def test_a_run_waiting_for_a_person_does_not_hold_the_drain(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    """It could not end without a decision: the stop suspends it at once (resumable, as a
+    stopped server's approval wait always is) instead of waiting out a long grace."""
+    workspace.write_config({"server": {"port": 0, "shutdown_grace": "1h"}})
+    workspace.scripted_agent(
+        "gated",
+        [{"tool": "first", "id": "c1"}, {"text": "finished"}],
+        tools=["tools.py:first"],
+        confirm_tools=["first"],
+    )
+    (workspace.path / "agents" / "gated" / "tools.py").write_text(TOOLS)
+    kernel = make_kernel()
+    waiting = trio.Event()
+    kernel.events.observe(lambda event: waiting.set(), ("tool.approval",))
+    events: list[Any] = []
+    with trio.fail_after(30):  # the grace is an hour: only a drain that does not wait ends
+        async with (
+            httpx.AsyncClient(timeout=30) as client,
+            trio.open_nursery() as nursery,  # the stream ends after the kernel stops
+            open_kernel(kernel=kernel) as running,
+        ):
+            url = running.started["http"][0] + "/api/v1/chat/stream"
+            body = {"agent_id": "gated", "text": "go", "run_id": "g1", "session_id": "s"}
+            nursery.start_soon(stream_to, client, url, body, events)
+            await waiting.wait()
+    assert events[-1]["event"] == "result"
+    assert not (workspace.path / "agents" / "gated" / "marks").exists()  # the tool never ran
+
+
+async def stream_to(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], out: list[Any]
+) -> None:
+    async with client.stream("POST", url, json=body) as answer:
+        assert answer.status_code == 200
+        out.extend(sse_events((await answer.aread()).decode()))
