@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -160,3 +161,31 @@ def static_site(html: str) -> Iterator[str]:
     finally:
         site.shutdown()
         site.server_close()
+
+
+async def stream_until(url: str, body: dict[str, Any], until: str) -> list[tuple[int, str]]:
+    """POST /chat/stream to the server at ``url`` as alice, on a raw socket, and hang up once
+    the event ``until`` arrived: the (id, name) of the events received (the run goes on
+    without its stream)."""
+    host, port = url.removeprefix("http://").split(":")
+    raw = json.dumps(body).encode()
+    stream = await trio.open_tcp_stream(host, int(port))
+    try:
+        await stream.send_all(
+            b"POST /api/v1/chat/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n"
+            + f"Authorization: Bearer {KEYS['alice']}\r\n".encode()
+            + f"Content-Length: {len(raw)}\r\n\r\n".encode()
+            + raw
+        )
+        received = b""
+        pattern = re.compile(rb"id: (\d+)\nevent: ([\w.]+)\ndata: [^\n]*\n\n")
+        while True:
+            events = [(int(i), name.decode()) for i, name in pattern.findall(received)]
+            if any(name == until for _, name in events):
+                return events
+            chunk = await stream.receive_some(65536)
+            assert chunk, received  # the server must not hang up first
+            received += chunk
+    finally:
+        await stream.aclose()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -25,7 +24,7 @@ import attrs
 import httpx
 import trio
 
-from _support.http_server import sse_events
+from _support.http_server import sse_events, stream_until
 from soulacy.testing import Workspace
 
 KEYS = {"alice": "key-alice"}
@@ -133,33 +132,6 @@ def serving(nodes: list[Node]) -> Iterator[list[Node]]:
                 node.process.wait(30)
 
 
-async def stream_until(node: Node, body: dict[str, Any], until: str) -> list[tuple[int, str]]:
-    """POST /chat/stream on a raw socket and hang up once the event ``until`` arrived: the
-    (id, name) of the events received (the run goes on without its stream)."""
-    host, port = node.url.removeprefix("http://").split(":")
-    raw = json.dumps(body).encode()
-    stream = await trio.open_tcp_stream(host, int(port))
-    try:
-        await stream.send_all(
-            b"POST /api/v1/chat/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Content-Type: application/json\r\n"
-            + f"Authorization: Bearer {KEYS['alice']}\r\n".encode()
-            + f"Content-Length: {len(raw)}\r\n\r\n".encode()
-            + raw
-        )
-        received = b""
-        pattern = re.compile(rb"id: (\d+)\nevent: ([\w.]+)\ndata: [^\n]*\n\n")
-        while True:
-            events = [(int(i), name.decode()) for i, name in pattern.findall(received)]
-            if any(name == until for _, name in events):
-                return events
-            chunk = await stream.receive_some(65536)
-            assert chunk, received  # the server must not hang up first
-            received += chunk
-    finally:
-        await stream.aclose()
-
-
 def marked(marks: Path) -> bool:
     return any(marks.iterdir())
 
@@ -191,7 +163,7 @@ async def check_a_paused_owner_leaves_the_shared_events_alone(
     first = start(workspace, "first", folder, marks, slow=60)  # its tool call outlasts the test
     second = start(workspace, "second", folder, marks, slow=0)
     with serving([first, second]):
-        seen = await stream_until(first, RUN, "tool.call")
+        seen = await stream_until(first.url, RUN, "tool.call")
         assert [name for _, name in seen] == ["run", "run.limits", "tool.call"]
         await wait_for_mark(marks, first)
         await trio.sleep(0.3)  # its events so far are shared (every 20 ms)

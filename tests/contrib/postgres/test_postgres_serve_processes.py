@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -23,7 +22,7 @@ import httpx
 import psycopg
 import pytest
 import trio
-from _support.http_server import sse_events
+from _support.http_server import sse_events, stream_until
 from pg_support import Server
 
 from soulacy.testing import Workspace
@@ -154,33 +153,6 @@ def rows(dsn: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
         return list(conn.execute(query, args).fetchall())
 
 
-async def stream_until(node: Node, body: dict[str, Any], until: str) -> list[tuple[int, str]]:
-    """POST /chat/stream on a raw socket and hang up once the event ``until`` arrived: the
-    (id, name) of the events received."""
-    host, port = node.url.removeprefix("http://").split(":")
-    raw = json.dumps(body).encode()
-    stream = await trio.open_tcp_stream(host, int(port))
-    try:
-        await stream.send_all(
-            b"POST /api/v1/chat/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Content-Type: application/json\r\n"
-            + f"Authorization: Bearer {KEYS['alice']}\r\n".encode()
-            + f"Content-Length: {len(raw)}\r\n\r\n".encode()
-            + raw
-        )
-        received = b""
-        pattern = re.compile(rb"id: (\d+)\nevent: ([\w.]+)\ndata: [^\n]*\n\n")
-        while True:
-            events = [(int(i), name.decode()) for i, name in pattern.findall(received)]
-            if any(name == until for _, name in events):
-                return events
-            chunk = await stream.receive_some(65536)
-            assert chunk, received  # the server must not hang up first
-            received += chunk
-    finally:
-        await stream.aclose()
-
-
 async def test_three_processes_share_runs_streams_crashes_and_schedules(
     cluster: tuple[list[Node], str], workspace: Workspace
 ) -> None:
@@ -239,7 +211,7 @@ async def check_the_cluster(
 
     # -- a stream started on a, resumed on b ------------------------------------------------
     body = {"agent_id": "slow", "text": "take three steps", "run_id": "resume-1"}
-    first = await stream_until(a, body, "tool.call")
+    first = await stream_until(a.url, body, "tool.call")
     assert [name for _, name in first] == ["run", "run.limits", "tool.call"]
     last_id = first[-1][0]
     assert (await clients["c", "bob"].get("/runs/resume-1/events")).status_code == 404
@@ -265,7 +237,7 @@ async def check_the_cluster(
     # -- c killed mid-run: interrupted after its lease, retried on b with replay ------------
     marks = workspace.path / "agents" / "crash" / "marks"
     body = {"agent_id": "crash", "text": "mark once", "run_id": "crash-1", "session_id": "S-crash"}
-    await stream_until(c, body, "tool.result")  # the tool ran; the model takes 3 s to answer
+    await stream_until(c.url, body, "tool.result")  # the tool ran; the model takes 3 s to answer
     await trio.sleep(0.3)  # killed while the model thinks (its events shared by then)
     c.process.send_signal(signal.SIGKILL)
     c.process.wait(10)
