@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -22,7 +23,17 @@ MAPPING = {
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from a copy of the sources: a build writes ``build/`` and ``*.egg-info`` beside
+    them, which two parallel workers (each with this module's fixture) would race on, and
+    which the checkout's own editable install uses."""
     out = tmp_path_factory.mktemp("wheel")
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    for folder in MAPPING:
+        shutil.copytree(
+            ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
     subprocess.run(
         [
             sys.executable,
@@ -32,7 +43,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-isolation",
             "--outdir",
             str(out),
-            str(ROOT),
+            str(source),
         ],
         check=True,
         capture_output=True,
