@@ -9,22 +9,17 @@ processes share is the caller's (SQLite: the workspace's file; PostgreSQL: a dat
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-import httpx
 import trio
 
 from _support.http_server import sse_events, stream_until
+from _support.serve_nodes import Node, serving
+from _support.serve_nodes import start as start_node
 from soulacy.testing import Workspace
 
 KEYS = {"alice": "key-alice"}
@@ -41,18 +36,6 @@ def slow(name: str) -> str:
     time.sleep(float(os.environ.get("SOULACY_TEST_SLOW", "0")))
     return f"{name} done"
 '''
-
-
-@attrs.define
-class Node:
-    name: str
-    url: str
-    process: subprocess.Popen[str]
-    log: Path
-
-    def client(self) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {KEYS['alice']}"}
-        return httpx.AsyncClient(base_url=self.url + "/api/v1", headers=headers, timeout=60)
 
 
 def write_workspace(workspace: Workspace, store: str = "") -> Path:
@@ -74,62 +57,9 @@ def write_workspace(workspace: Workspace, store: str = "") -> Path:
     return marks
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def start(workspace: Workspace, name: str, folder: Path, marks: Path, slow: float) -> Node:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
-    env.update(
-        SOULACY_SERVER__PORT=str(port),
-        SOULACY_TEST_MARKS=str(marks),
-        SOULACY_TEST_SLOW=str(slow),
-    )
-    log = folder / f"{name}.log"
-    command = [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path)]
-    with log.open("w") as err:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(
-            [*command, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=err, text=True
-        )
-    return Node(name, f"http://127.0.0.1:{port}", process, log)
-
-
-def wait_healthy(node: Node, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if node.process.poll() is not None:
-            raise AssertionError(f"{node.name} exited: {node.log.read_text()}")
-        try:
-            if httpx.get(node.url + "/api/v1/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{node.name} did not start: {node.log.read_text()}")
-
-
-@contextmanager
-def serving(nodes: list[Node]) -> Iterator[list[Node]]:
-    """The nodes, stopped (SIGCONT first: a stopped process ignores SIGTERM) when done."""
-    try:
-        for node in nodes:
-            wait_healthy(node)
-        yield nodes
-    finally:
-        for node in nodes:
-            if node.process.poll() is None:
-                node.process.send_signal(signal.SIGCONT)
-                node.process.send_signal(signal.SIGTERM)
-        for node in nodes:
-            try:
-                node.process.wait(30)
-            except subprocess.TimeoutExpired:
-                node.process.kill()
-                node.process.wait(30)
+    env = {"SOULACY_TEST_MARKS": str(marks), "SOULACY_TEST_SLOW": str(slow)}
+    return start_node(workspace, name, folder, env)
 
 
 def marked(marks: Path) -> bool:
@@ -146,7 +76,7 @@ async def wait_for_mark(marks: Path, node: Node, seconds: float = 60) -> None:
 
 async def events_of(node: Node) -> list[dict[str, Any]]:
     """The run's events as ``node`` serves them from the start (``Last-Event-ID: 0``)."""
-    async with node.client() as client:
+    async with node.client(KEYS["alice"]) as client:
         answer = await client.get(f"/runs/{RUN['run_id']}/events", headers={"Last-Event-ID": "0"})
     assert answer.status_code == 200, answer.text
     return sse_events(answer.text)
@@ -169,7 +99,7 @@ async def check_a_paused_owner_leaves_the_shared_events_alone(
         await trio.sleep(0.3)  # its events so far are shared (every 20 ms)
         first.process.send_signal(signal.SIGSTOP)
         await trio.sleep(1.6)  # past its 1 s lease
-        async with second.client() as client:
+        async with second.client(KEYS["alice"]) as client:
             retried = await client.post("/chat", json=RUN)
         assert retried.status_code == 200, retried.text
         done = retried.json()

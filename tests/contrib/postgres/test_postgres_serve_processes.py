@@ -7,22 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import httpx
 import psycopg
 import pytest
 import trio
 from _support.http_server import sse_events, stream_until
+from _support.serve_nodes import Node, serving, start
 from pg_support import Server
 
 from soulacy.testing import Workspace
@@ -47,25 +43,6 @@ def mark() -> str:
         out.write("x\\n")
     return "marked"
 '''
-
-
-@attrs.define
-class Node:
-    name: str
-    url: str
-    process: subprocess.Popen[str]
-    log: Path
-
-    def client(self, who: str = "alice") -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {KEYS[who]}"}
-        return httpx.AsyncClient(base_url=self.url + "/api/v1", headers=headers, timeout=60)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def write_workspace(workspace: Workspace, dsn: str) -> None:
@@ -99,53 +76,17 @@ def write_workspace(workspace: Workspace, dsn: str) -> None:
         (workspace.path / "agents" / agent / "tools.py").write_text(COUNT_TOOL)
 
 
-def start(workspace: Workspace, name: str, folder: Path) -> Node:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
-    env.update(SOULACY_HOST_ID=f"host-{name}", SOULACY_SERVER__PORT=str(port))
-    log = folder / f"{name}.log"
-    command = [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path)]
-    with log.open("w") as err:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(
-            [*command, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=err, text=True
-        )
-    return Node(name, f"http://127.0.0.1:{port}", process, log)
-
-
-def wait_healthy(node: Node, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if node.process.poll() is not None:
-            raise AssertionError(f"{node.name} exited: {node.log.read_text()}")
-        try:
-            if httpx.get(node.url + "/api/v1/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{node.name} did not start: {node.log.read_text()}")
-
-
 @pytest.fixture
 def cluster(
     workspace: Workspace, postgres_server: Server, tmp_path: Path
 ) -> Iterator[tuple[list[Node], str]]:
     dsn = postgres_server.new_database()
     write_workspace(workspace, dsn)
-    nodes = [start(workspace, name, tmp_path) for name in "abc"]
-    try:
-        for node in nodes:
-            wait_healthy(node)
+    nodes = [
+        start(workspace, name, tmp_path, {"SOULACY_HOST_ID": f"host-{name}"}) for name in "abc"
+    ]
+    with serving(nodes):
         yield nodes, dsn
-    finally:
-        for node in nodes:
-            if node.process.poll() is None:
-                node.process.send_signal(signal.SIGTERM)
-        for node in nodes:
-            try:
-                node.process.wait(30)
-            except subprocess.TimeoutExpired:
-                node.process.kill()
 
 
 def rows(dsn: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -159,7 +100,7 @@ async def test_three_processes_share_runs_streams_crashes_and_schedules(
     (a, b, c), dsn = cluster
     async with contextlib.AsyncExitStack() as stack:
         clients = {
-            (n.name, who): await stack.enter_async_context(n.client(who))
+            (n.name, who): await stack.enter_async_context(n.client(KEYS[who]))
             for n in (a, b, c)
             for who in KEYS
         }
