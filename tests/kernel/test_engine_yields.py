@@ -17,7 +17,7 @@ import trio
 from soulacy.kernel import Kernel, _engine
 from soulacy.testing import Workspace, throwaway_plugin
 
-RUNS, TURNS = 50, 100
+RUNS, TURNS = 50, 400  # enough turns for several rounds of all the runs' intervals
 LOOP = [{"tool": "nope", "arguments": {}}]  # an error result each turn: no tool ever blocks
 
 
