@@ -45,9 +45,10 @@ PARTS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        "hooks of every turn, called directly (HotHook.__call__, incl. the plugins' answers)",
+        "participants: asked once per run, their methods called each turn",
         [
-            ("_hookpath.py", "__call__"),
+            ("_participants.py", "of"),
+            ("_participants.py", "refusal"),
         ],
     ),
     (
@@ -63,21 +64,16 @@ PARTS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        "costs: soulacy_price + soulacy_usage (Engine._account)",
+        "costs: the costs plugin's participant (before and after each model call)",
         [
-            ("_engine.py", "_account"),
+            ("costs/__init__.py", "before_model_call"),
+            ("costs/__init__.py", "after_model_call"),
         ],
     ),
     (
-        "budget: Engine._check_budget (incl. soulacy_check_budget)",
+        "budget: Engine._check_budget (the policy's turns, calls and tokens)",
         [
             ("_engine.py", "_check_budget"),
-        ],
-    ),
-    (
-        "admission: soulacy_admit_model_call (Engine._admit)",
-        [
-            ("_engine.py", "_admit"),
         ],
     ),
     (
@@ -89,7 +85,7 @@ PARTS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        "tool checks: Tool.check_arguments + soulacy_tool_permission + Engine._approve",
+        "tool checks: Tool.check_arguments + participants' before_tool_call + Engine._approve",
         [
             ("_tools.py", "check_arguments"),
             ("_hooks.py", "__call__"),  # placeholder, replaced below by the permission hook

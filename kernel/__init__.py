@@ -1,4 +1,4 @@
-"""The Soulacy kernel: plugins, configuration, services and the run engine's hooks.
+"""The Soulacy kernel: plugins, configuration, services, and the contract of running.
 
 Everything a plugin author needs is exported here; the underscored modules are private. Names
 are loaded on first use (PEP 562): ``import soulacy.kernel`` imports nothing else, and
@@ -30,10 +30,8 @@ if TYPE_CHECKING:
         parse_scalar,
         structure,
     )
-    from ._conversations import RunHandle
     from ._converter import converter
     from ._durations import Duration, format_duration
-    from ._engine import RunRequest, RunResult
     from ._errors import (
         CapacityError,
         ConfigError,
@@ -58,6 +56,7 @@ if TYPE_CHECKING:
     )
     from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
     from ._redact import redact, redact_text
+    from ._runs import RunHandle, RunRequest, RunResult
     from ._stash import Stash, StashKey
     from ._tools import Tool
     from .hookspecs import hookimpl, hookspec
@@ -65,7 +64,6 @@ if TYPE_CHECKING:
 # The module (relative to this package) that defines each exported name.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "._cli": ("KEPT_SHOWN", "CliCommand", "CliContext"),
-    "._conversations": ("RunHandle",),
     "._converter": ("converter",),
     "._config": (
         "DROP",
@@ -80,7 +78,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "structure",
     ),
     "._durations": ("Duration", "format_duration"),
-    "._engine": ("RunRequest", "RunResult"),
     "._errors": (
         "CapacityError",
         "ConfigError",
@@ -105,6 +102,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "._manager": ("BUILTIN_PLUGINS", "PluginInfo", "SoulacyPluginManager"),
     "._lazy": ("lazy_exports",),
     "._redact": ("redact", "redact_text"),
+    "._runs": ("RunHandle", "RunRequest", "RunResult"),
     "._stash": ("Stash", "StashKey"),
     "._tools": ("Tool",),
     ".hookspecs": ("hookimpl", "hookspec"),

@@ -33,8 +33,8 @@ from ._store import (
 )
 
 if TYPE_CHECKING:
-    from ._engine import RunRequest, RunResult
     from ._kernel import Kernel
+    from ._runs import RunRequest, RunResult
 
 log = logging.getLogger("soulacy.kernel.approvals")
 
@@ -98,7 +98,7 @@ class Approvals:
         with its decision."""
         key = (run_id, call_id)
         store = approval_store(self.kernel)
-        poll = self.kernel.leases.settings().cancel_poll.seconds
+        poll = self.kernel.leases.poll_seconds()
         shared = bool(getattr(store, "multi_process", False))
         try:
             while True:
@@ -154,7 +154,7 @@ class Approvals:
         if woken is not None:
             woken.set()
             return Decided(decided, woke=True)
-        if kernel.conversations.holder(run_id) is not None:
+        if kernel.runner().holder(run_id) is not None:
             return Decided(decided)  # it runs here and reaches the call later
         run = await kernel.store().get_run(run_id)
         resume = run is not None and run.status == "interrupted"
@@ -162,7 +162,7 @@ class Approvals:
 
     def retry_request(self, request: ApprovalRequest, *, stream: bool = False) -> RunRequest:
         """The same-id retry of the run that asked for ``request``."""
-        from ._engine import RunRequest  # the engine imports this module
+        from ._runs import RunRequest
 
         original: dict[str, Any] = dict(request.request)
         mode = original.get("mode", "auto")

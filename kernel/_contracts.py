@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 import attrs
 
 from ._errors import SoulacyError
-from ._messages import Message, ToolSpec
+from ._messages import Message, ModelReply, ModelRequest, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from ._engine import Run
+    from ._runs import Run, ToolOutcome
 
 VerdictKind = Literal["progress", "repeated", "stalled"]
 
@@ -84,3 +84,54 @@ class ContextOverflow(SoulacyError):
         self.required = required
         self.allowance = allowance
         self.limit = limit
+
+
+# What a participant's "may it happen" methods answer: None (yes) or why not, at once or
+# awaited ("await me maybe", as the hooks that allow it).
+Refusal: TypeAlias = "str | Awaitable[str | None] | None"
+
+class RunParticipant:
+    """Takes part in one run (``soulacy_run_participants``): the shape of the OpenAI Agents
+    SDK's ``RunHooks``. Pluggy decides once per run *who* takes part; each turn then calls
+    plain methods on those objects (docs/decisions/0061-per-run-participants.md).
+
+    Every method is optional: subclass this and override what you need, or give any object
+    the methods it needs; the engine calls only the methods an object defines other than
+    these no-ops, in the order the hook returned the participants (then the run's compactor
+    and progress detector, when they define any). A method that raises fails the run (as a
+    hook that raises did), except ``run_ended``, whose errors are logged.
+    """
+
+    def before_model_call(self, run: Run, request: ModelRequest) -> Refusal:
+        """Before each model call, with the request about to be sent: None admits it; a
+        reason (such as ``max_cost_usd``) ends the run ``incomplete`` with that reason
+        instead. Called for every participant even after one refused; the first reason is
+        the run's."""
+        return None
+
+    def after_model_call(
+        self, run: Run, reply: ModelReply, provider: str, model: str | None
+    ) -> None:
+        """After each model call, with its reply (``reply.usage``); ``run.result`` already
+        counts its tokens. The ``costs`` participant adds the call's price to
+        ``run.result.cost_usd`` here."""
+
+    def before_tool_call(self, run: Run, call: ToolCall) -> Refusal:
+        """Before each tool call that validated (never for a call replayed from its record):
+        None lets it go on; a reason refuses it, and the model gets ``error: <reason>`` as
+        the call's result. Every participant is asked and any refusal wins."""
+        return None
+
+    def needs_approval(self, run: Run, call: ToolCall) -> str | None:
+        """Why a person must approve the call before it runs (such as ``"confirm_tools lists
+        'delete'"``), or None. Asked once the call is allowed; any reason makes the run wait,
+        durably, for the decision (docs/approvals.md)."""
+        return None
+
+    def after_tool_call(self, run: Run, call: ToolCall, outcome: ToolOutcome) -> None:
+        """After each executed tool call (not a replayed one), with its outcome."""
+
+    def run_ended(self, run: Run) -> Awaitable[None] | None:
+        """Once, after the run's outcome was stored (``run.result`` says how it ended),
+        before its terminal event. Errors are logged, never change the outcome."""
+        return None

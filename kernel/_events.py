@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._hookpath import HotHook
 
 if TYPE_CHECKING:
     from ._kernel import Kernel
@@ -44,7 +43,8 @@ class EventStream:
         self._kernel = kernel
         self._seq = itertools.count(1)
         self._subscribers: list[trio.MemorySendChannel[Event]] = []
-        self._hook = HotHook(kernel.pm, "soulacy_event")
+        self._pm = kernel.pm
+        self._heard = (-1, False)  # (the manager's generation, whether soulacy_event is heard)
         self._every: list[Observer] = []  # callbacks for every type
         self._by_type: dict[str, list[Observer]] = {}
 
@@ -79,15 +79,27 @@ class EventStream:
 
     def wants(self, type: str) -> bool:
         """Whether an event of ``type`` emitted now would reach anyone."""
-        return bool(self._subscribers or self._every or type in self._by_type or self._hook.heard)
+        return bool(self._subscribers or self._every or type in self._by_type or self._hook_heard())
+
+    def _hook_heard(self) -> bool:
+        """Whether ``soulacy_event`` reaches anyone, asked again only after a registration."""
+        generation, heard = self._heard
+        if generation != self._pm.generation:
+            heard = self._pm.heard("soulacy_event")
+            self._heard = (self._pm.generation, heard)
+        return heard
 
     async def emit(
         self, type: str, data: Mapping[str, Any] | None = None, run_id: str | None = None
     ) -> Event:
         event = Event(type, dict(data) if data else {}, run_id, next(self._seq))
-        hook, every, typed = self._hook, self._every, self._by_type.get(type)
+        every, typed = self._every, self._by_type.get(type)
         # a hook nobody hears answers nothing: not called (a text delta's hot path, 0050)
-        results: list[Any] = hook(kernel=self._kernel, event=event) if hook.heard else []
+        results: list[Any] = (
+            self._kernel.hook.soulacy_event(kernel=self._kernel, event=event)
+            if self._hook_heard()
+            else []
+        )
         if every or typed:
             # a copy: an observer may stop itself, or another, while it is called; every
             # observer is called before any answer is awaited, as the plugins' answers are

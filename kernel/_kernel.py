@@ -16,12 +16,8 @@ import trio
 
 from ._config import OwnedSection, Settings, load_settings
 from ._config_edit import apply_changes
-from ._conversations import Capacity, ConversationKey, ConversationRegistry, RunHandle
-from ._engine import Engine, RunRequest, RunResult
 from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
 from ._events import EventStream
-from ._hookpath import HotHooks
-from ._leases import CancelWatcher, Leases, lease_issues
 from ._loading import (
     AGENT_FILE,
     AGENTS_DIR,
@@ -31,6 +27,7 @@ from ._loading import (
 )
 from ._manager import SoulacyPluginManager
 from ._providers import Provider, ProviderConfig, ProviderRegistry, ProviderType
+from ._runs import ConversationKey, LeaseKeeper, RunHandle, Runner, RunRequest, RunResult
 from ._stash import Stash
 from ._store import LeaseOwner, Store, canonical_json
 from ._tools import Tool
@@ -100,9 +97,6 @@ class Kernel:
         self.workspace = workspace
         self.pm = pm
         self.hook = pm.hook
-        # The same hooks, called without pluggy's per-call machinery where it adds nothing
-        # (no wrapper, nobody tracing): for the hooks of every run and every turn (0042).
-        self.hot = HotHooks(pm)
         self.config = config
         self.environ = environ
         self.sections = tuple(sections)
@@ -115,14 +109,8 @@ class Kernel:
         self.stash = Stash()
         self._agents: dict[str, AgentSpec] = {}
         self._provider_types: tuple[list[Any], dict[str, ProviderType]] | None = None
-        # The reservation caps of one configuration: ``config`` is replaced, never changed,
-        # when the configuration changes (update_config), so they are read again then.
-        self._caps: tuple[Settings, Capacity] | None = None
-        self.conversations = ConversationRegistry()
-        self.leases = Leases(self)
-        self.cancel_watcher = CancelWatcher(self)
         self.read_only = False  # a read command's kernel: stores create and change no file
-        self._engine: Engine | None = None
+        self._runner: Runner | None = None  # asked for on first use
         self._providers: ProviderRegistry | None = None  # asked for on first use
         self._store: Store | None = None
         # Identifies this kernel as the owner of leases (runs, steps, schedules) in shared stores.
@@ -186,8 +174,7 @@ class Kernel:
         that last, not for every short-lived sibling.
         """
         kernel = Kernel(workspace, self.pm, self.sections, self.config, self.environ)
-        impls = self.hook.soulacy_configure.get_hookimpls()
-        self.pm._hookexec("soulacy_configure", impls, {"kernel": kernel}, False)
+        self.pm.call_unrecorded("soulacy_configure", kernel=kernel)
         return kernel
 
     # -- configuration -----------------------------------------------------------------------
@@ -211,7 +198,7 @@ class Kernel:
         return config
 
     def _check_config(self, config: Settings) -> None:
-        issues = [*lease_issues(config)] + [
+        issues = [
             i
             for found in self.hook.soulacy_validate_config(kernel=self, config=config)
             for i in found or ()
@@ -305,7 +292,7 @@ class Kernel:
 
         Asks the ``soulacy_resolve_policy`` hook (the builtin ``policy`` plugin by default).
         """
-        policy = self.hot.soulacy_resolve_policy(
+        policy = self.hook.soulacy_resolve_policy(
             kernel=self, agent_id=agent_id, overrides={} if overrides is None else overrides
         )
         if policy is None:
@@ -324,9 +311,25 @@ class Kernel:
         ``overrides``, ``stream`` …). Limits, timeouts and cancellation end the run with an
         honest status rather than an exception; a parent's cancellation still propagates.
         """
-        if self._engine is None:
-            self._engine = Engine(self)
-        return await self._engine.run(RunRequest(agent_id, text, **options))
+        return await self.runner().run(RunRequest(agent_id, text, **options))
+
+    def runner(self) -> Runner:
+        """What runs this kernel's runs (``soulacy_runner``: the essential ``engine`` plugin),
+        asked once."""
+        if self._runner is None:
+            found = self.hook.soulacy_runner(kernel=self)
+            if found is None:
+                raise PluginError(
+                    "no loaded plugin answered soulacy_runner (what runs runs; the builtin"
+                    " 'engine' plugin is essential: was it blocked from loading?)"
+                )
+            self._runner = found
+        return self._runner
+
+    @property
+    def leases(self) -> LeaseKeeper:
+        """The kernel's leases in the store (the runner's keeper renews them)."""
+        return self.runner().leases
 
     def reserve_run(
         self,
@@ -350,32 +353,17 @@ class Kernel:
         :meth:`release_run` if the run is not started after all.
         """
         conversation = ConversationKey(agent_id, session_id, principal, user_id)
-        return self.conversations.reserve(
-            run_id,
-            conversation,
-            request_fingerprint(text, overrides),
-            self._capacity(),
-            exclusive=exclusive,
+        return self.runner().reserve(
+            run_id, conversation, request_fingerprint(text, overrides), exclusive=exclusive
         )
 
     def release_run(self, handle: RunHandle) -> None:
         """Give back a reservation that :meth:`run` did not use (twice is harmless)."""
-        self.conversations.release(handle)
-
-    def _capacity(self) -> Capacity:
-        # Read at each reservation, not each turn: a PATCH of the caps applies to the next run
-        # (it replaces ``config``, and with it what was read from the one before).
-        config = self.config
-        caps = self._caps
-        if caps is not None and caps[0] is config:
-            return caps[1]
-        capacity = _read_capacity(config)
-        self._caps = (config, capacity)
-        return capacity
+        self.runner().release(handle)
 
     def cancel_run(self, run_id: str, reason: str = "cancelled") -> bool:
         """Cancel the run with this id, running or queued; False when there is none."""
-        return self.conversations.cancel_run(run_id, reason) > 0
+        return self.runner().cancel_run(run_id, reason) > 0
 
     def cancel_conversation(
         self,
@@ -388,7 +376,7 @@ class Kernel:
         """Cancel the active and queued runs of one conversation in this kernel; returns how
         many."""
         key = ConversationKey(agent_id, session_id, principal, user_id)
-        return self.conversations.cancel_conversation(key)
+        return self.runner().cancel_conversation(key)
 
     async def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
         """Cancel the run with this id wherever it runs: here, or in another process sharing
@@ -409,7 +397,7 @@ class Kernel:
     ) -> int:
         """Cancel the active and queued runs of a conversation here and, through the store, in
         every other process; returns how many were cancelled here."""
-        count = self.conversations.cancel_conversation(key, reason)
+        count = self.runner().cancel_conversation(key, reason)
         store = self.store()
         if store.multi_process:
             await store.request_cancel(reason, lease_key=key.lease_key())
@@ -494,7 +482,7 @@ class Kernel:
         the tools a plugin offers as ``chosen`` by the agent's other keys (``mcp_servers``)."""
         listed: list[str] = agent.section("tools") or []
         contributed: dict[str, Tool] = {}
-        for tools in self.hot.soulacy_tools(kernel=self, agent_id=agent.id, agent=agent):
+        for tools in self.hook.soulacy_tools(kernel=self, agent_id=agent.id, agent=agent):
             for tool in tools or ():
                 contributed.setdefault(tool.listed_as or tool.name, tool)
         chosen = self._listed_tools(agent, listed, contributed)
@@ -530,8 +518,10 @@ class Kernel:
     async def aclose(self) -> None:
         """Close what the kernel opened for its runs: provider connections, then whatever
         plugins opened (``soulacy_unconfigure``: the SQLite plugin closes its store). First, one
-        last attempt at the run outcomes the store refused (``Leases.aclose``)."""
-        await self.leases.aclose()
+        last attempt at the run outcomes the store refused (the runner's ``aclose``)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.aclose()
         registry, self._providers = self._providers, None
         if registry is not None:
             await registry.aclose()
@@ -548,15 +538,6 @@ class Kernel:
         for contributed in self.hook.soulacy_services(kernel=self):
             found.extend(contributed or ())
         return found
-
-
-def _read_capacity(config: Settings) -> Capacity:
-    try:
-        overall = config.get("runtime.max_concurrent_sessions")
-        per_principal = config.get("runtime.max_concurrent_sessions_per_principal")
-    except KeyError:  # no plugin declares the caps: none apply
-        return Capacity()
-    return Capacity(int(overall or 0), int(per_principal or 0))
 
 
 _NO_OVERRIDES_PREFIX = '{"overrides":{},"text":'

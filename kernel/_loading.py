@@ -12,7 +12,6 @@ from typing import Any, cast
 import attrs
 
 from ._config import ConfigSection, OwnedSection, check_section_owners, load_settings
-from ._durations import Duration
 from ._errors import ConfigError, ConfigIssue, PluginError, UsageError
 from ._manager import PluginInfo, PluginSelection, SoulacyPluginManager, enable_tracing, module_name
 from ._yamlio import load_yaml_file
@@ -32,22 +31,6 @@ class PluginsConfig:
 
     enable: list[str] = attrs.Factory(list)
     disable: list[str] = attrs.Factory(list)
-
-
-@attrs.frozen
-class LeaseSettings:
-    """``leases:`` in config.yaml.
-
-    ``ttl`` 30s: a host that dies (not only its process: a dead process on the same host is
-    taken over at once) blocks what it held for at most 30 s, while a stall of the owner up
-    to two heartbeats (a long GC, a busy disk) does not cost it the lease. ``heartbeat`` 10s:
-    three renewals per lease length, one small write each. ``cancel_poll`` 1s: how soon a
-    cancellation asked from another process reaches the run (one read).
-    """
-
-    ttl: Duration = Duration(30)
-    heartbeat: Duration = Duration(10)
-    cancel_poll: Duration = Duration(1)
 
 
 @attrs.frozen
@@ -125,8 +108,7 @@ def _plugin_selection(
 
 
 def _collect_sections(pm: SoulacyPluginManager) -> list[OwnedSection]:
-    kernel_sections = [ConfigSection("leases", LeaseSettings, doc="ownership across processes")]
-    owned = [OwnedSection(section, "kernel") for section in kernel_sections] + [
+    owned = [
         OwnedSection(section, owner)
         for owner, sections in pm.named_contributions("soulacy_config_sections")
         for section in cast("Sequence[ConfigSection]", sections or ())

@@ -42,6 +42,7 @@ HOOK_PREFIX = "soulacy_"
 # The first-party plugins that load by default: (name, module). One list, in one place.
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("core", "soulacy.plugins.core"),
+    ("engine", "soulacy.plugins.engine"),
     ("policy", "soulacy.plugins.policy"),
     ("progress", "soulacy.plugins.progress"),
     ("compaction", "soulacy.plugins.compaction"),
@@ -71,7 +72,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
 # implementations registered first, last) and an installed replacement is asked before them.
 FALLBACK_PLUGINS = frozenset({"classic", "file_tools", "memory_store", "passthrough"})
 # Plugins the kernel cannot work without; they cannot be disabled.
-ESSENTIAL_PLUGINS = frozenset({"core"})
+ESSENTIAL_PLUGINS = frozenset({"core", "engine"})
 # The builtins that implement ``soulacy_cli_commands``: to list the commands (``soulacy
 # --help``), the launcher imports these, not every builtin (decision 0036).
 # tests/kernel/test_startup.py checks the set against the hooks each builtin implements.
@@ -143,7 +144,46 @@ class SoulacyPluginManager(pluggy.PluginManager):
         # first-result implementations without tryfirst answer after the builtins.
         self.autoloaded: set[str] = set()
         self._registering_autoloaded = False
+        # Counted through pluggy's public methods, so that what hot paths ask ("does a call
+        # of this hook reach anyone?") is answered again only when the answer can change.
+        self.generation = 0  # registrations and unregistrations so far
+        self.monitors = 0  # hook call monitors (tracing, HookRecorder) in place
         self.hook.soulacy_addhooks.call_historic(kwargs={"pluginmanager": self})
+
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        registered = super().register(plugin, name)
+        self.generation += 1
+        return registered
+
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        found = super().unregister(plugin, name)
+        self.generation += 1
+        return found
+
+    def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:
+        undo = super().add_hookcall_monitoring(before, after)
+        self.monitors += 1
+        self.generation += 1
+
+        def undo_and_count() -> None:
+            undo()
+            self.monitors -= 1
+            self.generation += 1
+
+        return undo_and_count
+
+    def heard(self, name: str) -> bool:
+        """Whether a call of hook ``name`` now reaches anyone: an implementation, or a monitor
+        (tracing, ``HookRecorder``), which sees every call, even one no plugin implements."""
+        return self.monitors > 0 or bool(getattr(self.hook, name).get_hookimpls())
+
+    def call_unrecorded(self, name: str, **kwargs: Any) -> None:
+        """Call every implementation of a historic hook, in pluggy's order, without adding the
+        call to the hook's history (a sibling kernel's ``soulacy_configure``). Wrappers do not
+        apply: no hook of the kind this serves has any."""
+        for impl in reversed(getattr(self.hook, name).get_hookimpls()):
+            if not (impl.wrapper or impl.hookwrapper):
+                impl.function(*[kwargs[arg] for arg in impl.argnames])
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
         # As in pytest: a function named soulacy_* is a hook implementation even undecorated.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -79,37 +79,3 @@ class ModelReply:
     usage: Usage = Usage()
     finish_reason: str | None = None
     model: str | None = None
-
-
-def answers_to_unanswered_calls(
-    messages: Sequence[Message], say: Callable[[ToolCall], str], start: int = 0
-) -> list[tuple[int, Message]]:
-    """Tool results for the tool calls in ``messages[start:]`` that have none, as ``(index,
-    message)`` pairs: each goes before ``messages[index]`` (``len(messages)``: at the end),
-    after the other results of its call's reply, in call order. Each is an error whose content
-    ``say(call)`` gives.
-
-    Model APIs refuse a conversation in which an assistant's tool call is not answered by a
-    tool result before the next other message (a run that ended while a tool ran left one).
-    """
-    answers: list[tuple[int, Message]] = []
-    waiting: list[ToolCall] = []  # the calls of the last reply not answered yet
-    for index in range(start, len(messages)):
-        message = messages[index]
-        if message.role == "tool":
-            for n, call in enumerate(waiting):
-                if call.id == message.tool_call_id:
-                    del waiting[n]
-                    break
-            continue
-        if waiting:
-            answers += [(index, _answer(call, say)) for call in waiting]
-            waiting = []
-        if message.tool_calls:
-            waiting = list(message.tool_calls)
-    answers += [(len(messages), _answer(call, say)) for call in waiting]
-    return answers
-
-
-def _answer(call: ToolCall, say: Callable[[ToolCall], str]) -> Message:
-    return Message("tool", say(call), tool_call_id=call.id, name=call.name, is_error=True)

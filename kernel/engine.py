@@ -1,22 +1,44 @@
-"""Public names of the run engine: the run object strategies drive, its stops and outcomes.
+"""Public names of running: the run object strategies drive (a protocol the builtin ``engine``
+plugin implements), its stops and outcomes, and the runner and lease keeper a kernel asks the
+``soulacy_runner`` hook for.
 
-The request and the result of a run (``RunRequest``, ``RunResult``) and ``Tool`` are exported
-from :mod:`soulacy.kernel`, where callers of ``Kernel.run`` find them. The contracts of what
-per-run hooks return (compactor, progress detector, verdicts, run strategies) are in
-:mod:`soulacy.kernel.contracts`.
+The request and the result of a run (``RunRequest``, ``RunResult``, ``RunHandle``) and
+``Tool`` are exported from :mod:`soulacy.kernel`, where callers of ``Kernel.run`` find them.
+The contracts of what per-run hooks return (compactor, progress detector, verdicts, run
+strategies) are in :mod:`soulacy.kernel.contracts`.
 """
 
 from __future__ import annotations
 
-from ._engine import Run, RunStop, Status, ToolOutcome, Verification
+from ._runs import (
+    SHUTDOWN,
+    HeldLease,
+    LeaseKeeper,
+    Run,
+    Runner,
+    RunStop,
+    Status,
+    Timeouts,
+    ToolOutcome,
+    Verification,
+    VerificationStatus,
+    new_id,
+)
 from ._tools import schema_of, validate_arguments
 
 __all__ = [
+    "SHUTDOWN",
+    "HeldLease",
+    "LeaseKeeper",
     "Run",
     "RunStop",
+    "Runner",
     "Status",
+    "Timeouts",
     "ToolOutcome",
     "Verification",
+    "VerificationStatus",
+    "new_id",
     "schema_of",
     "validate_arguments",
 ]

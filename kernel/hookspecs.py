@@ -25,12 +25,12 @@ import pluggy
 if TYPE_CHECKING:
     from ._cli import CliCommand
     from ._config import ConfigSection, Settings
-    from ._contracts import Compactor, ProgressDetector, RunStrategy, ToolLoop
-    from ._engine import Run, Verification
+    from ._contracts import Compactor, ProgressDetector, RunParticipant, RunStrategy, ToolLoop
     from ._errors import ConfigIssue
     from ._events import Event
     from ._kernel import AgentSpec, Kernel, Service
     from ._providers import ProviderRegistry, ProviderType
+    from ._runs import Run, Runner, Verification
     from ._store import Store
     from ._tools import Tool
     from .policy import ExecutionPolicy, PolicyLimit
@@ -310,8 +310,34 @@ def soulacy_verify_outcome(kernel: Kernel, run: Run) -> Verification | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Run strategies
+# Running, and run strategies
 # --------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def soulacy_runner(kernel: Kernel) -> Runner | None:
+    """Return what runs this kernel's runs: reservation, conversations' turns and their
+    leases, deadlines, identity checks, the run's records and proof, and its terminal event
+    (``Kernel.run``, ``reserve_run``, ``cancel_run`` and ``kernel.leases`` go through it).
+
+    Asked once per kernel. The essential builtin ``engine`` plugin answers, as pytest's
+    ``main`` plugin runs its sessions; a replacement answers with ``tryfirst=True`` and
+    implements :class:`soulacy.kernel.engine.Runner`. First result wins.
+    """
+
+
+@hookspec
+def soulacy_run_participants(kernel: Kernel, run: Run) -> Sequence[RunParticipant] | None:
+    """Return the objects that take part in this run's turns (see
+    :class:`soulacy.kernel.contracts.RunParticipant`: before and after each model call,
+    before a tool call, whether it needs approval, after it, and the run's end), or None.
+
+    Called once per run, after it holds its conversation's lease (``run.held``) and loaded
+    its history, before its strategy: decide here, once, whether this plugin has anything to
+    do in this run (its configuration, the agent's keys), so that a turn calls only what
+    takes part. Every implementation is called. The builtins ``costs`` (prices, budgets,
+    quotas), ``approvals`` (``confirm_tools``) and ``http`` (its shared event logs) answer.
+    """
 
 
 @hookspec(firstresult=True)

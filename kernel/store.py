@@ -3,7 +3,7 @@
 The in-memory store is the builtin plugin `soulacy.plugins.memory_store` (`MemoryStore`).
 """
 
-from ._conversations import ConversationKey
+from ._runs import ConversationKey
 from ._store import (
     EVERY_PRINCIPAL,
     RECEIPT_FIELD_CHARS,

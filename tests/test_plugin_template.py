@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.processes  # pip and pytest in processes of their own
 ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = ROOT / "plugin-template"
+TEMPLATE = ROOT / "plugins" / "core" / "plugin-template"  # package data of soulacy.plugins.core
 
 
 def test_the_template_renders_installs_and_passes_its_tests(tmp_path: Path) -> None:

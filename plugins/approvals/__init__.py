@@ -27,6 +27,7 @@ from soulacy.kernel import CliCommand, StashKey, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from soulacy.kernel import AgentSpec, ConfigSection, Kernel, Service
+    from soulacy.kernel.contracts import RunParticipant
     from soulacy.kernel.engine import Run
 
     from ._settings import ApprovalsConfig
@@ -77,10 +78,13 @@ def _confirm_tools(kernel: Kernel, agent: AgentSpec) -> frozenset[str]:
 
 
 @hookimpl
-def soulacy_tool_approval(kernel: Kernel, run: Run, tool_name: str) -> str | None:
-    if tool_name in _confirm_tools(kernel, run.agent):
-        return f"confirm_tools lists {tool_name!r}"
-    return None
+def soulacy_run_participants(kernel: Kernel, run: Run) -> list[RunParticipant] | None:
+    names = _confirm_tools(kernel, run.agent)  # decided once per run
+    if not names:
+        return None
+    from ._participant import Confirm
+
+    return [Confirm(names)]
 
 
 @hookimpl

@@ -22,13 +22,13 @@ run, before its ``llm.call``: ``{"turn", "messages_before", "messages_after", "t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from soulacy.kernel import ConfigIssue, ConfigSection, Settings, hookimpl
 
 from . import hookspecs
-from ._compactor import Compaction, ExtractiveCompactor
+from ._compactor import COMPACTED, Compaction, ExtractiveCompactor
 from ._config import MIN_KEPT_CHARS, CompactionConfig, validate
 from ._excerpt import Excerpt, cut, omission_line
 from ._markers import PREFIX
@@ -56,7 +56,6 @@ __all__ = [
 ]
 
 
-COMPACTED = "context.compacted"
 
 
 @hookimpl
@@ -88,21 +87,3 @@ def soulacy_make_compactor(kernel: Kernel, run: Run) -> ExtractiveCompactor:
         window=policy.context_window.value,
         reserve=policy.max_output_tokens.value,
     )
-
-
-@hookimpl
-def soulacy_admit_model_call(kernel: Kernel, run: Run) -> Awaitable[None] | None:
-    """Never refuses: this is the engine's awaited moment between building a call's view and the
-    call (the compactor itself is synchronous), where a compaction is announced as an event."""
-    setup = run.model_setup
-    compactor = setup.compactor if setup is not None else None
-    if not isinstance(compactor, ExtractiveCompactor):
-        return None
-    compaction = compactor.take_compaction()
-    if compaction is None:
-        return None
-    return _announce(run, compaction)
-
-
-async def _announce(run: Run, compaction: Compaction) -> None:
-    await run.emit(COMPACTED, {"turn": run.result.turns, **compaction.to_dict()})

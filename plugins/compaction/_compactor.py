@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -13,6 +13,12 @@ from ._config import CompactionConfig
 from ._ledger import Ledger
 from ._plan import Plan
 from ._tokens import Calibration, CharEstimate, Measure, TokenCounter
+
+if TYPE_CHECKING:
+    from soulacy.kernel.engine import Run
+    from soulacy.kernel.messages import ModelRequest
+
+COMPACTED = "context.compacted"  # the event of a compaction
 
 
 @attrs.frozen
@@ -91,6 +97,15 @@ class ExtractiveCompactor:
         found, self.unannounced = self.unannounced, None
         return found
 
+    def before_model_call(self, run: Run, request: ModelRequest) -> Awaitable[None] | None:
+        """As the run's participant (the engine adds its compactor): the awaited moment
+        between building a call's view and the call (``compact`` is synchronous), where the
+        compaction it made is announced as a ``context.compacted`` event. Never refuses."""
+        compaction = self.take_compaction()
+        if compaction is None:
+            return None
+        return _announce(run, compaction)
+
     def calibrate(self, view: Sequence[Message], reported_input_tokens: int) -> None:
         """Learn from the provider's count of what ``view`` (a result of :meth:`compact`) cost."""
         last = self._last
@@ -111,3 +126,7 @@ class ExtractiveCompactor:
             self._tools, self._tools_len = tools, len(tools)
             self._tools_cost = self.measure.tools(tools)
         return self._tools_cost
+
+
+async def _announce(run: Run, compaction: Compaction) -> None:
+    await run.emit(COMPACTED, {"turn": run.result.turns, **compaction.to_dict()})

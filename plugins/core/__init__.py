@@ -118,7 +118,7 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
         ),
         CliCommand(
             "plugin new",
-            "start a plugin project from plugin-template/",
+            "start a plugin project from the plugin template",
             _COMMANDS + "_plugin_new",
             _configure_plugin_new,
         ),

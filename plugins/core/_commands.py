@@ -344,14 +344,15 @@ async def _run_cancel(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "plugin-template"
+# Package data, beside this module in a wheel and in a checkout alike (resolved: an editable
+# install's link tree holds only the files that were there when it was made).
+TEMPLATE = Path(__file__).resolve().parent / "plugin-template"
 
 
 def _plugin_new(args: argparse.Namespace, ctx: CliContext) -> int:
     if not TEMPLATE.is_dir():
         raise UsageError(
-            f"the plugin template is not installed here ({TEMPLATE}): copy"
-            " plugin-template/ from a Soulacy checkout and run its rename.py"
+            f"the plugin template is missing from this installation ({TEMPLATE}): reinstall soulacy"
         )
     dest = Path(args.dest or f"soulacy-{args.name.replace('_', '-')}").resolve()
     if dest.exists():

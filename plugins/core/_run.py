@@ -286,7 +286,7 @@ async def _keep_cancelling(kernel: Kernel, run_id: str, reason: str) -> None:
     (it has given its id up), try again: a run that finishes meanwhile ends this task."""
     # Polling: the registry offers no event for "this id is reserved now" (a 50 ms wait once).
     while True:
-        if kernel.conversations.cancel_run(run_id, reason):
+        if kernel.cancel_run(run_id, reason):
             return
         await trio.sleep(0.05)
 

@@ -56,10 +56,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from soulacy.kernel import ConfigSection, StashKey, hookimpl
+from soulacy.kernel.contracts import RunParticipant
 from soulacy.kernel.messages import Usage
 
 if TYPE_CHECKING:  # the runtime (trio, the kernel) loads with the first reservation
     from soulacy.kernel import Event, Kernel
+    from soulacy.kernel.engine import Run
+    from soulacy.kernel.messages import ModelReply, ModelRequest
 
 __all__ = ["Meter", "RateLimitConfig", "counter_key", "price_of"]
 
@@ -247,40 +250,71 @@ def soulacy_price(kernel: Kernel, provider: str, model: str | None, usage: Any) 
 
 
 @hookimpl
-def soulacy_usage(kernel: Kernel, run: Any, provider: str, model: str | None, usage: Any) -> None:
-    # What a call used feeds the estimates of the shared limits' reservations: with none set,
-    # and nothing reserved by this run, there is nothing to keep.
-    ledger = _ledger(kernel)
-    if run.run_id not in ledger.runs and not _has_limits(kernel, ledger):
-        return
-    price = kernel.hook.soulacy_price(kernel=kernel, provider=provider, model=model, usage=usage)
-    dollars = float(price or 0.0)
-    tokens = usage.input_tokens + usage.output_tokens
-    actual = (float(tokens), dollars)
-    ledger.last_by_agent[run.agent_id] = actual
-    budget = ledger.runs.get(run.run_id)
-    if budget is not None:
-        budget.last = actual
-        if budget.calls and budget.calls[-1].actual is None:
-            budget.calls[-1].actual = actual  # settled at llm.result, which follows at once
+def soulacy_run_participants(kernel: Kernel, run: Run) -> list[RunParticipant] | None:
+    # Decided once per run: with no price, no run budget and no shared limit, a run's model
+    # calls cost nothing to account (a price hook of another plugin counts as a price).
+    costs = kernel.config.section("costs")  # owned by the policy plugin
+    priced = bool(costs.pricing) or len(kernel.hook.soulacy_price.get_hookimpls()) > 1
+    if not (priced or costs.max_run_cost_usd or _has_limits(kernel, _ledger(kernel))):
+        return None
+    return [_Accounts(kernel, priced, costs.max_run_cost_usd)]
 
 
-@hookimpl
-def soulacy_check_budget(kernel: Kernel, run: Any) -> str | None:
-    costs = kernel.config.section("costs")  # owned by the policy plugin; read on every turn
-    spent = run.result.cost_usd or 0.0
-    if costs.max_run_cost_usd and spent >= costs.max_run_cost_usd:
-        return "max_cost_usd"
-    # The shared budgets are asked at the call itself (llm.call), where the store is reached;
-    # here, at the turn boundary, the call is estimated.
-    ledger = _ledger(kernel)
-    if _has_limits(kernel, ledger):
-        budget = _budget(kernel, ledger, run.run_id)
-        budget.estimate = _estimate(kernel, run, ledger, budget)
-    return None
+class _Accounts(RunParticipant):
+    """One run's costs: its price per call, its budget and the shared limits' reservations
+    (a participant: before and after each model call)."""
+
+    def __init__(self, kernel: Kernel, priced: bool, max_run_cost: float | None) -> None:
+        self.kernel = kernel
+        self.priced = priced
+        self.max_run_cost = max_run_cost
+
+    def before_model_call(
+        self, run: Run, request: ModelRequest
+    ) -> Awaitable[str | None] | str | None:
+        spent = run.result.cost_usd or 0.0
+        if self.max_run_cost and spent >= self.max_run_cost:
+            return "max_cost_usd"
+        # The shared budgets are reserved at the call itself, in the store; the call is
+        # estimated first. Nothing to reserve or settle (no shared budget, no call of this run
+        # admitted): answered without a coroutine, as most runs' calls are.
+        kernel = self.kernel
+        ledger = _ledger(kernel)
+        limited = _has_limits(kernel, ledger)
+        if limited:
+            budget = _budget(kernel, ledger, run.run_id)
+            budget.estimate = _estimate(kernel, run, ledger, budget)
+        if run.run_id not in ledger.runs and not limited:
+            return None
+        return _reserve(kernel, run.run_id)
+
+    def after_model_call(
+        self, run: Run, reply: ModelReply, provider: str, model: str | None
+    ) -> None:
+        kernel, usage = self.kernel, reply.usage
+        price = None
+        if self.priced:
+            price = kernel.hook.soulacy_price(
+                kernel=kernel, provider=provider, model=model, usage=usage
+            )
+            if price is not None:
+                run.result.cost_usd = (run.result.cost_usd or 0.0) + float(price)
+        # What a call used feeds the estimates of the shared limits' reservations: with none
+        # set, and nothing reserved by this run, there is nothing to keep.
+        ledger = _ledger(kernel)
+        if run.run_id not in ledger.runs and not _has_limits(kernel, ledger):
+            return
+        tokens = usage.input_tokens + usage.output_tokens
+        actual = (float(tokens), float(price or 0.0))
+        ledger.last_by_agent[run.agent_id] = actual
+        budget = ledger.runs.get(run.run_id)
+        if budget is not None:
+            budget.last = actual
+            if budget.calls and budget.calls[-1].actual is None:
+                budget.calls[-1].actual = actual  # settled at llm.result, which follows at once
 
 
-def _estimate(kernel: Kernel, run: Any, ledger: _Ledger, budget: _RunBudget) -> Amount:
+def _estimate(kernel: Kernel, run: Run, ledger: _Ledger, budget: _RunBudget) -> Amount:
     known = budget.last or ledger.last_by_agent.get(run.agent_id) or (0.0, 0.0)
     chars = sum(
         len(m.content) + sum(len(json.dumps(c.arguments, default=str)) for c in m.tool_calls)
@@ -291,10 +325,7 @@ def _estimate(kernel: Kernel, run: Any, ledger: _Ledger, budget: _RunBudget) -> 
         return known
     dollars = 0.0
     try:
-        setup = run.model_setup
-        provider, model = (
-            (setup.provider_name, setup.model) if setup else kernel.model_of(run.agent)
-        )
+        provider, model = kernel.model_of(run.agent)
         price = kernel.hook.soulacy_price(
             kernel=kernel, provider=provider, model=model, usage=Usage(int(tokens), 0)
         )
@@ -302,16 +333,6 @@ def _estimate(kernel: Kernel, run: Any, ledger: _Ledger, budget: _RunBudget) -> 
     except Exception as exc:  # an estimate only: the call itself says what is wrong
         log.debug("estimating the cost of a call of run %r failed: %s", run.run_id, exc)
     return (tokens, max(known[DOLLARS], dollars))
-
-
-@hookimpl
-def soulacy_admit_model_call(kernel: Kernel, run: Any) -> Awaitable[str | None] | None:
-    # Nothing to reserve or settle (no shared budget, no call of this run admitted): answered
-    # without a coroutine, as most runs' calls are.
-    ledger = _ledger(kernel)
-    if run.run_id not in ledger.runs and not _has_limits(kernel, ledger):
-        return None
-    return _reserve(kernel, run.run_id)
 
 
 def _observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:

@@ -199,7 +199,7 @@ def soulacy_resolve_policy(kernel: Kernel, agent_id: str, overrides: Any) -> Exe
     config = kernel.config
     llm = agent.section("llm")
     # Asked every run: a provider may learn its model's capacity while it runs.
-    capacity = kernel.hot.soulacy_model_capacity(
+    capacity = kernel.hook.soulacy_model_capacity(
         kernel=kernel, provider=llm.provider, model=llm.model
     )
     cache = kernel.stash.get(cache_key, None)

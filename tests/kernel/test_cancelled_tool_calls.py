@@ -352,7 +352,7 @@ async def test_an_unanswered_call_inside_the_stored_history_is_answered_in_what_
 
 
 def test_the_answers_of_unanswered_calls_go_after_the_calls_other_results() -> None:
-    from soulacy.kernel._messages import answers_to_unanswered_calls
+    from soulacy.plugins.engine._endings import answers_to_unanswered_calls
 
     first = (ToolCall("a1", "t"), ToolCall("a2", "t"), ToolCall("a3", "t"))
     second = (ToolCall("b1", "u"),)

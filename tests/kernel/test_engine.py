@@ -423,7 +423,7 @@ async def test_cancelling_a_session_stops_its_active_and_queued_runs_only(
     assert results["queued"].status == "cancelled"
     assert results["queued"].turns == 0
     assert results["other"].status == "completed"
-    assert kernel.conversations.statistics() == {"conversations": 0, "runs": 0}
+    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}
 
 
 async def test_cancel_by_run_id_and_finishing_one_run_keeps_the_others_tracking(

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import trio
 
-from soulacy.kernel import Kernel, _engine
+from soulacy.kernel import Kernel
+from soulacy.plugins.engine import _engine
 from soulacy.testing import Workspace, throwaway_plugin
 
 RUNS, TURNS = 50, 400  # enough turns for several rounds of all the runs' intervals

@@ -1,21 +1,18 @@
-"""The turn's hot path: hooks called without pluggy's machinery, events nobody reads not built.
+"""The turn's hot path: events nobody reads are not built.
 
-Neither may change what a plugin sees (decision 0042): the same implementations in pluggy's
-order with pluggy's results, wrappers and tracing honoured, plugins that come later seen at the
-next call; and every reader of an event still gets it, while a kernel with none builds none.
+Every reader of an event still gets it (decision 0042), a recorder or a plugin registered
+later included, while a kernel with none builds none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
 import pluggy
-import pytest
 import trio
 
 from soulacy.kernel import Event, Kernel, hookimpl
-from soulacy.kernel._hookpath import HotHook
 from soulacy.testing import HookRecorder, Workspace, throwaway_plugin
 
 hookspec = pluggy.HookspecMarker("soulacy")
@@ -51,67 +48,6 @@ class Answer:
             return None if value is None else value + x
 
         self.soulacy_each, self.soulacy_first = soulacy_each, soulacy_first
-
-
-def test_a_hot_hook_answers_as_pluggy_does_in_its_order() -> None:
-    pm = manager()
-    for plugin in (Answer(1), Answer(None), Answer(10, tryfirst=True), Answer(100, trylast=True)):
-        pm.register(plugin)
-    each, first = HotHook(pm, "soulacy_each"), HotHook(pm, "soulacy_first")
-    assert each(x=1) == pm.hook.soulacy_each(x=1) == [11, 2, 101]
-    assert first(x=1) == pm.hook.soulacy_first(x=1) == 11
-
-
-def test_a_hot_hook_sees_plugins_registered_and_unregistered_after_its_first_call() -> None:
-    pm = manager()
-    each = HotHook(pm, "soulacy_each")
-    assert (each(x=0), each.implemented) == ([], False)
-    later = Answer(5)
-    pm.register(later)
-    assert (each(x=0), each.implemented) == ([5], True)
-    pm.register(Answer(7))
-    assert each(x=0) == [7, 5]
-    pm.unregister(later)
-    assert each(x=0) == [7]
-
-
-def test_a_hot_hook_hands_wrappers_and_tracing_to_pluggy() -> None:
-    pm = manager()
-    pm.register(Answer(1))
-    seen: list[str] = []
-
-    class Wrapper:
-        @impl(wrapper=True)
-        def soulacy_each(self, x: int) -> Generator[None, list[int], list[int]]:
-            answers = yield
-            return [*answers, -1]
-
-    pm.register(Wrapper())
-    each = HotHook(pm, "soulacy_each")
-    assert each(x=1) == [2, -1]
-    pm.unregister(name=pm.get_name(next(p for p in pm.get_plugins() if isinstance(p, Wrapper))))
-    undo = pm.add_hookcall_monitoring(lambda name, *_: seen.append(name), lambda *_: None)
-    assert each(x=1) == [2]
-    assert seen == ["soulacy_each"]  # traced: the call went through pluggy
-    undo()
-    assert each(x=1) == [2]
-    assert seen == ["soulacy_each"]
-
-
-def test_an_exception_of_an_implementation_reaches_the_caller() -> None:
-    pm = manager()
-
-    class Broken:
-        @impl
-        def soulacy_each(self, x: int) -> int:
-            raise ValueError(f"broken at {x}")
-
-    pm.register(Broken())
-    with pytest.raises(ValueError, match="broken at 3"):
-        HotHook(pm, "soulacy_each")(x=3)
-
-
-# -- events nobody reads ---------------------------------------------------------------------
 
 
 def _kernel(workspace: Workspace, make_kernel: Callable[..., Kernel], *plugins: Any) -> Kernel:

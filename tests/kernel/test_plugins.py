@@ -52,7 +52,7 @@ def names(kernel: Kernel) -> list[str]:
 
 
 def test_builtins_load_first_in_the_listed_order(kernel: Kernel) -> None:
-    assert names(kernel)[:2] == ["core", "policy"]
+    assert names(kernel)[:3] == ["core", "engine", "policy"]
 
 
 def test_an_entry_point_plugin_is_loaded_with_its_distribution(

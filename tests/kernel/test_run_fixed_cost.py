@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from soulacy.kernel import CapacityError, Kernel, RunIdInUse
-from soulacy.kernel._conversations import new_id
+from soulacy.kernel.engine import new_id
 from soulacy.kernel._store import make_proof
 from soulacy.kernel.store import (
     ConversationKey,
@@ -238,7 +238,7 @@ async def test_concurrent_runs_of_one_conversation_take_turns(
     assert [r.status for r in results] == ["completed"] * 5
     history = await kernel.store().load_history("a", "s")
     assert [m.role for m in history] == ["user", "assistant"] * 5
-    assert kernel.conversations.statistics() == {"conversations": 0, "runs": 0}
+    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}
     await kernel.aclose()
 
 

@@ -134,7 +134,10 @@ async def test_without_a_run_strategy_the_run_fails_naming_the_hook(
 async def test_without_a_tool_loop_run_tool_loop_fails_naming_the_hook(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
-    plugin = throwaway_plugin("looper", soulacy_run_strategy=lambda run: Run.tool_loop)
+    async def strategy(run: Run) -> None:
+        await run.tool_loop()
+
+    plugin = throwaway_plugin("looper", soulacy_run_strategy=lambda run: strategy)
     workspace.scripted_agent("a", [{"text": "hi"}])
     kernel = make_kernel(plugins=["no:classic", MEMORY], extra_plugins=[plugin])
     with pytest.raises(PluginError, match=no_answer("soulacy_tool_loop")):
@@ -475,11 +478,13 @@ def test_the_kernel_calls_no_implementation_one_at_a_time() -> None:
     from pathlib import Path
 
     import soulacy.kernel as package
+    import soulacy.plugins.engine as engine
 
-    kernel_dir = Path(package.__file__).parent
-    for name in ("_engine.py", "_kernel.py", "_contracts.py", "_store.py", "_tools.py"):
-        calls = (kernel_dir / name).read_text().count("impl.function(")
-        assert calls == 0, f"{name} calls a hook implementation directly"
+    kernel_dir, engine_dir = Path(package.__file__).parent, Path(engine.__file__).parent
+    files = [kernel_dir / n for n in ("_kernel.py", "_contracts.py", "_store.py", "_tools.py")]
+    for file in [*files, *engine_dir.glob("*.py")]:
+        calls = file.read_text().count("impl.function(")
+        assert calls == 0, f"{file.name} calls a hook implementation directly"
 
 
 # -- helpers ----------------------------------------------------------------------------------

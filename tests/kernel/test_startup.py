@@ -23,7 +23,7 @@ from soulacy.kernel import (
     _cli,
     _kernel,
 )
-from soulacy.kernel._manager import COMMAND_PLUGINS, may_have_entry_points
+from soulacy.kernel._manager import COMMAND_PLUGINS, ESSENTIAL_PLUGINS, may_have_entry_points
 
 HEAVY = ("trio", "httpx")
 # What `soulacy --help` does not need either: attrs, and the configuration's machinery.
@@ -31,7 +31,7 @@ NOT_FOR_HELP = ("attrs", "cattrs", "ruamel.yaml", "soulacy.kernel._config")
 # What a command needs to run; none of it is needed to list the commands.
 RUNTIME = (
     "soulacy.kernel._kernel",
-    "soulacy.kernel._engine",
+    "soulacy.plugins.engine._engine",
     "soulacy.kernel._config",
     "soulacy.plugins.core._commands",
     "soulacy.plugins.core._run",
@@ -74,7 +74,7 @@ def test_help_lists_every_command_and_loads_only_the_plugins_that_declare_comman
     for command in ("demo", "run", "serve", "plugins", "config", "policy", "build", "schedules"):
         assert f"\n    {command} " in out, command
     modules = set(result["modules"])  # type: ignore[call-overload]
-    assert imported_plugins(modules) <= COMMAND_PLUGINS
+    assert imported_plugins(modules) <= COMMAND_PLUGINS | ESSENTIAL_PLUGINS
     assert not modules & set(RUNTIME), "what the commands do is imported when one runs"
     assert "importlib.metadata" not in modules  # no installed plugin declares the group here
 
@@ -115,7 +115,7 @@ def test_registering_every_builtin_imports_neither_trio_nor_httpx() -> None:
     assert {name for name, _ in BUILTIN_PLUGINS} <= {
         name for name, module in BUILTIN_PLUGINS if module in modules
     }
-    assert not modules & {*HEAVY, "soulacy.kernel._kernel", "soulacy.kernel._engine"}
+    assert not modules & {*HEAVY, "soulacy.kernel._kernel", "soulacy.plugins.engine._engine"}
 
 
 def test_plugins_imports_neither_trio_nor_httpx(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_plugins_imports_neither_trio_nor_httpx(tmp_path: Path) -> None:
     assert result["code"] == 0
     assert "classic" in str(result["out"])  # every builtin listed, none of them loaded a runtime
     modules = set(result["modules"])  # type: ignore[call-overload]
-    assert not modules & {*HEAVY, "soulacy.kernel._kernel", "soulacy.kernel._engine"}
+    assert not modules & {*HEAVY, "soulacy.kernel._kernel", "soulacy.plugins.engine._engine"}
 
 
 def test_command_plugins_are_the_builtins_that_implement_the_command_hook() -> None:

@@ -18,7 +18,6 @@ import pluggy
 import pytest
 
 from soulacy.kernel import Kernel, Tool, json_encoder
-from soulacy.kernel._hookpath import HotHook
 from soulacy.kernel._tools import arguments_checker, schema_of, validate_arguments
 from soulacy.kernel.messages import ModelReply, ModelRequest
 from soulacy.kernel.providers import ProviderType
@@ -63,19 +62,6 @@ class Reversed:
     @impl
     def soulacy_pair(self, y: int, x: int) -> int:
         return x * 100 + y
-
-
-def test_a_hot_hook_passes_no_one_or_several_arguments_as_pluggy_does() -> None:
-    pm = pluggy.PluginManager("soulacy")
-    pm.add_hookspecs(Specs)
-    for plugin in (NoArguments(), OnlyY(), Reversed()):
-        pm.register(plugin)
-    each, first = HotHook(pm, "soulacy_pair"), HotHook(pm, "soulacy_pair_first")
-    for x, y in [(1, 2), (3, -4)]:
-        assert each(x=x, y=y) == pm.hook.soulacy_pair(x=x, y=y)
-        assert first(x=x, y=y) == pm.hook.soulacy_pair_first(x=x, y=y)
-    assert each(x=1, y=2) == [102, 2, 0]  # last registered first
-    assert first(x=1, y=-4) is None
 
 
 SCHEMAS: list[dict[str, Any]] = [

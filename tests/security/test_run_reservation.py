@@ -184,7 +184,7 @@ async def test_a_queued_run_counts_and_the_per_principal_cap_leaves_others_room(
         "queued": "completed",
         "bob's": "completed",
     }
-    assert kernel.conversations.statistics() == {"conversations": 0, "runs": 0}
+    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}
 
 
 async def test_zero_removes_the_caps(load: Callable[..., Kernel], gate: Gate) -> None:
@@ -195,7 +195,7 @@ async def test_zero_removes_the_caps(load: Callable[..., Kernel], gate: Gate) ->
         for _n in range(120):  # beyond both defaults (100 and 50)
             nursery.start_soon(kernel.run, "a", "x")
         await trio.testing.wait_all_tasks_blocked()
-        assert kernel.conversations.statistics()["runs"] == 120
+        assert kernel.runner().statistics()["runs"] == 120
         gate.open.set()
 
 
@@ -209,13 +209,13 @@ async def test_a_refused_run_gives_its_reservation_back(
         await kernel.run("off", "x", run_id="r-off")
     with pytest.raises(UsageError):
         await kernel.run("nosuch", "x", run_id="r-none")
-    assert kernel.conversations.statistics() == {"conversations": 0, "runs": 0}
+    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}
     handle = kernel.reserve_run("r-kept", agent_id="a", session_id="s", principal="alice")
     with pytest.raises(RunIdInUse):
         kernel.reserve_run("r-kept", agent_id="a", session_id="s", principal="bob")
     kernel.release_run(handle)
     kernel.release_run(handle)  # twice is harmless
-    assert kernel.conversations.statistics() == {"conversations": 0, "runs": 0}
+    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}
 
 
 async def test_an_exclusive_reservation_refuses_even_the_same_request(
@@ -232,4 +232,4 @@ async def test_an_exclusive_reservation_refuses_even_the_same_request(
     queued = kernel.reserve_run("r", agent_id="a", session_id="s", principal="p", text="x")
     kernel.release_run(queued)
     kernel.release_run(first)
-    assert kernel.conversations.statistics() == {"conversations": 0, "runs": 0}
+    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}

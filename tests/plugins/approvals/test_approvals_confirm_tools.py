@@ -1,5 +1,6 @@
 """The approvals plugin reads an agent's ``confirm_tools`` once per agent spec, not once per
-tool call (it is asked before every call), and a reloaded spec is read again."""
+run or tool call, and a reloaded spec is read again; a run of an agent with no
+``confirm_tools`` has no approvals participant at all."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from soulacy.kernel import AgentSpec, Settings, Stash
 from soulacy.kernel._config import SourceMap
+from soulacy.kernel.messages import ToolCall
 from soulacy.plugins import approvals
 
 
@@ -39,9 +41,17 @@ KERNEL = SimpleNamespace(stash=Stash())  # what the hook reads of its kernel
 
 
 def ask(agent: AgentSpec, tool: str, kernel: Any = KERNEL) -> str | None:
-    return approvals.soulacy_tool_approval(
-        kernel=kernel, run=SimpleNamespace(agent=agent), tool_name=tool
-    )
+    run: Any = SimpleNamespace(agent=agent)
+    found = approvals.soulacy_run_participants(kernel=kernel, run=run)
+    if found is None:
+        return None
+    (participant,) = found
+    return participant.needs_approval(run, ToolCall("c1", tool, {}))
+
+
+def test_an_agent_without_confirm_tools_has_no_approvals_participant() -> None:
+    run: Any = SimpleNamespace(agent=spec(CountedValues([])))
+    assert approvals.soulacy_run_participants(kernel=KERNEL, run=run) is None
 
 
 def test_confirm_tools_is_read_once_per_agent_spec() -> None:
@@ -57,7 +67,7 @@ def test_a_reloaded_spec_is_read_again_and_only_the_latest_is_kept() -> None:
     first = spec(CountedValues(["delete"]))
     assert ask(first, "delete", kernel) is not None
     reloaded = spec(CountedValues(["look"]))  # the same agent after its SOUL.yaml changed
-    assert ask(reloaded, "delete", kernel) is None
+    assert ask(reloaded, "delete", kernel) is None  # another tool is listed now
     assert ask(reloaded, "look", kernel) == "confirm_tools lists 'look'"
     (kept,) = kernel.stash[approvals._CONFIRMED].values()
     assert kept[0] is reloaded  # one entry per agent: the cache does not grow with reloads

@@ -66,7 +66,8 @@ async def test_an_unlimited_run_still_stops_at_its_dollar_budget(
     workspace.scripted_agent("a", LOOP, repeat=True, max_turns=-1)
     result = await load().run("a", "go")
     assert (result.status, result.incomplete_reason) == ("incomplete", "max_cost_usd")
-    assert result.turns == 5  # $0.20 a call: the sixth would start past the dollar budget
+    # $0.20 a call: the sixth call is refused before it is made (the turn it begins counts)
+    assert (result.llm_calls, result.turns) == (5, 6)
     assert result.cost_usd == pytest.approx(1.0)
 
 

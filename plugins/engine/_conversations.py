@@ -15,52 +15,13 @@ another's tracking.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
 import attrs
 import trio
 
-from ._errors import CapacityError, RunIdInUse
-from ._json import json_encoder
-
-# Made once: every run makes its conversation's lease key (json.dumps(..., ensure_ascii=False)).
-_lease_key_json = json_encoder(ensure_ascii=False)
-
-
-def new_id() -> str:
-    """A random id as ``uuid.uuid4().hex`` gives it (32 hex digits, version 4, RFC variant),
-    without building a UUID object: every run that is not given its id makes one."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    return raw.hex()
-
-
-@attrs.frozen
-class ConversationKey:
-    """Who a conversation belongs to: every store read and write of history goes by this."""
-
-    agent_id: str
-    session_id: str
-    principal: str | None = None
-    user_id: str | None = None
-
-    def lease_key(self) -> str:
-        """The key of the lease that serializes this conversation's turns across processes."""
-        return "conversation:" + _lease_key_json(
-            [self.agent_id, self.session_id, self.principal, self.user_id]
-        )
-
-
-@attrs.define(eq=False)
-class RunHandle:
-    run_id: str
-    conversation: ConversationKey
-    request: str = ""  # what identifies the request beyond its conversation (its input)
-    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
-    cancel_reason: str | None = None
-    released: bool = False
+from soulacy.kernel import CapacityError, RunHandle, RunIdInUse, Settings
+from soulacy.kernel.store import ConversationKey
 
 
 @attrs.frozen
@@ -167,3 +128,14 @@ class ConversationRegistry:
 
     def statistics(self) -> dict[str, int]:
         return {"conversations": len(self._by_conversation), "runs": len(self._by_run)}
+
+
+def read_capacity(config: Settings) -> Capacity:
+    """The reservation caps of a configuration (``runtime.max_concurrent_sessions*``, the
+    ``policy`` plugin's keys): none when no plugin declares them."""
+    try:
+        overall = config.get("runtime.max_concurrent_sessions")
+        per_principal = config.get("runtime.max_concurrent_sessions_per_principal")
+    except KeyError:
+        return Capacity()
+    return Capacity(int(overall or 0), int(per_principal or 0))

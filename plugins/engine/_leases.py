@@ -14,56 +14,24 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
-from ._config import Settings
-from ._errors import ConfigIssue, Location
-from ._loading import LeaseSettings
-from ._store import Lease, LeaseLost, StorageError, Store
+from soulacy.kernel.engine import HeldLease
+from soulacy.kernel.store import Lease, LeaseLost, StorageError, Store
+
+from ._settings import LeaseSettings
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
+    from soulacy.kernel import Kernel
+
+    from ._conversations import ConversationRegistry
 
 log = logging.getLogger("soulacy.kernel.leases")
 
 POLL_FIRST = 0.005  # seconds: the first wait for a held lease, doubled up to POLL_MAX
 POLL_MAX = 0.25
-
-
-def lease_issues(config: Settings) -> list[ConfigIssue]:
-    """A heartbeat must come well within the lease, or every lease expires between two."""
-    settings: LeaseSettings = config.section("leases")
-    ttl, heartbeat = settings.ttl.seconds, settings.heartbeat.seconds
-    problems: list[tuple[str, str, Any]] = []
-    if ttl <= 0:
-        problems.append(("leases.ttl", "a duration above zero", settings.ttl))
-    elif not 0 < heartbeat <= ttl / 2:
-        expected = f"above zero and at most half of leases.ttl ({settings.ttl})"
-        problems.append(("leases.heartbeat", expected, settings.heartbeat))
-    if settings.cancel_poll.seconds <= 0:
-        problems.append(("leases.cancel_poll", "a duration above zero", settings.cancel_poll))
-    return [
-        ConfigIssue(
-            config.source_of(key) or Location(str(config.file)), key, expected, str(value), True
-        )
-        for key, expected, value in problems
-    ]
-
-
-class HeldLease:
-    """A lease held through :class:`Leases`: ``lease`` is the current one (renewed in place,
-    same token), the fence to pass to the writes made under it."""
-
-    def __init__(self, lease: Lease, took_over_from: Lease | None) -> None:
-        self.lease = lease
-        self.took_over_from = took_over_from
-        self.lost = False
-        self.lost_to: Lease | None = None  # who holds it now, when a renewal found it lost
-
-    def error(self) -> LeaseLost:
-        return LeaseLost(self.lease.key, self.lease.token, self.lost_to)
 
 
 class Leases:
@@ -89,6 +57,9 @@ class Leases:
         except KeyError:
             return LeaseSettings()
         return settings
+
+    def poll_seconds(self) -> float:
+        return self.settings().cancel_poll.seconds
 
     async def acquire(
         self,
@@ -277,8 +248,10 @@ class CancelWatcher:
     kernel's runs: one read every ``leases.cancel_poll`` while runs are reserved, or as soon as
     the store announces a request; none when the store is single-process or nothing runs."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, conversations: ConversationRegistry, leases: Leases) -> None:
         self.kernel = kernel
+        self.conversations = conversations
+        self.leases = leases
         self.running = False
 
     def ensure(self) -> None:
@@ -289,16 +262,16 @@ class CancelWatcher:
 
     async def _watch(self) -> None:
         kernel = self.kernel
-        store, poll = kernel.store(), kernel.leases.settings().cancel_poll.seconds
+        store, poll = kernel.store(), self.leases.settings().cancel_poll.seconds
         cursor: int | None = None  # requests older than the first read predate these runs
         try:
-            while kernel.conversations.statistics()["runs"]:
+            while self.conversations.statistics()["runs"]:
                 requests = await store.cancel_requests(-1 if cursor is None else cursor)
                 for request in requests if cursor is not None else ():
                     if request.run_id is not None:
-                        kernel.conversations.cancel_run(request.run_id, request.reason)
+                        self.conversations.cancel_run(request.run_id, request.reason)
                     if request.lease_key is not None:
-                        kernel.conversations.cancel_lease(request.lease_key, request.reason)
+                        self.conversations.cancel_lease(request.lease_key, request.reason)
                 cursor = max([cursor or -1, *(request.id for request in requests)])
                 # A store that announces requests (PostgreSQL's NOTIFY) wakes this at once.
                 await store.wait_cancel_requests(cursor, poll)

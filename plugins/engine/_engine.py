@@ -15,171 +15,62 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-import attrs
 import trio
 
-from ._approvals import approvals_of, wait_counts_against_timeout
-from ._contracts import (
-    Compactor,
-    ContextOverflow,
-    ProgressDetector,
-    RunStrategy,
-    ToolLoop,
-    Verdict,
+from soulacy.kernel import (
+    RunHandle,
+    RunRequest,
+    RunResult,
+    Tool,
+    UsageError,
+    json_encoder,
+    redact_text,
 )
-from ._conversations import ConversationKey, RunHandle, new_id
-from ._deadlines import INF, RunClock, Watchdog
-from ._errors import PluginError, UsageError
-from ._json import json_encoder
-from ._messages import Message, ModelReply, ModelRequest, ToolCall, answers_to_unanswered_calls
-from ._providers import ContextLengthExceeded, ProviderError
-from ._redact import redact_text
-from ._store import (
+from soulacy.kernel.approvals import approvals_of, wait_counts_against_timeout
+from soulacy.kernel.contracts import Compactor, ContextOverflow, RunStrategy, Verdict
+from soulacy.kernel.engine import (
+    SHUTDOWN,
+    RunStop,
+    Status,
+    ToolOutcome,
+    Verification,
+    new_id,
+)
+from soulacy.kernel.messages import Message, ModelRequest, ToolCall
+from soulacy.kernel.providers import ContextLengthExceeded, ProviderError
+from soulacy.kernel.store import (
     ApprovalRequest,
+    ConversationKey,
     ConversationStore,
-    Lease,
     LeaseLost,
     ProofRecord,
-    RunRecord,
     StorageError,
     Store,
     ToolRecord,
 )
-from ._tools import Tool
+
+from ._conversations import Capacity, ConversationRegistry, read_capacity
+from ._deadlines import INF, Watchdog
+from ._endings import answer_cut, answer_loaded
+from ._leases import CancelWatcher, Leases
+from ._participants import Participants
+from ._run import EngineRun, ModelSetup, required
 
 if TYPE_CHECKING:
-    from ._kernel import AgentSpec, Kernel
-    from ._leases import HeldLease
-    from .policy import ExecutionPolicy, Limit
-
-# "interrupted": cut by its process stopping (reason ``shutdown``); not finished in the store,
-# so that a same-id retry resumes it (docs/decisions/0059-a-shutdown-interrupts-runs-resumably.md)
-Status = Literal["completed", "incomplete", "failed", "cancelled", "interrupted"]
-SHUTDOWN = "shutdown"  # the reason of a run interrupted because its kernel stops
-Verification_ = Literal["verified", "unverified", "failed"]
+    from soulacy.kernel import Kernel, Settings
+    from soulacy.kernel.policy import ExecutionPolicy, Limit
 
 PREVIEW_CHARS = 200  # of a tool result, in its event
 _PROGRESS = Verdict("progress")  # what a run without a progress detector judges every result
 YIELD_INTERVAL = 0.001  # seconds a run may keep the Trio thread without a checkpoint
 
 
-@attrs.frozen
-class RunRequest:
-    """One request to an agent: a user's text in a conversation (``session_id``)."""
-
-    agent_id: str
-    text: str
-    session_id: str | None = None
-    run_id: str | None = None
-    user_id: str | None = None
-    principal: str | None = None
-    overrides: Mapping[str, Any] = attrs.field(factory=dict)
-    stream: bool = False
-    # "classic": strategies other than the tool loop pass (a workflow's model-turn step uses
-    # it), so the default strategy, the builtin ``classic`` plugin's tool loop, drives the run.
-    mode: Literal["auto", "classic"] = "auto"
-    # A run id reserved beforehand (``Kernel.reserve_run``), so that a transport can answer
-    # 409/404/429 before it promises a stream; None: the run reserves its own.
-    reservation: RunHandle | None = attrs.field(default=None, eq=False, repr=False)
-
-
-@attrs.define
-class RunResult:
-    """How a run ended. ``status`` is never ``completed`` when a limit stopped the run."""
-
-    run_id: str
-    session_id: str
-    agent_id: str
-    reply: str = ""
-    status: Status = "failed"
-    verification: Verification_ = "unverified"
-    incomplete_reason: str | None = None
-    error: str | None = None
-    turns: int = 0
-    llm_calls: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    evidence: Mapping[str, Any] | None = None
-    started_at: float = 0.0
-    finished_at: float = 0.0
-    proof: Mapping[str, Any] | None = None  # sha256 and receipt count of the stored proof
-    cost_usd: float | None = None  # from price metadata (``costs.pricing``), when known
-    assertions: list[Mapping[str, Any]] = attrs.Factory(list)  # evidence of each assertion
-    attempt: int = 1  # the starts of this run id: a retry after a crash is the next attempt
-
-    def metadata(self) -> dict[str, Any]:
-        """The reply metadata: what transports, stores and terminal events carry."""
-        return {
-            "run_id": self.run_id,
-            "session_id": self.session_id,
-            "agent_id": self.agent_id,
-            "status": self.status,
-            "verification": self.verification,
-            "incomplete_reason": self.incomplete_reason,
-            "error": self.error,
-            "turns": self.turns,
-            "llm_calls": self.llm_calls,
-            "tool_calls": self.tool_calls,
-            "tokens": {
-                "input": self.input_tokens,
-                "output": self.output_tokens,
-                "total": self.input_tokens + self.output_tokens,
-            },
-            "evidence": dict(self.evidence) if self.evidence else None,
-            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "duration_s": round(self.finished_at - self.started_at, 6),
-            **({"proof": dict(self.proof)} if self.proof else {}),
-            **({"assertions": list(self.assertions)} if self.assertions else {}),
-            **({"attempt": self.attempt} if self.attempt > 1 else {}),
-        }
-
-
-@attrs.frozen
-class ToolOutcome:
-    content: str
-    is_error: bool
-    value: Any = None
-
-
 class _IdentityRefused(Exception):
     def __init__(self, message: str, differs: list[str]) -> None:
         super().__init__(message)
         self.differs = differs
-
-
-@attrs.define
-class _ModelSetup:
-    provider: Any
-    provider_name: str
-    model: str | None
-    specs: list[Any]
-    compactor: Any
-    llm: Any = None  # the agent's llm section, read once per run
-    allowance: int | None = None  # the input allowance of the run's policy
-    calibrate: Any = None  # the compactor's calibrate(view, input_tokens), when it has one
-    # The last request: sent again when nothing in it changed (the same view list, which
-    # grows in place, and the same tools), instead of a new one every turn.
-    request: ModelRequest | None = None
-
-
-class RunStop(Exception):
-    """Raised inside a run (by the engine or a run strategy) to end it with a status."""
-
-    def __init__(
-        self,
-        status: Status,
-        reason: str | None = None,
-        error: str | None = None,
-        evidence: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(reason or error or status)
-        self.status, self.reason, self.error, self.evidence = status, reason, error, evidence
 
 
 def _seconds(limit: Limit[float]) -> float:
@@ -226,217 +117,63 @@ def _render(value: Any) -> str:
         return str(value)
 
 
-@attrs.frozen
-class Verification:
-    """What ``soulacy_verify_outcome`` answers: the status and each assertion's evidence.
-
-    With ``enforce="fail"`` a ``failed`` verification fails the run (reason ``outcome_failed``);
-    with ``"report"`` the run keeps its status and says it was not verified.
-    """
-
-    status: Verification_
-    assertions: tuple[Mapping[str, Any], ...] = ()
-    enforce: Literal["report", "fail"] = "report"
-
-
-class Run:
-    """One run as hooks and run strategies see it.
-
-    Per-run hooks (compactor, progress detector) read it; a run strategy
-    (``soulacy_run_strategy``) drives it through its mechanisms — :meth:`turn`,
-    :meth:`call_model`, :meth:`call_tool`, :meth:`complete` — and ends it early by raising
-    :class:`RunStop`. What the run does between them (the tool loop, its nudges, when a reply
-    is an answer) is the strategy's policy (docs/decisions/0021-features-out-of-the-kernel.md).
-    """
-
-    def __init__(
-        self,
-        engine: Engine,
-        request: RunRequest,
-        run_id: str,
-        session_id: str,
-        policy: ExecutionPolicy,
-        agent: AgentSpec,
-    ) -> None:
-        kernel = engine.kernel
-        self._engine = engine
-        self.agent = agent
-        self.tools: dict[str, Tool] = {}
-        self.detector: ProgressDetector | None = None
-        self.evidence: dict[str, Any] = {}  # what outcome assertions can refer to
-        self.kernel = kernel
-        self.request = request
-        self.run_id = run_id
-        self.session_id = session_id
-        self.agent_id = request.agent_id
-        self.policy = policy
-        self.messages: list[Message] = []
-        self.first_new = 0  # index of the run's own first message (after loaded history)
-        self.outcomes: dict[str, ToolOutcome] = {}  # by tool-call id: replay never re-executes
-        self.result = RunResult(run_id, session_id, request.agent_id, started_at=time.time())
-        self.record = RunRecord(
-            run_id,
-            request.agent_id,
-            session_id,
-            request.user_id,
-            request.principal,
-            started_at=self.result.started_at,
-        )
-        self.recorded = 0  # messages[:recorded] are stored (or came from the store)
-        self.pending_tools: list[ToolRecord] = []
-        self.begun: set[str] = set()  # ids of the calls whose tool started (see _answer_cut)
-        self.last_yield = time.perf_counter()
-        self.refused = False
-        self.started = False  # recorded as started in the store (at the first turn)
-        self.model_setup: _ModelSetup | None = None
-        self.held: HeldLease | None = None  # the conversation's lease: the fence of its writes
-        self.done = False  # how it ended is stored (or said to be unstorable) and published
-        # How it ended could not be stored (a store failure): kept, under its lease, for the
-        # lease keeper to store once the store answers (see Engine._complete).
-        self.unstored = False
-        self.retry = False  # its run id was stored before: this is a later attempt
-        # The run timeout's scope, once the strategy runs: a wait for an approval that does
-        # not count against the timeout (approvals.wait_counts_against_timeout) moves it.
-        self.timeout_scope: trio.CancelScope | None = None
-        # The deadlines of its step (an operation timeout, which a person's decision never
-        # uses up), its model call and its tool call, enforced by the kernel's watchdog.
-        self.clock = RunClock(engine.watchdog)
-        self.awaiting: str | None = None  # the call id it waits to have approved, meanwhile
-        # Stopped from outside (its process shutting down) while it waited for approval: it is
-        # left as the store reads a crashed run (interrupted), so a decision resumes it.
-        self.suspended = False
-
-    def fence(self) -> Lease | None:
-        """The lease this run's writes are made under (its conversation's), once it holds it."""
-        return None if self.held is None else self.held.lease
-
-    @property
-    def step_scope(self) -> None:
-        raise AttributeError(_NO_STEP_SCOPE)
-
-    @step_scope.setter
-    def step_scope(self, scope: object) -> None:
-        raise AttributeError(_NO_STEP_SCOPE)
-
-    async def call_tool(self, name: str, arguments: Mapping[str, Any], call_id: str) -> ToolOutcome:
-        """Call a tool as the loop does: validated, permission-checked, recorded, replayed when
-        ``call_id`` was executed before in this run, and judged by the progress detector."""
-        call = ToolCall(call_id, name, dict(arguments))
-        clock = self.clock
-        if clock.step != INF and clock.target is self.timeout_scope:  # a step, no block
-            with self.timeouts():
-                return await self._engine._call_tool(self, call)
-        return await self._engine._call_tool(self, call)
-
-    async def turn(self, limit: Literal["turns", "steps"] = "turns") -> None:
-        """A turn boundary: store what is pending, let other runs in, count the turn against
-        the policy (raises RunStop when a limit is reached). ``limit="steps"`` counts it as a
-        reasoning step (``reasoning.max_steps``) instead of a turn."""
-        self.clock.step = INF  # a turn boundary ends the step
-        await self._engine._record(self)
-        await self._engine._yield(self)
-        self._engine._check_budget(self, limit)
-        self.result.turns += 1
-
-    def start_step(self, seconds: float | None) -> None:
-        """Time the step that starts now: if it is not over within ``seconds`` (None: no
-        limit), ``RunStop("incomplete", "step_timeout")`` is raised from the innermost
-        :meth:`timeouts` block (or from the model or tool call it interrupts, outside any),
-        which ends the run unless the strategy catches it. The next turn boundary
-        (:meth:`turn`), :meth:`end_step` or the end of a ``timeouts(ends_step=True)`` block
-        ends the step; a wait for approval does not count."""
-        self.clock.step = INF if seconds is None else self.clock.due(seconds)
-
-    def end_step(self) -> None:
-        """The step is over: its deadline no longer applies."""
-        self.clock.step = INF
-
-    def timeouts(self, *, ends_step: bool = False) -> Timeouts:
-        """A block in which a step's or a model call's timeout stops the block: it is raised
-        from the block as ``RunStop("incomplete", "step_timeout" | "llm_timeout")``. One
-        cancel scope for the whole block, however many turns it takes (a tool loop's); with
-        ``ends_step`` the step in progress ends with the block. Outside any block,
-        :meth:`call_model` (and :meth:`call_tool` during a step) make one of their own."""
-        return Timeouts(self, ends_step)
-
-    async def call_model(self, *, tools: bool = True) -> ModelReply:
-        """One model call on the run's messages (compacted, timed, accounted); the reply is
-        appended to the messages and returned. ``tools=False`` offers no tools. Its timeout
-        raises ``RunStop("incomplete", "llm_timeout")``."""
-        if self.clock.target is self.timeout_scope:  # in no timeouts() block: one of its own
-            with self.timeouts():
-                reply: ModelReply = await self._engine._call_model(self, offer_tools=tools)
-        else:
-            reply = await self._engine._call_model(self, offer_tools=tools)
-        self.messages.append(reply.message)
-        return reply
-
-    async def tool_loop(self, limit: Literal["turns", "steps"] = "turns") -> None:
-        """The tool loop (``soulacy_tool_loop``, the builtin ``classic`` plugin's by default)
-        from here on, until a final answer (``complete``) or a limit; with ``limit="steps"``
-        each model call is a reasoning step."""
-        loop: ToolLoop = _required(
-            self.kernel.hot.soulacy_tool_loop(kernel=self.kernel, run=self),
-            "soulacy_tool_loop",
-            "the tool loop",
-            "classic",
-        )
-        await loop(self, limit)
-
-    def complete(self, reply: str) -> None:
-        """End the run as completed with ``reply`` (verification follows, by hook)."""
-        self.result.reply = reply
-        self._engine._finish(self, "completed")
-
-    async def emit(self, type: str, data: Mapping[str, Any]) -> None:
-        await self._engine._emit(self, type, data)
-
-
-_NO_STEP_SCOPE = (
-    "Run.step_scope is gone (docs/decisions/0046): time a step with run.start_step(seconds)"
-)
-
-
-class Timeouts:
-    """:meth:`Run.timeouts`: the clock's target while the block runs; a step's or a model
-    call's timeout that cancels it comes out of it as a :class:`RunStop`."""
-
-    __slots__ = ("_ends_step", "_outer", "_run", "_scope")
-
-    def __init__(self, run: Run, ends_step: bool) -> None:
-        self._run, self._ends_step = run, ends_step
-        self._scope = trio.CancelScope()
-        self._outer: trio.CancelScope | None = None
-
-    def __enter__(self) -> None:
-        clock = self._run.clock
-        self._scope.__enter__()
-        self._outer, clock.target = clock.target, self._scope
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        clock, scope = self._run.clock, self._scope
-        clock.target = self._outer
-        if self._ends_step:
-            clock.step = INF
-        handled = scope.__exit__(exc_type, exc, tb)
-        fired = clock.took(scope)  # taken even when nothing noticed: the block is over
-        if scope.cancelled_caught:
-            raise RunStop("incomplete", fired[0] if fired else "step_timeout") from None
-        return handled
-
-
 class Engine:
-    """Runs agents for one kernel."""
+    """Runs agents for one kernel: the kernel's :class:`~soulacy.kernel.engine.Runner`."""
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        self.hooks = kernel.hot  # every turn's hooks, without pluggy's overhead
         self.watchdog = Watchdog()  # the runs' step, model and tool deadlines
+        self.conversations = ConversationRegistry()
+        self.leases = Leases(kernel)
+        self.cancel_watcher = CancelWatcher(kernel, self.conversations, self.leases)
+        # The reservation caps of one configuration: ``config`` is replaced, never changed,
+        # when the configuration changes (update_config), so they are read again then.
+        self._caps: tuple[Settings, Capacity] | None = None
+
+    # -- the runner's reservations -----------------------------------------------------------
+
+    def reserve(
+        self,
+        run_id: str,
+        conversation: ConversationKey,
+        fingerprint: str,
+        *,
+        exclusive: bool = False,
+    ) -> RunHandle:
+        return self.conversations.reserve(
+            run_id, conversation, fingerprint, self._capacity(), exclusive=exclusive
+        )
+
+    def release(self, handle: RunHandle) -> None:
+        self.conversations.release(handle)
+
+    def holder(self, run_id: str) -> RunHandle | None:
+        return self.conversations.holder(run_id)
+
+    def cancel_run(self, run_id: str, reason: str = "cancelled") -> int:
+        return self.conversations.cancel_run(run_id, reason)
+
+    def cancel_conversation(self, conversation: ConversationKey, reason: str = "cancelled") -> int:
+        return self.conversations.cancel_conversation(conversation, reason)
+
+    def statistics(self) -> dict[str, int]:
+        return self.conversations.statistics()
+
+    async def aclose(self) -> None:
+        await self.leases.aclose()
+
+    def _capacity(self) -> Capacity:
+        # Read at each reservation, not each turn: a PATCH of the caps applies to the next run
+        # (it replaces ``config``, and with it what was read from the one before).
+        config = self.kernel.config
+        caps = self._caps
+        if caps is not None and caps[0] is config:
+            return caps[1]
+        capacity = read_capacity(config)
+        self._caps = (config, capacity)
+        return capacity
+
+    # -- runs --------------------------------------------------------------------------------
 
     async def run(self, request: RunRequest) -> RunResult:
         kernel = self.kernel
@@ -466,13 +203,13 @@ class Engine:
                 )
             policy: ExecutionPolicy = kernel.resolve_policy(request.agent_id, request.overrides)
         except BaseException:
-            kernel.release_run(handle)
+            self.release(handle)
             raise
-        run = Run(self, request, run_id, session_id, policy, agent)
+        run = EngineRun(self, request, run_id, session_id, policy, agent)
         try:
-            kernel.cancel_watcher.ensure()
+            self.cancel_watcher.ensure()
             with handle.scope:
-                async with kernel.conversations.turn(handle):
+                async with self.conversations.turn(handle):
                     await self._guarded(run, handle)
             if not run.done:  # cancelled while queued for the conversation's turn
                 self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
@@ -485,14 +222,14 @@ class Engine:
                     await self._complete(run)
             raise
         finally:
-            kernel.release_run(handle)
+            self.release(handle)
         return run.result
 
-    async def _guarded(self, run: Run, handle: RunHandle) -> None:
+    async def _guarded(self, run: EngineRun, handle: RunHandle) -> None:
         """Drive the run under its conversation's lease, then store how it ended (still
         under the lease: the next turn of the conversation reads the whole of this one)."""
         try:
-            run.held = await self.kernel.leases.acquire(
+            run.held = await self.leases.acquire(
                 handle.conversation.lease_key(),
                 holder=run.run_id,
                 queue=True,
@@ -545,7 +282,7 @@ class Engine:
 
     # -- the loop --------------------------------------------------------------------------
 
-    async def _drive(self, run: Run, handle: RunHandle) -> None:
+    async def _drive(self, run: EngineRun, handle: RunHandle) -> None:
         kernel, policy, request = self.kernel, run.policy, run.request
         agent = run.agent
         store = kernel.store()
@@ -556,10 +293,10 @@ class Engine:
         # Tool calls already executed under this run id (a retry after a crash) replay.
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
-        run.detector = kernel.hot.soulacy_make_progress_detector(kernel=kernel, run=run)
+        run.detector = kernel.hook.soulacy_make_progress_detector(kernel=kernel, run=run)
         if run.detector is None and policy.no_progress_limit.value is not None:
             # The policy sets a stall limit: running without a detector would ignore it.
-            _required(None, "soulacy_make_progress_detector", "progress detection", "progress")
+            required(None, "soulacy_make_progress_detector", "progress detection", "progress")
         key = handle.conversation  # the principal and user are part of the conversation
         history = await store.load_history(key.agent_id, key.session_id, key.principal, key.user_id)
         prompt = agent.section("system_prompt")
@@ -569,7 +306,7 @@ class Engine:
         messages.extend(history)
         run.first_new = run.recorded = len(messages)
         if history:
-            _answer_loaded(run)
+            answer_loaded(run)
         messages.append(Message("user", request.text))
 
         events = kernel.events
@@ -589,8 +326,12 @@ class Engine:
             await self._emit(run, "run.limits", policy.to_dict())
         # A plugin drives the run: a workflow, a reasoning strategy, or the trylast default,
         # the builtin ``classic`` plugin's tool loop.
-        strategy: RunStrategy = _required(
-            kernel.hot.soulacy_run_strategy(kernel=kernel, run=run),
+        # Who takes part in its turns, asked once (docs/decisions/0061-per-run-participants.md).
+        parts = run.participants = Participants.of(kernel, run)
+        if run.detector is not None:
+            parts.add(run.detector)
+        strategy: RunStrategy = required(
+            kernel.hook.soulacy_run_strategy(kernel=kernel, run=run),
             "soulacy_run_strategy",
             "the run strategy",
             "classic",
@@ -620,7 +361,7 @@ class Engine:
         if run.result.status == "completed":
             self._verify(run)
 
-    async def _check_identity(self, run: Run, store: ConversationStore) -> None:
+    async def _check_identity(self, run: EngineRun, store: ConversationStore) -> None:
         """A run id names one request: reusing it for another agent, session, user or
         principal is refused (it would mix two runs' history, records and proofs)."""
         existing = await store.get_run(run.run_id)
@@ -640,9 +381,9 @@ class Engine:
                 differs,
             )
 
-    def _verify(self, run: Run) -> None:
+    def _verify(self, run: EngineRun) -> None:
         """Evaluate declared outcome assertions; with none, completion stays unverified."""
-        verdict: Verification | None = self.kernel.hot.soulacy_verify_outcome(
+        verdict: Verification | None = self.kernel.hook.soulacy_verify_outcome(
             kernel=self.kernel, run=run
         )
         if verdict is None:
@@ -654,18 +395,18 @@ class Engine:
             result.status = "failed"
             result.incomplete_reason = "outcome_failed"
 
-    def _model(self, run: Run) -> _ModelSetup:
+    def _model(self, run: EngineRun) -> ModelSetup:
         """The provider, model, tool specs and compactor of a run (made on first use)."""
         if run.model_setup is None:
             kernel = self.kernel
             provider_name, model = kernel.model_of(run.agent)
-            compactor: Compactor = _required(
-                kernel.hot.soulacy_make_compactor(kernel=kernel, run=run),
+            compactor: Compactor = required(
+                kernel.hook.soulacy_make_compactor(kernel=kernel, run=run),
                 "soulacy_make_compactor",
                 "the compactor",
                 "passthrough",
             )
-            run.model_setup = _ModelSetup(
+            run.model_setup = ModelSetup(
                 kernel.provider(provider_name),
                 provider_name,
                 model,
@@ -675,16 +416,10 @@ class Engine:
                 _input_allowance(run.policy),
                 getattr(compactor, "calibrate", None),
             )
+            run.participants.add(compactor)  # it may announce its compactions, say
         return run.model_setup
 
-    def _account(self, run: Run, provider: str, model: str | None, usage: Any) -> None:
-        kernel, hooks = self.kernel, self.hooks
-        cost = hooks.soulacy_price(kernel=kernel, provider=provider, model=model, usage=usage)
-        if cost is not None:
-            run.result.cost_usd = (run.result.cost_usd or 0.0) + float(cost)
-        hooks.soulacy_usage(kernel=kernel, run=run, provider=provider, model=model, usage=usage)
-
-    async def _yield(self, run: Run) -> None:
+    async def _yield(self, run: EngineRun) -> None:
         """Let other runs in: a cancellation is seen every turn, and the scheduler gets the
         thread back at least every YIELD_INTERVAL even when models and tools never block."""
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -694,7 +429,7 @@ class Engine:
             # may keep it a whole interval (not yield at once, every turn, under load).
             run.last_yield = time.perf_counter()
 
-    def _check_budget(self, run: Run, limit: Literal["turns", "steps"] = "turns") -> None:
+    def _check_budget(self, run: EngineRun, limit: Literal["turns", "steps"] = "turns") -> None:
         policy, result = run.policy, run.result
         if (
             limit == "turns"
@@ -712,22 +447,8 @@ class Engine:
         used = result.input_tokens + result.output_tokens
         if policy.max_tokens.value is not None and used >= policy.max_tokens.value:
             raise RunStop("incomplete", "max_tokens")
-        # Dollar budgets and token quotas (the costs plugin) stay in force when turns and
-        # tokens are unlimited.
-        reason = self.hooks.soulacy_check_budget(kernel=self.kernel, run=run)
-        if reason:
-            raise RunStop("incomplete", reason)
 
-    async def _admit(self, run: Run) -> str | None:
-        """Ask every plugin to admit the next model call; the first refusal is the reason."""
-        refusal: str | None = None
-        for answer in self.hooks.soulacy_admit_model_call(kernel=self.kernel, run=run):
-            if inspect.isawaitable(answer):
-                answer = await answer
-            refusal = refusal or answer
-        return refusal
-
-    async def _call_model(self, run: Run, offer_tools: bool = True) -> Any:
+    async def _call_model(self, run: EngineRun, offer_tools: bool = True) -> Any:
         setup = self._model(run)
         provider, model, compactor = setup.provider, setup.model, setup.compactor
         specs = setup.specs if offer_tools else []
@@ -764,7 +485,10 @@ class Engine:
                     tool_choice=llm.tool_choice,
                     stream=run.request.stream,
                 )
-            refusal = await self._admit(run)
+            parts = run.participants
+            refusal = parts.before_model_call and await parts.refusal(
+                parts.before_model_call, run, request
+            )
             if refusal:
                 raise RunStop("incomplete", refusal)
             if self.kernel.events.wants("llm.call"):
@@ -801,7 +525,8 @@ class Engine:
                 raise RunStop("failed", "provider_error", error=str(exc)) from exc
             result.input_tokens += reply.usage.input_tokens
             result.output_tokens += reply.usage.output_tokens
-            self._account(run, setup.provider_name, model, reply.usage)
+            for after in run.participants.after_model_call:  # costs, usage, quotas
+                after(run, reply, setup.provider_name, model)
             calibrate = setup.calibrate
             if calibrate is not None and reply.usage.input_tokens:
                 calibrate(view, reply.usage.input_tokens)  # estimates learn from real usage
@@ -820,7 +545,7 @@ class Engine:
                 )
             return reply
 
-    def _text_sink(self, run: Run) -> Any:
+    def _text_sink(self, run: EngineRun) -> Any:
         emit, run_id = self.kernel.events.emit, run.run_id  # one await per delta, not two
 
         async def sink(delta: str) -> None:
@@ -828,7 +553,7 @@ class Engine:
 
         return sink
 
-    async def _call_tool(self, run: Run, call: ToolCall) -> ToolOutcome:
+    async def _call_tool(self, run: EngineRun, call: ToolCall) -> ToolOutcome:
         result, tools, detector = run.result, run.tools, run.detector
         replayed = call.id in run.outcomes
         events = self.kernel.events
@@ -850,8 +575,10 @@ class Engine:
             result.tool_calls += 1
             outcome = await self._execute(run, tools, call)
             run.outcomes[call.id] = outcome
+            for after in run.participants.after_tool_call:
+                after(run, call, outcome)
             run.pending_tools.append(
-                # the call's arguments are the run's own copy (Run.call_tool), not the model's
+                # the call's arguments are the run's own copy (EngineRun.call_tool), not the model's
                 ToolRecord(
                     run.run_id,
                     call.id,
@@ -897,7 +624,9 @@ class Engine:
             raise RunStop("incomplete", "no_progress", evidence=verdict.evidence)
         return outcome
 
-    async def _execute(self, run: Run, tools: Mapping[str, Tool], call: ToolCall) -> ToolOutcome:
+    async def _execute(
+        self, run: EngineRun, tools: Mapping[str, Tool], call: ToolCall
+    ) -> ToolOutcome:
         tool = tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(tools)) or "none"
@@ -905,12 +634,12 @@ class Engine:
         problems = tool.check_arguments(call.arguments)
         if problems:
             return ToolOutcome("error: invalid arguments: " + "; ".join(problems), True)
-        answers = self.hooks.soulacy_tool_permission(
-            kernel=self.kernel, agent_id=run.agent_id, tool_name=call.name, arguments=call.arguments
-        )
-        if False in answers:  # every plugin is asked, and one deny wins over any allow
-            return ToolOutcome(f"error: permission denied for tool {call.name!r}", True)
-        refusal = await self._approve(run, call)
+        parts = run.participants
+        if parts.before_tool_call:  # every participant is asked, and any refusal wins
+            refused = await parts.refusal(parts.before_tool_call, run, call)
+            if refused:
+                return ToolOutcome(f"error: {refused}", True)
+        refusal = await self._approve(run, call) if parts.needs_approval else None
         if refusal is not None:
             return refusal
         timeout, clock = run.policy.tool_timeout, run.clock
@@ -943,7 +672,7 @@ class Engine:
         assert scope.cancelled_caught
         return ToolOutcome(f"error: tool {call.name!r} timed out after {timeout.value}s", True)
 
-    async def _approve(self, run: Run, call: ToolCall) -> ToolOutcome | None:
+    async def _approve(self, run: EngineRun, call: ToolCall) -> ToolOutcome | None:
         """Whether a person must approve the call (``soulacy_tool_approval``); if so, wait
         for the decision, durably. None: the call may run; else the refusal the model gets.
 
@@ -951,10 +680,8 @@ class Engine:
         ``approval:<call id>``, tool ``soulacy.approval``), just before the call's.
         """
         kernel = self.kernel
-        answers = self.hooks.soulacy_tool_approval(
-            kernel=kernel, run=run, tool_name=call.name, arguments=call.arguments, call_id=call.id
-        )
-        reasons = [str(reason) for reason in answers if reason] if answers else None
+        found = (ask(run, call) for ask in run.participants.needs_approval)
+        reasons = [str(reason) for reason in found if reason]
         if not reasons:
             return None
         # What led to this call is stored before the run waits: a retry in another process
@@ -1029,7 +756,7 @@ class Engine:
 
     def _finish(
         self,
-        run: Run,
+        run: EngineRun,
         status: Status,
         reason: str | None = None,
         error: str | None = None,
@@ -1046,7 +773,7 @@ class Engine:
             result.reply = _last_text(run.messages[run.first_new :])
         result.finished_at = time.time()
 
-    async def _record(self, run: Run, store: Store | None = None) -> None:
+    async def _record(self, run: EngineRun, store: Store | None = None) -> None:
         """Store the messages and tool calls not stored yet, in one step."""
         store = self.kernel.store() if store is None else store
         fence = run.fence()
@@ -1061,7 +788,7 @@ class Engine:
         run.recorded = len(run.messages)
         run.pending_tools = []
 
-    async def _complete(self, run: Run) -> None:
+    async def _complete(self, run: EngineRun) -> None:
         run.done = True
         try:
             proof = await self._store_outcome(run)
@@ -1071,11 +798,9 @@ class Engine:
                 # running, alive, not interrupted, while this process lives) until the lease
                 # keeper stores the outcome, at a heartbeat when the store answers again.
                 store = self.kernel.store()
-                self.kernel.leases.keep_until_written(
-                    run.held, lambda: self._store_unstored(run, store)
-                )
+                self.leases.keep_until_written(run.held, lambda: self._store_unstored(run, store))
             elif run.held is not None:  # _complete always runs shielded (see its two callers)
-                await self.kernel.leases.release(run.held, shielded=True)
+                await self.leases.release(run.held, shielded=True)
         if run.suspended:  # not ended: it resumes, as its next attempt, once decided
             await self._emit(run, "run.suspended", {"awaiting": run.awaiting})
             return
@@ -1085,12 +810,14 @@ class Engine:
         wanted = self.kernel.events.wants("run.completed")
         metadata = run.result.metadata() if wanted else None
         run.result.proof = summary
+        if run.participants.run_ended:
+            await run.participants.ended(run)
         if metadata is not None:
             if summary is not None:
                 metadata["proof"] = summary
             await self._emit(run, "run.completed", {**metadata, "reply": run.result.reply})
 
-    async def _store_outcome(self, run: Run) -> ProofRecord | None:
+    async def _store_outcome(self, run: EngineRun) -> ProofRecord | None:
         # A run refused before its first turn stores nothing, except the retry that completes
         # without a turn (a workflow that restored every step): it is the run's next attempt.
         restored = run.retry and run.result.status == "completed"
@@ -1099,7 +826,7 @@ class Engine:
         store, fence = self.kernel.store(), run.fence()
         try:
             if not run.suspended:  # left as a crashed run is: its retry answers what it left
-                _answer_cut(run)
+                answer_cut(run)
             await self._record(run)
             # Stored as far as it went; how it ends is its retry's. An interrupted run (its
             # process stopped) is left unfinished as a crashed attempt is: once its lease is
@@ -1122,7 +849,7 @@ class Engine:
             run.unstored = not isinstance(exc, LeaseLost) and not run.suspended
             return None
 
-    async def _store_unstored(self, run: Run, store: Store) -> None:
+    async def _store_unstored(self, run: EngineRun, store: Store) -> None:
         """Store what :meth:`_store_outcome` could not, as the run's result says it ended
         (``failed``, ``storage_error``): the turn not stored yet, then its ending and proof,
         under its lease (the lease keeper's retry; a raise is retried at the next heartbeat)."""
@@ -1132,62 +859,15 @@ class Engine:
         await store.finish_run(run.run_id, metadata, fence)
         await store.finalize_proof(run.run_id, metadata, run.result.assertions, fence)
 
-    async def _emit(self, run: Run, type: str, data: Mapping[str, Any]) -> None:
+    async def _emit(self, run: EngineRun, type: str, data: Mapping[str, Any]) -> None:
         await self.kernel.events.emit(type, data, run_id=run.run_id)
-
-
-# The tool results of the calls a run leaves unanswered (docs/running.md#tool-calls-by-id).
-CUT_CALL = "cancelled: the run ended ({}) while this tool call was running; its effect is unknown"
-UNSTARTED_CALL = "not run: the run ended ({}) before this tool call started"
-UNANSWERED_CALL = (
-    "interrupted: the run ended before this tool call's result was stored; its effect is unknown"
-)
-
-
-def _answer_cut(run: Run) -> None:
-    """Answer each tool call the run ends without a result (it was cancelled, timed out, lost
-    its lease or failed while a tool ran, or before the reply's later calls started): a model
-    API refuses a conversation with an unanswered call, so every later run of it would fail.
-
-    The answer is a message only, no tool record: the call has no result to replay or to
-    prove, so a retry of the run id runs it again, as after a crash. Only answers that go
-    after what is stored are added (the store appends); an older gap is the load's to answer.
-    """
-    result = run.result
-    reason = result.incomplete_reason or result.status
-    begun = run.begun
-
-    def say(call: ToolCall) -> str:
-        return (CUT_CALL if call.id in begun else UNSTARTED_CALL).format(reason)
-
-    messages, recorded = run.messages, run.recorded
-    for index, answer in reversed(answers_to_unanswered_calls(messages, say, run.first_new)):
-        if index >= recorded:
-            messages.insert(index, answer)
-
-
-def _answer_loaded(run: Run) -> None:
-    """Answer the tool calls the loaded history leaves unanswered (stored by an earlier
-    version, or by a process killed while its call waited for approval), in what the model is
-    sent. Answers at the end of the history are stored with the run's first turn, which makes
-    the history whole once; one inside it can only be sent (the store appends), at every load.
-    """
-    messages = run.messages
-    answers = answers_to_unanswered_calls(messages, lambda call: UNANSWERED_CALL)
-    if not answers:
-        return
-    loaded = len(messages)
-    for index, answer in reversed(answers):
-        messages.insert(index, answer)
-    run.recorded = loaded + sum(1 for index, _ in answers if index < loaded)
-    run.first_new = len(messages)
 
 
 APPROVAL_RECEIPT_TOOL = "soulacy.approval"  # the tool name of a decision's proof receipt
 APPROVAL_RECEIPT_FIELDS = ("status", "approver", "decided_by", "note", "reasons", "decided_at")
 
 
-def _approval_event(run: Run, request: ApprovalRequest) -> dict[str, Any]:
+def _approval_event(run: EngineRun, request: ApprovalRequest) -> dict[str, Any]:
     """The data of a ``tool.approval`` event: the call, why it waits, and its status
     (``pending``, then ``approved`` or ``denied`` with who decided)."""
     described = request.describe()
@@ -1197,16 +877,6 @@ def _approval_event(run: Run, request: ApprovalRequest) -> dict[str, Any]:
         "name": request.tool,
         **{k: v for k, v in described.items() if k not in ("call_id", "tool")},
     }
-
-
-def _required(answer: Any, hook: str, role: str, builtin: str) -> Any:
-    """``answer``, or a PluginError naming the role nobody plays: never a silent default."""
-    if answer is None:
-        raise PluginError(
-            f"no loaded plugin answered {hook} ({role}; is the builtin {builtin!r} plugin"
-            " disabled? load a plugin that implements it)"
-        )
-    return answer
 
 
 def _conversation(request: RunRequest, session_id: str) -> ConversationKey:

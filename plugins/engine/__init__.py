@@ -1,0 +1,44 @@
+"""The run engine, as an essential builtin plugin (pytest's ``main`` and ``runner`` are its
+model): it answers ``soulacy_runner`` with what runs a kernel's runs.
+
+It owns everything of a run's life that is mechanism rather than contract: reservation and
+the admission caps (``runtime.max_concurrent_sessions*``), each conversation's turn and its
+lease (``leases:`` is its section), the lease keeper, deadlines, identity checks, the run's
+records and proof, and the terminal event. The kernel keeps the contract — ``RunRequest``,
+``RunResult``, the ``Run`` and ``Runner`` protocols in :mod:`soulacy.kernel.engine` — and the
+hooks through which plugins take part (docs/decisions/0060-the-engine-is-an-essential-plugin.md).
+It cannot be disabled; a replacement answers ``soulacy_runner`` with ``tryfirst=True``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from soulacy.kernel import hookimpl
+
+if TYPE_CHECKING:  # the rest is imported by the hooks that need it (decision 0038)
+    from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Settings
+    from soulacy.kernel.engine import Runner
+
+
+@hookimpl
+def soulacy_config_sections() -> list[ConfigSection]:
+    from soulacy.kernel import ConfigSection
+
+    from ._settings import LeaseSettings
+
+    return [ConfigSection("leases", LeaseSettings, doc="ownership across processes")]
+
+
+@hookimpl
+def soulacy_validate_config(kernel: Kernel, config: Settings) -> list[ConfigIssue]:
+    from ._settings import lease_issues
+
+    return lease_issues(config)
+
+
+@hookimpl(trylast=True)
+def soulacy_runner(kernel: Kernel) -> Runner:
+    from ._engine import Engine  # the run machinery is imported when a kernel first runs
+
+    return Engine(kernel)
