@@ -90,6 +90,7 @@ class ContextOverflow(SoulacyError):
 # awaited ("await me maybe", as the hooks that allow it).
 Refusal: TypeAlias = "str | Awaitable[str | None] | None"
 
+
 class RunParticipant:
     """Takes part in one run (``soulacy_run_participants``): the shape of the OpenAI Agents
     SDK's ``RunHooks``. Pluggy decides once per run *who* takes part; each turn then calls
@@ -129,7 +130,8 @@ class RunParticipant:
         return None
 
     def after_tool_call(self, run: Run, call: ToolCall, outcome: ToolOutcome) -> None:
-        """After each executed tool call (not a replayed one), with its outcome."""
+        """After each tool call that was not replayed from its record, with its outcome (an
+        error result when it was refused, denied or failed)."""
 
     def run_ended(self, run: Run) -> Awaitable[None] | None:
         """Once, after the run's outcome was stored (``run.result`` says how it ended),

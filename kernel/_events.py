@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-
 if TYPE_CHECKING:
     from ._kernel import Kernel
 

@@ -194,11 +194,17 @@ def soulacy_tools(kernel: Kernel, agent_id: str, agent: AgentSpec | None) -> Seq
     """
 
 
-@hookspec
+@hookspec(
+    warn_on_impl=DeprecationWarning(
+        "soulacy_tool_permission is deprecated: return a participant from soulacy_run_participants"
+        " (before_tool_call); it is called through an adapter for one release"
+    )
+)
 def soulacy_tool_permission(
     kernel: Kernel, agent_id: str, tool_name: str, arguments: Mapping[str, Any]
 ) -> bool | None:
-    """Decide whether a tool call may run: ``True``, ``False``, or ``None`` to let others decide.
+    """Deprecated (a participant's ``before_tool_call``). Decide whether a tool call may run:
+    ``True``, ``False``, or ``None`` to let others decide.
 
     Called before every tool call. Every plugin is asked and a deny wins: one ``False`` refuses
     the call whatever the others answer (so the order plugins load in never lets one plugin's
@@ -206,11 +212,17 @@ def soulacy_tool_permission(
     """
 
 
-@hookspec
+@hookspec(
+    warn_on_impl=DeprecationWarning(
+        "soulacy_tool_approval is deprecated: return a participant from soulacy_run_participants"
+        " (needs_approval); it is called through an adapter for one release"
+    )
+)
 def soulacy_tool_approval(
     kernel: Kernel, run: Run, tool_name: str, arguments: Mapping[str, Any], call_id: str
 ) -> str | None:
-    """Say why a tool call needs a person's approval before it runs (a reason, such as
+    """Deprecated (a participant's ``needs_approval``). Say why a tool call needs a person's
+    approval before it runs (a reason, such as
     ``"confirm_tools lists 'delete'"``), or ``None`` when it does not as far as this plugin is
     concerned.
 
@@ -228,29 +240,48 @@ def soulacy_tool_approval(
 # --------------------------------------------------------------------------------------------
 
 
-@hookspec
+@hookspec(
+    warn_on_impl=DeprecationWarning(
+        "soulacy_usage is deprecated: return a participant from soulacy_run_participants"
+        " (after_model_call); it is called through an adapter for one release"
+    )
+)
 def soulacy_usage(kernel: Kernel, run: Run, provider: str, model: str | None, usage: Any) -> None:
-    """Observe the usage of one model call of ``run`` (for quotas and accounting).
+    """Deprecated (a participant's ``after_model_call``). Observe the usage of one model call
+    of ``run`` (for quotas and accounting).
 
     Called after every model call, after ``run.result.cost_usd`` was updated. Every
     implementation is called.
     """
 
 
-@hookspec(firstresult=True)
+@hookspec(
+    firstresult=True,
+    warn_on_impl=DeprecationWarning(
+        "soulacy_check_budget is deprecated: return a participant from soulacy_run_participants"
+        " (before_model_call); it is called through an adapter for one release"
+    ),
+)
 def soulacy_check_budget(kernel: Kernel, run: Run) -> str | None:
-    """Return a reason (such as ``max_cost_usd`` or ``token_quota``) to end ``run`` as
-    incomplete before its next model call, or None to let it go on.
+    """Deprecated (a participant's ``before_model_call``). Return a reason (such as
+    ``max_cost_usd`` or ``token_quota``) to end ``run`` as incomplete before its next model
+    call, or None to let it go on.
 
     Called at every turn boundary, after the policy's own limits; these budgets stay in force
     when turns and tokens are unlimited. The first non-None answer wins.
     """
 
 
-@hookspec
+@hookspec(
+    warn_on_impl=DeprecationWarning(
+        "soulacy_admit_model_call is deprecated: return a participant from soulacy_run_participants"
+        " (before_model_call); it is called through an adapter for one release"
+    )
+)
 def soulacy_admit_model_call(kernel: Kernel, run: Run) -> Awaitable[str | None] | str | None:
-    """Admit the model call ``run`` is about to make, or refuse it with a reason: the run then
-    ends ``incomplete`` with that reason and the call is not made.
+    """Deprecated (a participant's ``before_model_call``). Admit the model call ``run`` is
+    about to make, or refuse it with a reason: the run then ends ``incomplete`` with that
+    reason and the call is not made.
 
     Called before every model call, after its request is built and before the ``llm.call``
     event. Every plugin is asked; an answer may be awaitable (a budget shared by several

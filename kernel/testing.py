@@ -40,6 +40,7 @@ from soulacy.testing import (
     check_store_processes,
     check_tool_loop,
     check_transport,
+    participant_plugin,
     throwaway_plugin,
 )
 
@@ -76,5 +77,6 @@ __all__ = [
     "check_store_processes",
     "check_tool_loop",
     "check_transport",
+    "participant_plugin",
     "throwaway_plugin",
 ]

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from ._processes import PROCESS_CHECK_NAMES, ProcessKitResult, check_store_processes
     from ._progress import PROGRESS_CHECK_NAMES, check_progress_detector
     from ._providers import check_provider
-    from ._recorder import HookCall, HookRecorder, throwaway_plugin
+    from ._recorder import HookCall, HookRecorder, participant_plugin, throwaway_plugin
     from ._services import check_service_stops
     from ._store import STORE_CHECK_NAMES, STORE_CHECKS, check_store
     from ._transport import (
@@ -82,7 +82,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "._processes": ("PROCESS_CHECK_NAMES", "ProcessKitResult", "check_store_processes"),
     "._progress": ("PROGRESS_CHECK_NAMES", "check_progress_detector"),
     "._providers": ("check_provider",),
-    "._recorder": ("HookCall", "HookRecorder", "throwaway_plugin"),
+    "._recorder": ("HookCall", "HookRecorder", "participant_plugin", "throwaway_plugin"),
     "._services": ("check_service_stops",),
     "._store": ("STORE_CHECKS", "STORE_CHECK_NAMES", "check_store"),
     "._transport": (
@@ -126,6 +126,7 @@ __all__ = [
     "check_store_processes",
     "check_tool_loop",
     "check_transport",
+    "participant_plugin",
     "throwaway_plugin",
 ]
 

@@ -89,3 +89,16 @@ def throwaway_plugin(name: str = "throwaway", **hooks: Callable[..., Any]) -> An
     if unknown:
         raise TypeError(f"hook implementations must be named soulacy_*: {unknown}")
     return types.SimpleNamespace(name=name, **hooks)
+
+
+def participant_plugin(name: str = "participant", **methods: Callable[..., Any]) -> Any:
+    """A plugin that takes part in every run with one participant whose methods are the given
+    functions (``before_tool_call=lambda run, call: ...``; see ``RunParticipant``)."""
+    from soulacy.kernel.contracts import RunParticipant
+
+    known = set(vars(RunParticipant)) - set(vars(object))
+    unknown = [key for key in methods if key not in known or key.startswith("_")]
+    if unknown:
+        raise TypeError(f"not methods of a RunParticipant: {unknown}")
+    participant = types.SimpleNamespace(**methods)
+    return throwaway_plugin(name, soulacy_run_participants=lambda: [participant])

@@ -63,10 +63,11 @@ class Participants:
         """Take the methods ``participant`` defines (not RunParticipant's no-ops)."""
         kind = type(participant)
         for name in PARTICIPANT_METHODS:
+            if getattr(kind, name, None) is getattr(RunParticipant, name):
+                continue  # the base class's no-op: never called
             method = getattr(participant, name, None)
-            if method is None or getattr(kind, name, None) is getattr(RunParticipant, name):
-                continue
-            getattr(self, name).append(method)
+            if method is not None:
+                getattr(self, name).append(method)
 
     @classmethod
     def of(cls, kernel: Kernel, run: Run) -> Participants:

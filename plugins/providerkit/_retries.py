@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from email.utils import parsedate_to_datetime
 
 import trio
 
-from soulacy.kernel import UsageError
+from soulacy.kernel import UsageError, redact_text
 from soulacy.kernel.messages import ModelReply
 from soulacy.kernel.providers import (
     ContextLengthExceeded,
@@ -18,6 +19,7 @@ from soulacy.kernel.providers import (
 )
 
 MAX_BACKOFF = 60.0  # seconds: the longest wait between two attempts of a model call
+log = logging.getLogger("soulacy.providerkit")
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -64,7 +66,12 @@ async def call_with_retries(
 ) -> ModelReply:
     """Runs ``attempt_once`` until it answers, retrying retryable ``ProviderError``s and
     dropped connections with ``backoff_delay`` up to ``max_retries`` times. Streamed text goes
-    through one ``SentText``: once any reached the sink, a dropped connection is final."""
+    through one ``SentText``: once any reached the sink, a dropped connection is final.
+
+    Each retry is logged on ``soulacy.providerkit`` (the first at info, later ones at warning)
+    with the provider, the attempt, the wait and the error; giving up after retrying is a
+    warning too (docs/providers.md, "Retries"). An error that is not retried is left to the
+    run, which reports it (``provider_error``)."""
     sent = SentText(on_text)
     import httpx  # loaded by the first call, not by importing the toolkit
 
@@ -83,9 +90,34 @@ async def call_with_retries(
                 retryable=not sent.any,
             )
         if not failure.retryable or attempt >= max_retries:
+            if failure.retryable and attempt:  # it was retried: say that it stops
+                log.warning(
+                    "provider %r: attempt %d of %d failed, giving up: %s",
+                    name,
+                    attempt + 1,
+                    max_retries + 1,
+                    _one_line(name, failure),
+                )
             raise failure
-        await trio.sleep(backoff_delay(failure, attempt))
+        wait = backoff_delay(failure, attempt)
+        log.log(
+            logging.INFO if attempt == 0 else logging.WARNING,
+            "provider %r: attempt %d of %d failed, retrying in %s s: %s",
+            name,
+            attempt + 1,
+            max_retries + 1,
+            f"{round(wait, 3):g}",
+            _one_line(name, failure),
+        )
+        await trio.sleep(wait)
         attempt += 1
+
+
+def _one_line(name: str, failure: ProviderError) -> str:
+    """The error as a log line about provider ``name`` says it: one line, secrets redacted,
+    without the provider's name again in front."""
+    text = " ".join(str(failure).split()).removeprefix(f"provider {name!r}: ")
+    return redact_text(text)
 
 
 def api_key(name: str, config: ProviderConfig, environ: Mapping[str, str]) -> str | None:

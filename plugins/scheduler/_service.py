@@ -192,6 +192,8 @@ class ScheduleLoop:
                         verification=result.verification,
                         incomplete_reason=result.incomplete_reason,
                     )
+                    if result.error and result.status != "completed":
+                        outcome["error"] = redact_text(result.error)  # why the run failed
                     if result.status == "completed" and result.verification != "failed":
                         outcome["delivered"] = self._deliver(result.reply)
             if lost.cancelled_caught:  # taken over (we stalled past the lease): not ours now
@@ -274,8 +276,43 @@ class ScheduleLoop:
         else:
             if disabled is not None:
                 await self._emit("schedule.disabled", {"failure_streak": disabled})
+        self._log(outcome, fence.holder, state, disabled)
         await self._emit("schedule.finished", outcome)
         await _call_observers(self.kernel, self.entry, outcome)
+
+    def _log(
+        self,
+        outcome: Mapping[str, Any],
+        holder: str,
+        state: Mapping[str, Any],
+        disabled: int | None,
+    ) -> None:
+        """One line per finished tick (docs/scheduling.md#the-log): a success at info, a
+        failure at warning with its run, status, reason and error, and what happens next."""
+        entry = self.entry
+        run_id = outcome.get("run_id") or holder  # absent when the run did not return
+        head = f"schedule {entry.id!r} (agent {entry.agent_id!r}): run {run_id}"
+        if outcome["result"] == "succeeded":
+            logger.info("%s succeeded", head)
+            return
+        status = outcome.get("status") or "failed"
+        reason = outcome.get("incomplete_reason")
+        if not reason:
+            if outcome.get("verification") == "failed":
+                reason = "verification_failed"
+            elif isinstance(outcome.get("delivered"), str):
+                reason = "delivery_failed"
+            else:
+                reason = "error" if outcome.get("error") else status
+        error = outcome.get("error")
+        why = f" ({' '.join(str(error).split())})" if error else ""  # one line, always
+        then = f"failure streak {state.get('failure_streak', 0)}"
+        if disabled is not None:
+            then += f", disabled after {disabled} failures in a row (scheduler.max_failures)"
+        elif state.get("retry_at") is not None:
+            retry = datetime.fromtimestamp(float(state["retry_at"]), self.clock.zone)
+            then += f", no run before {retry.isoformat(timespec='seconds')} (scheduler.backoff)"
+        logger.warning("%s failed: status %s, reason %s%s; %s", head, status, reason, why, then)
 
     async def _skip(self, tick: datetime, reason: str, **extra: Any) -> None:
         await self._note("skipped", tick, reason=reason, **extra)

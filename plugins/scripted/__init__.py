@@ -1,10 +1,19 @@
 """The scripted model: a deterministic provider for demos and tests, named as such.
 
 It does not read what it is sent; it plays a script, one step per model call: a text answer, or
-one or more tool calls. A script is a YAML file (``steps:`` and ``repeat:``) or a Python function
-``(request, index) -> ModelReply | str``. Agents use it with ``llm: {provider: scripted, model:
-path/to/script.yaml}`` (the path relative to the workspace), or through an entry of
-``llm.providers`` with ``type: scripted`` and ``options: {script: path}``.
+one or more tool calls. A script is a YAML file (``steps:``, ``repeat:``, ``start:``) or a
+Python function ``(request, index) -> ModelReply | str``. Agents use it with ``llm: {provider:
+scripted, model: path/to/script.yaml}`` (the path relative to the workspace), or through an
+entry of ``llm.providers`` with ``type: scripted`` and ``options: {script: path}``.
+
+Every run plays the script from its first step: the position is the run's own (its model calls
+so far), so a served demo answers every chat and runs at the same time do not share steps; a
+script with ``start: conversation`` starts each run where its conversation left off (a scripted
+dialogue). The engine says which call of its run comes next through
+``soulacy_admit_model_call``, in the task that makes the call; a call made outside any run goes
+on from the provider's previous one. A run that asks for a step past the end of a script
+without ``repeat`` fails (``ProviderError``: ``failed``, ``provider_error``, naming the script),
+so that nothing counts it as a success.
 
 A script is a file of the workspace: its path (relative to the workspace) must resolve inside it
 (no ``..`` out, no absolute path elsewhere, no symlink out). The plugin checks every key that
@@ -17,12 +26,14 @@ not make the server parse, and show in an error, any YAML file it can read.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from soulacy.kernel import ConfigIssue, Location, Settings, UsageError, hookimpl, load_document
+from soulacy.kernel.contracts import RunParticipant
 from soulacy.kernel.messages import (
     Message,
     ModelReply,
@@ -31,10 +42,11 @@ from soulacy.kernel.messages import (
     Usage,
 )
 from soulacy.kernel.policy import ModelCapacity
-from soulacy.kernel.providers import ProviderConfig, ProviderType, TextSink
+from soulacy.kernel.providers import ProviderConfig, ProviderError, ProviderType, TextSink
 
 if TYPE_CHECKING:  # the kernel imports trio: registering the plugin does not (decision 0038)
     from soulacy.kernel import AgentSpec, Kernel
+    from soulacy.kernel.engine import Run
 
 __all__ = ["Script", "ScriptStep", "ScriptedProvider"]
 
@@ -69,13 +81,50 @@ class ScriptStep:
 class Script:
     steps: list[ScriptStep] = attrs.Factory(list)
     repeat: bool = False  # start again after the last step instead of ending the script
+    # Where a run starts: at the first step ("run"), or after as many steps as its
+    # conversation has model replies already ("conversation": a scripted dialogue).
+    start: Literal["run", "conversation"] = "run"
 
 
 ScriptFunction = Callable[[ModelRequest, int], "ModelReply | str"]
 
 
+class _RunCall:
+    """A model call a run is about to make: the run, and the call's index in it."""
+
+    __slots__ = ("index", "run")
+
+    def __init__(self, run: Run, index: int) -> None:
+        self.run, self.index = run, index
+
+    def in_conversation(self) -> int:
+        """The call's index counting the model replies already in the run's conversation
+        (the assistant messages of its loaded history) before this run's own calls."""
+        history = self.run.messages[: self.run.first_new]
+        return sum(1 for message in history if message.role == "assistant") + self.index
+
+
+# The model call the current task is about to make for a run: set when the engine admits the
+# call (a participant's ``before_model_call``, in the task that then makes it) and taken by the
+# provider's ``complete``. A task's context is its own, so runs at the same time each see
+# theirs; None: the call is not a run's (a provider called directly).
+_RUN_CALL: ContextVar[_RunCall | None] = ContextVar("soulacy.scripted.run_call", default=None)
+
+
+def _take_run_call() -> _RunCall | None:
+    """The run's call being made (None outside a run); one admission is for one call. An
+    admission left by a run that has ended (its call went to another provider) is not this
+    call's."""
+    call = _RUN_CALL.get()
+    if call is None:
+        return None
+    _RUN_CALL.set(None)
+    return None if call.run.result.finished_at else call
+
+
 class ScriptedProvider:
-    """Plays a script; ``calls`` counts the model calls it answered."""
+    """Plays a script, from its first step in each run; ``calls`` counts the model calls it
+    answered. ``source`` names the script in errors (its file)."""
 
     def __init__(
         self,
@@ -83,19 +132,39 @@ class ScriptedProvider:
         script: Script | None = None,
         function: ScriptFunction | None = None,
         capacity: ModelCapacity | None = None,
+        source: str | None = None,
     ) -> None:
         self.name = name
         self.script = script or Script()
         self.function = function
         self._capacity = capacity
+        self.source = source
         self.calls = 0
 
     def capacity(self, model: str | None) -> ModelCapacity | None:
         return self._capacity
 
-    async def complete(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelReply:
-        index = self.calls
+    def _position(self) -> int:
+        """The index of the call being made: in its run (``start: conversation``: in its
+        conversation), else (a call outside any run) among the calls this provider answered;
+        counted as answered."""
+        call = _take_run_call()
+        if call is None:
+            index = self.calls
+        elif self.script.start == "conversation":
+            index = call.in_conversation()
+        else:
+            index = call.index
         self.calls += 1
+        return index
+
+    async def complete(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelReply:
+        return await self._play(request, self._position(), on_text)
+
+    async def _play(
+        self, request: ModelRequest, index: int, on_text: TextSink | None = None
+    ) -> ModelReply:
+        """The reply of the model call at ``index`` (0-based) of the script."""
         if self.function is not None:
             produced = self.function(request, index)
             reply = produced if isinstance(produced, ModelReply) else _text_reply(produced)
@@ -113,16 +182,25 @@ class ScriptedProvider:
 
     def _step(self, index: int) -> ScriptStep:
         steps = self.script.steps
+        script = f"the script {self.source}" if self.source else "its script"
         if not steps:
-            return ScriptStep(text="(the script is empty)")
+            raise ProviderError(f"scripted model {self.name!r}: {script} has no steps")
         if index >= len(steps):
             if not self.script.repeat:
-                return ScriptStep(text="(the script has ended)")
+                raise ProviderError(
+                    f"scripted model {self.name!r}: {script} has ended after"
+                    f" {_steps(len(steps))}: model call {index + 1} has no step to play"
+                    " (add steps, or `repeat: true` to play it again from the start)"
+                )
             index %= len(steps)
         return steps[index]
 
     async def aclose(self) -> None:
         return None
+
+
+def _steps(count: int) -> str:
+    return "one step" if count == 1 else f"{count} steps"
 
 
 def _text_reply(text: str) -> ModelReply:
@@ -192,7 +270,8 @@ def _create(name: str, config: ProviderConfig, kernel: Kernel) -> ScriptedProvid
     path = script_path(workspaces(kernel), str(script), key)
     if not path.is_file():
         raise UsageError(f"{key}: {path} does not exist")
-    return ScriptedProvider(name, load_document(path, Script), capacity=capacity)
+    played = load_document(path, Script)
+    return ScriptedProvider(name, played, capacity=capacity, source=str(script))
 
 
 class _LazyScripted(ScriptedProvider):
@@ -213,7 +292,8 @@ class _LazyScripted(ScriptedProvider):
             path = script_path(self.roots, model, "scripted model")
             if not path.is_file():
                 raise UsageError(f"scripted model: script {path} does not exist")
-            self._by_model[model] = ScriptedProvider(self.name, load_document(path, Script))
+            script = load_document(path, Script)
+            self._by_model[model] = ScriptedProvider(self.name, script, source=model)
         self.calls += 1
         return await self._by_model[model].complete(request, on_text)
 
@@ -221,6 +301,28 @@ class _LazyScripted(ScriptedProvider):
 @hookimpl
 def soulacy_provider_types() -> Sequence[ProviderType]:
     return [ProviderType("scripted", _create)]
+
+
+@hookimpl
+def soulacy_run_participants(kernel: Kernel, run: Run) -> list[RunParticipant] | None:
+    try:
+        provider, _ = kernel.model_of(run.agent)
+        scripted = kernel.provider_config(provider).type == "scripted"
+    except Exception:  # the run itself says what is wrong with its provider
+        return None
+    return [_CALLS] if scripted else None  # decided once per run
+
+
+class _Calls(RunParticipant):
+    """A scripted run's participant: tells the provider, in the task about to call it, which
+    run calls and which of its model calls this is (``result.llm_calls`` counts the ones made
+    before), so that every run plays its script from the first step."""
+
+    def before_model_call(self, run: Run, request: ModelRequest) -> None:
+        _RUN_CALL.set(_RunCall(run, run.result.llm_calls))
+
+
+_CALLS = _Calls()
 
 
 def _plays_the_model(providers: Any, name: str | None) -> bool:

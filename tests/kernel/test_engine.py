@@ -12,7 +12,7 @@ import trio
 
 from soulacy.kernel import Event, Kernel, Tool
 from soulacy.kernel.contracts import Verdict
-from soulacy.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, participant_plugin, throwaway_plugin
 
 
 class ToolBox:
@@ -181,9 +181,13 @@ async def test_a_denied_tool_call_is_an_error_result_not_an_execution(
         [{"tool": "read", "arguments": {"path": "/etc/passwd"}}, {"text": "ok"}],
         tools=ALL_TOOLS,
     )
-    deny = throwaway_plugin(
+    deny = participant_plugin(
         "deny",
-        soulacy_tool_permission=lambda tool_name, arguments: arguments.get("path") != "/etc/passwd",
+        before_tool_call=lambda run, call: (
+            f"permission denied for tool {call.name!r}"
+            if call.arguments.get("path") == "/etc/passwd"
+            else None
+        ),
     )
     kernel = load(deny)
     events = record(kernel)
@@ -359,9 +363,11 @@ async def test_an_unlimited_run_timeout_is_still_stopped_by_a_parent_deadline(
 async def test_two_requests_in_one_session_run_one_after_the_other(
     workspace: Workspace, load: Callable[..., Kernel], toolbox: ToolBox
 ) -> None:
-    workspace.scripted_agent(
+    soul = workspace.scripted_agent(
         "a", [{"tool": "wait"}, {"text": "first"}, {"text": "second"}], tools=ALL_TOOLS
     )
+    with (soul.parent / "script.yaml").open("a", encoding="utf-8") as script:
+        script.write("start: conversation\n")  # the second run answers the next step
     kernel = load()
     results: dict[str, Any] = {}
 

@@ -16,7 +16,7 @@ import trio
 
 from soulacy.kernel import Kernel
 from soulacy.plugins.engine import _engine
-from soulacy.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, participant_plugin
 
 RUNS, TURNS = 50, 400  # enough turns for several rounds of all the runs' intervals
 LOOP = [{"tool": "nope", "arguments": {}}]  # an error result each turn: no tool ever blocks
@@ -42,11 +42,12 @@ async def test_concurrent_runs_that_never_block_take_turns_by_the_interval(
     workspace.scripted_agent("a", LOOP, repeat=True, max_turns=TURNS)
     calls: list[str] = []  # one entry per model call, of any run
 
-    def usage(run: Any) -> None:
+    def counted(run: Any, reply: Any, provider: str, model: str | None) -> None:
         calls.append(run.run_id)
 
     kernel = make_kernel(
-        plugins=["no:sqlite_store"], extra_plugins=[throwaway_plugin(soulacy_usage=usage)]
+        plugins=["no:sqlite_store"],
+        extra_plugins=[participant_plugin(after_model_call=counted)],
     )
     await kernel.run("a", "warm up", session_id="warm-up")
     calls.clear()

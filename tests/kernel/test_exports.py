@@ -200,6 +200,7 @@ SURFACE: dict[str, list[str]] = {
         "check_store_processes",
         "check_tool_loop",
         "check_transport",
+        "participant_plugin",
         "throwaway_plugin",
         "TRANSPORT_CHECKS",
         "TRANSPORT_CHECK_NAMES",

@@ -17,8 +17,8 @@ import pytest
 import trio
 
 from soulacy.kernel import CapacityError, Kernel, RunIdInUse
-from soulacy.kernel.engine import new_id
 from soulacy.kernel._store import make_proof
+from soulacy.kernel.engine import new_id
 from soulacy.kernel.store import (
     ConversationKey,
     LeaseOwner,

@@ -24,7 +24,7 @@ from soulacy.kernel.engine import Run
 from soulacy.kernel.messages import Message, ToolSpec
 from soulacy.kernel.policy import CORE_LIMITS, ExecutionPolicy, Limit
 from soulacy.plugins.memory_store import MemoryStore
-from soulacy.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, participant_plugin, throwaway_plugin
 
 MEMORY = "no:sqlite_store"  # these runs keep their history in memory
 
@@ -400,8 +400,13 @@ def test_plugins_contribute_schedules_through_the_schedulers_own_hook(
 async def test_one_plugins_deny_wins_over_another_plugins_allow(
     workspace: Workspace, make_kernel: Callable[..., Kernel], order: str
 ) -> None:
-    allow = throwaway_plugin("allow", soulacy_tool_permission=lambda tool_name: True)
-    deny = throwaway_plugin("deny", soulacy_tool_permission=lambda tool_name: tool_name != "read")
+    allow = participant_plugin("allow", before_tool_call=lambda run, call: None)
+    deny = participant_plugin(
+        "deny",
+        before_tool_call=lambda run, call: (
+            f"permission denied for tool {call.name!r}" if call.name == "read" else None
+        ),
+    )
     plugins = [deny, allow] if order == "deny first" else [allow, deny]
     steps: list[dict[str, Any]] = [{"tool": "read", "arguments": {"path": "x"}}, {"text": "done"}]
     workspace.scripted_agent("a", steps, tools=["read"])

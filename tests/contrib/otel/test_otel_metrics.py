@@ -29,7 +29,7 @@ async def test_runs_calls_tokens_cost_and_durations_are_counted(
         no_progress_limit=3,
     )
     done = await t.kernel.run("adder", "19 + 23?")
-    again = await t.kernel.run("adder", "again")  # the script has ended: one model call
+    again = await t.kernel.run("adder", "again")  # the script again, from its first step
     short = await t.kernel.run("short", "19 + 23?")
     failed = await t.kernel.run("down", "hi")
     stuck = await t.kernel.run("stuck", "go")
@@ -62,7 +62,7 @@ async def test_runs_calls_tokens_cost_and_durations_are_counted(
     assert t.metric("soulacy.tokens", **{"gen_ai.token.type": "output"}) == output
     assert t.metric("soulacy.cost") == output  # 1 USD per output token, as priced
     tools = {"gen_ai.tool.name": "add", "soulacy.tool.outcome": "ok"}
-    assert t.metric("soulacy.tool.calls", **tools) == 2
+    assert t.metric("soulacy.tool.calls", **tools) == 3
     assert t.metric("soulacy.tool.calls", **{"gen_ai.tool.name": "same"}) == stuck.tool_calls
     assert t.metric("soulacy.progress.stops", **{"soulacy.progress.kind": "stalled_tool"}) == 1
     assert t.metric("soulacy.progress.verdicts", **{"soulacy.tool.verdict": "stalled"}) == 1

@@ -15,8 +15,9 @@ import trio
 
 from soulacy.kernel import Event, Kernel, Tool
 from soulacy.kernel.approvals import ApprovalClosed, approvals_of
+from soulacy.kernel.messages import ToolCall
 from soulacy.kernel.store import AlreadyDecided
-from soulacy.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, participant_plugin, throwaway_plugin
 
 
 class Tools:
@@ -304,10 +305,10 @@ async def test_a_plugin_chooses_calls_through_the_hook_and_its_reason_is_shown(
 ) -> None:
     workspace.scripted_agent("p", SCRIPT, tools=["look", "delete"])  # no confirm_tools
 
-    def soulacy_tool_approval(tool_name: str, arguments: dict[str, Any]) -> str | None:
-        return "looking at a.txt needs a person" if arguments.get("path") == "a.txt" else None
+    def needs_approval(run: Any, call: ToolCall) -> str | None:
+        return "looking at a.txt needs a person" if call.arguments.get("path") == "a.txt" else None
 
-    chooser = throwaway_plugin("chooser", soulacy_tool_approval=soulacy_tool_approval)
+    chooser = participant_plugin("chooser", needs_approval=needs_approval)
     kernel = make_kernel(extra_plugins=[tools.plugin(), chooser])
     events = kernel.events.subscribe(buffer=float("inf"))
     try:
@@ -335,8 +336,8 @@ async def test_a_call_the_permission_hook_refuses_is_never_put_to_a_person(
     make_kernel: Callable[..., Kernel],
     tools: Tools,
 ) -> None:
-    deny = throwaway_plugin(
-        "deny", soulacy_tool_permission=lambda tool_name: False if tool_name == "delete" else None
+    deny = participant_plugin(
+        "deny", before_tool_call=lambda run, call: "no" if call.name == "delete" else None
     )
     kernel = make_kernel(extra_plugins=[tools.plugin(), deny])
     events = kernel.events.subscribe(buffer=float("inf"))

@@ -13,7 +13,7 @@ from conftest import config, executed, stdio_server, tool_results
 
 from soulacy.kernel import Event, Kernel, open_kernel
 from soulacy.plugins.mcp import service_of
-from soulacy.testing import Workspace, throwaway_plugin
+from soulacy.testing import Workspace, participant_plugin
 
 
 def record(kernel: Kernel) -> trio.MemoryReceiveChannel[Event]:
@@ -186,9 +186,11 @@ async def test_a_denied_call_and_bad_arguments_never_reach_the_server(
             ["docs__note"],
             ["docs"],
         )
-    deny = throwaway_plugin(
+    deny = participant_plugin(
         "deny",
-        soulacy_tool_permission=lambda agent_id, tool_name, arguments: agent_id != "denied",
+        before_tool_call=lambda run, call: (
+            f"permission denied for tool {call.name!r}" if run.agent_id == "denied" else None
+        ),
     )
     kernel = load(deny)
     async with open_kernel(kernel=kernel):
