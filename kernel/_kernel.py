@@ -6,7 +6,7 @@ import inspect
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
@@ -110,6 +110,10 @@ class Kernel:
         self._agents: dict[str, AgentSpec] = {}
         self._provider_types: tuple[list[Any], dict[str, ProviderType]] | None = None
         self.read_only = False  # a read command's kernel: stores create and change no file
+        # The kernel's nursery while it is open (open_kernel): its background work runs there,
+        # each task in a cancel scope of its own, cancelled once the services have stopped.
+        self._nursery: trio.Nursery | None = None
+        self._background: set[trio.CancelScope] = set()
         self._runner: Runner | None = None  # asked for on first use
         self._providers: ProviderRegistry | None = None  # asked for on first use
         self._store: Store | None = None
@@ -531,6 +535,43 @@ class Kernel:
         callers = [call for _, call in self.pm.plugin_callers("soulacy_unconfigure")]
         await call_each(reversed(callers), kernel=self)
 
+    # -- background work -----------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the kernel is open (:func:`open_kernel`): its nursery hosts background work."""
+        return self._nursery is not None
+
+    def start_soon(
+        self, async_fn: Callable[..., Awaitable[object]], *args: object, name: str | None = None
+    ) -> bool:
+        """Start kernel-scoped background work (a lease keeper, a checkpointer, a listener) in
+        the kernel's nursery, while the kernel is open; False when it is not (do the work in
+        the caller's own nursery, or inline). The work runs until it returns or, once the
+        services have stopped, is cancelled; ``open_kernel`` waits for it, and an exception
+        it raises comes out of ``open_kernel`` (decision 0062): work that must outlive a
+        failure catches what it expects, never everything."""
+        nursery = self._nursery
+        if nursery is None:
+            return False
+        nursery.start_soon(self._run_background, async_fn, args, name=name or async_fn)
+        return True
+
+    async def _run_background(
+        self, async_fn: Callable[..., Awaitable[object]], args: tuple[object, ...]
+    ) -> None:
+        with trio.CancelScope() as scope:
+            self._background.add(scope)
+            try:
+                await async_fn(*args)
+            finally:
+                self._background.discard(scope)
+
+    def _stop_background(self) -> None:
+        self._nursery = None  # what asks from now on does its work itself
+        for scope in list(self._background):
+            scope.cancel()
+
     # -- services ----------------------------------------------------------------------------
 
     def services(self) -> list[Service]:
@@ -592,23 +633,35 @@ async def open_kernel(
     is then cancelled, with a warning on the ``soulacy.kernel`` logger naming it.
     """
     kernel = kernel or Kernel.load(workspace, **load_options)
+    if kernel.is_open:
+        raise UsageError("the kernel is open already (one open_kernel block at a time)")
     grace: list[float] = []  # when the grace period ends, once the kernel is stopping
     running: list[Service] = []
+    stopped = _Stopped()
     try:
         async with trio.open_nursery() as nursery:
-            for service in kernel.services():
-                if services == "runs" and not getattr(service, "needed_by_runs", False):
-                    continue
-                kernel.started[service.name] = await nursery.start(_serve, service, grace)
-                running.append(service)
+            kernel._nursery = nursery  # background work (start_soon) shares it
             try:
+                for service in kernel.services():
+                    if services == "runs" and not getattr(service, "needed_by_runs", False):
+                        continue
+                    started = await nursery.start(_serve, service, grace, stopped)
+                    kernel.started[service.name] = started
+                    running.append(service)
                 yield kernel
             finally:
                 kernel.stopping.set()
                 drain = max((_drain_seconds(s) for s in running), default=0.0)
                 grace.append(trio.current_time() + grace_period + drain)
                 nursery.cancel_scope.deadline = grace[0]
+                # The runs a service drains still renew their leases: background work stops
+                # once every service has (or at the grace period's end, with everything).
+                try:
+                    await stopped.all_of(len(running))
+                finally:
+                    kernel._stop_background()
     finally:
+        kernel._stop_background()
         with trio.CancelScope(shield=True):  # after the services, which may still use them
             await kernel.aclose()
 
@@ -622,8 +675,29 @@ def _drain_seconds(service: Service) -> float:
         return 0.0
 
 
+class _Stopped:
+    """Counts the services that returned, for the kernel to wait for all of them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = trio.Event()
+
+    def one(self) -> None:
+        self.count += 1
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def all_of(self, services: int) -> None:
+        while self.count < services:
+            await self.changed.wait()
+
+
 async def _serve(
-    service: Service, grace: list[float], *, task_status: trio.TaskStatus[Any]
+    service: Service,
+    grace: list[float],
+    stopped: _Stopped,
+    *,
+    task_status: trio.TaskStatus[Any],
 ) -> None:
     try:
         await service.serve(task_status=task_status)
@@ -635,3 +709,5 @@ async def _serve(
                 service.name,
             )
         raise
+    finally:
+        stopped.one()

@@ -13,14 +13,13 @@ code) answers before them, as pluggy orders later registrations.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -345,21 +344,22 @@ class SoulacyPluginManager(pluggy.PluginManager):
         implements ``hook``, in the order pluggy keeps them (registration order, ``tryfirst``
         and ``trylast`` applied).
 
-        A caller runs through the manager's hook execution, as the relay does: tracing and
-        hook-call monitoring see it, and the plugin's own wrappers apply. Not
-        ``subset_hook_caller``: it puts plugins in a set, and plugin objects need not be
-        hashable.
+        Each caller is pluggy's ``subset_hook_caller`` without the other implementing plugins:
+        the manager's hook execution, so tracing and hook-call monitoring see it and the
+        plugin's own wrappers apply. (It keeps plugins in a set: a plugin object must be
+        hashable, as modules and plain instances are.)
         """
-        grouped: dict[int, list[pluggy.HookImpl]] = {}
+        order: dict[int, Any] = {}
         for impl in getattr(self.hook, hook).get_hookimpls():
-            grouped.setdefault(id(impl.plugin), []).append(impl)
+            order.setdefault(id(impl.plugin), impl.plugin)
+        plugins = list(order.values())
         return [
-            (impls[0].plugin_name, functools.partial(self._call_impls, hook, impls))
-            for impls in grouped.values()
+            (
+                self.get_name(plugin) or module_name(plugin),
+                self.subset_hook_caller(hook, [p for p in plugins if p is not plugin]),
+            )
+            for plugin in plugins
         ]
-
-    def _call_impls(self, hook: str, impls: list[pluggy.HookImpl], **kwargs: Any) -> list[Any]:
-        return cast("list[Any]", self._hookexec(hook, impls, kwargs, False))
 
     def named_contributions(self, hook: str, /, **kwargs: Any) -> list[tuple[str, Any]]:
         """(plugin name, answer) of each plugin implementing a collected hook, so that a

@@ -88,7 +88,18 @@ def throwaway_plugin(name: str = "throwaway", **hooks: Callable[..., Any]) -> An
     unknown = [key for key in hooks if not key.startswith("soulacy_")]
     if unknown:
         raise TypeError(f"hook implementations must be named soulacy_*: {unknown}")
-    return types.SimpleNamespace(name=name, **hooks)
+    return _Throwaway(name, hooks)
+
+
+class _Throwaway:
+    """A throwaway plugin: its hooks as attributes (hashable, as plugin objects must be)."""
+
+    def __init__(self, name: str, hooks: dict[str, Callable[..., Any]]) -> None:
+        self.name = name
+        self.__dict__.update(hooks)
+
+    def __repr__(self) -> str:
+        return f"<throwaway plugin {self.name!r}>"
 
 
 def participant_plugin(name: str = "participant", **methods: Callable[..., Any]) -> Any:
@@ -100,5 +111,5 @@ def participant_plugin(name: str = "participant", **methods: Callable[..., Any])
     unknown = [key for key in methods if key not in known or key.startswith("_")]
     if unknown:
         raise TypeError(f"not methods of a RunParticipant: {unknown}")
-    participant = types.SimpleNamespace(**methods)
+    participant = types.SimpleNamespace(**methods)  # not a plugin: need not be hashable
     return throwaway_plugin(name, soulacy_run_participants=lambda: [participant])

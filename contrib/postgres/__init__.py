@@ -113,6 +113,7 @@ def store_of(kernel: Kernel) -> PostgresStore:
             # A kernel of a read command (`soulacy runs`, `history` …) migrates and writes nothing.
             read_only=kernel.read_only,
         )
+        store.start_soon = kernel.start_soon
         kernel.stash[_store_key] = store
     return store
 

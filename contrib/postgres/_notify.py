@@ -46,12 +46,15 @@ class Listener:
     def listening(self) -> bool:
         return self._listening.is_set()
 
-    async def start(self) -> None:
-        """Start listening (once); return when LISTEN took effect, or after a short wait."""
+    async def start(self, start_soon: Callable[..., bool]) -> None:
+        """Start listening (once, in the kernel's nursery: ``start_soon``); return when LISTEN
+        took effect, or after a short wait. With no nursery to listen in (the kernel is not
+        open) it returns at once: waiters poll."""
         if not self._started:
-            self._started = True
             self._token = trio.lowlevel.current_trio_token()
-            trio.lowlevel.spawn_system_task(self._listen, name="postgres listener")
+            self._started = start_soon(self._listen, name="postgres listener")
+            if not self._started:
+                return
         with trio.move_on_after(STARTUP_WAIT):
             await self._listening.wait()
 
@@ -94,10 +97,18 @@ class Listener:
         self._cancels = trio.Event()
 
     async def _listen(self) -> None:
+        try:
+            await self._listen_until_closed()
+        finally:  # cancelled with the kernel's nursery: the next open kernel starts it again
+            self._started = False
+            if self._listening.is_set():
+                self._lost()
+
+    async def _listen_until_closed(self) -> None:
         while not self._closing.is_set():
             try:
                 await trio.to_thread.run_sync(self._receive, abandon_on_cancel=True)
-            except Exception as exc:  # a system task must not raise
+            except (psycopg.Error, OSError) as exc:  # lost: waiters poll until it is back
                 if not self._closing.is_set() and not self._warned:
                     self._warned = True
                     log.warning(

@@ -243,6 +243,9 @@ class PostgresStore:
         self._swept_at = -math.inf  # time.monotonic() of the last sweep of old counters
         self._events_swept_at = -math.inf  # the same, for old run events
         self._listener = Listener(lambda: psycopg.connect(self._dsn, **self._connect_args()))
+        # Starts background work in the kernel's nursery (``Kernel.start_soon``, set by the
+        # plugin); False when there is none (the kernel is not open): waiters then poll.
+        self.start_soon: Callable[..., bool] = lambda *args, **kwargs: False
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -949,7 +952,7 @@ class PostgresStore:
         return await self._read("read cancel requests", read)
 
     async def wait_cancel_requests(self, after: int, seconds: float) -> None:
-        await self._listener.start()
+        await self._listener.start(self.start_soon)
         with trio.move_on_after(seconds):
             await self._listener.cancel_event().wait()
 
@@ -1050,7 +1053,7 @@ class PostgresStore:
             ).fetchone()
             return int(row[0]) if row and row[0] is not None else 0
 
-        await self._listener.start()
+        await self._listener.start(self.start_soon)
         with trio.move_on_after(seconds):
             while True:
                 announced = self._listener.run_event(run_id)  # taken before the look

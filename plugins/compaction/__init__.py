@@ -56,8 +56,6 @@ __all__ = [
 ]
 
 
-
-
 @hookimpl
 def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)  # soulacy_compaction_token_counter

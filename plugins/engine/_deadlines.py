@@ -4,7 +4,7 @@ A Trio cancel scope costs 12-18 µs to enter and leave on a 2-core machine, and 
 default finite timeouts opened three: its step's, its model call's and its tool call's. A step's
 and a model call's timeout stop what the strategy is doing (a ``RunStop`` it may catch), so one
 scope per tool loop serves every turn of it: a run keeps those two deadlines as floats on its
-:class:`RunClock`, and a :class:`Watchdog` -- one Trio system task per kernel, asleep until the
+:class:`RunClock`, and a :class:`Watchdog` -- one task per kernel, asleep until the
 earliest deadline it knows -- cancels the clock's ``target`` when one passes, saying which (the
 target is the innermost ``Run.timeouts()`` block, else the run's own scope). A tool call's
 timeout is an error result and the run goes on, so the call keeps a scope of its own, but one
@@ -18,6 +18,7 @@ deadline of a kind is later than the last).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import trio
 
@@ -95,10 +96,11 @@ class RunClock:
 
 class Watchdog:
     """Cancels what passed its deadline, for every watched run of one kernel. It runs while
-    runs are watched, as a system task of the Trio run they are in, and stops when it wakes to
-    find none."""
+    runs are watched, as a task of the kernel's nursery (of the run's own, when the kernel is
+    not open), and stops when it wakes to find none."""
 
-    def __init__(self) -> None:
+    def __init__(self, start: Callable[..., bool]) -> None:
+        self._start = start
         self.clocks: set[RunClock] = set()
         self.wake = INF  # when it wakes next (never later than a watched clock's deadline)
         self._sleep: trio.CancelScope | None = None
@@ -111,8 +113,7 @@ class Watchdog:
         self.clocks.add(clock)
         if not self._running:
             self.wake = min(self.wake, self._earliest())
-            trio.lowlevel.spawn_system_task(self._serve, name="soulacy deadlines")
-            self._running = True  # after the spawn: a spawn that failed leaves it startable
+            self._running = self._start(self._serve, name="soulacy deadlines")
 
     def forget(self, clock: RunClock) -> None:
         clock.target, clock.step, clock.model = None, INF, INF
@@ -138,6 +139,6 @@ class Watchdog:
                 self.wake = min((clock.check(now) for clock in list(self.clocks)), default=INF)
                 if not self.clocks:
                     break
-        finally:  # the next watched run starts it again (in whichever Trio run it is)
+        finally:  # the next watched run starts it again
             self._sleep, self._running, self.wake = None, False, INF
-            self.clocks.clear()  # what is left belongs to the Trio run that is ending
+            self.clocks.clear()  # cancelled: its nursery is closing, and their runs with it

@@ -52,11 +52,12 @@ from soulacy.kernel.store import (
 )
 
 from ._conversations import Capacity, ConversationRegistry, read_capacity
-from ._deadlines import INF, Watchdog
+from ._deadlines import INF
 from ._endings import answer_cut, answer_loaded
-from ._leases import CancelWatcher, Leases
+from ._leases import Leases
 from ._participants import Participants
 from ._run import EngineRun, ModelSetup, required
+from ._workers import CURRENT, Workers, starter
 
 if TYPE_CHECKING:
     from soulacy.kernel import Kernel, Settings
@@ -122,10 +123,9 @@ class Engine:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        self.watchdog = Watchdog()  # the runs' step, model and tool deadlines
         self.conversations = ConversationRegistry()
-        self.leases = Leases(kernel)
-        self.cancel_watcher = CancelWatcher(kernel, self.conversations, self.leases)
+        self._shared: Workers | None = None  # in the kernel's nursery, while it is open
+        self._detached: Workers | None = None  # outside runs of a kernel that is not open
         # The reservation caps of one configuration: ``config`` is replaced, never changed,
         # when the configuration changes (update_config), so they are read again then.
         self._caps: tuple[Settings, Capacity] | None = None
@@ -160,7 +160,35 @@ class Engine:
         return self.conversations.statistics()
 
     async def aclose(self) -> None:
-        await self.leases.aclose()
+        for workers in (self._shared, self._detached):
+            if workers is not None:
+                await workers.leases.aclose()
+        self._shared = self._detached = None
+
+    @property
+    def leases(self) -> Leases:
+        """The leases of the run the calling task belongs to, or of the open kernel."""
+        workers = CURRENT.get()
+        if workers is not None and workers.kernel is self.kernel:
+            return workers.leases
+        shared = self._workers()
+        if shared is None:
+            # Outside any run of a kernel that is not open (an operator command): leases are
+            # taken and given back, not renewed. Fenced writes keep a hold longer than
+            # ``leases.ttl`` from writing once it lapsed.
+            if self._detached is None:
+                self._detached = Workers(self.kernel, self.conversations, _nowhere)
+            return self._detached.leases
+        return shared.leases
+
+    def _workers(self) -> Workers | None:
+        """The shared workers while the kernel is open (None: it is not)."""
+        kernel = self.kernel
+        if not kernel.is_open:
+            return None
+        if self._shared is None:
+            self._shared = Workers(kernel, self.conversations, kernel.start_soon)
+        return self._shared
 
     def _capacity(self) -> Capacity:
         # Read at each reservation, not each turn: a PATCH of the caps applies to the next run
@@ -176,6 +204,32 @@ class Engine:
     # -- runs --------------------------------------------------------------------------------
 
     async def run(self, request: RunRequest) -> RunResult:
+        shared = self._workers()
+        if shared is not None:
+            return await self._run(request, shared)
+        # A kernel that is not open: this run's background work runs in a nursery of its own.
+        # What the run raises is raised as it is, not in an exception group; what a worker
+        # raises comes out of the nursery.
+        failure: Exception | None = None
+        result: RunResult | None = None
+        async with trio.open_nursery() as nursery:
+            workers = Workers(self.kernel, self.conversations, starter(nursery))
+            token = CURRENT.set(workers)
+            try:
+                result = await self._run(request, workers)
+            except Exception as exc:
+                failure = exc
+            finally:
+                CURRENT.reset(token)
+                with trio.CancelScope(shield=True):  # what the store refused: once more
+                    await workers.leases.aclose()
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        assert result is not None
+        return result
+
+    async def _run(self, request: RunRequest, workers: Workers) -> RunResult:
         kernel = self.kernel
         run_id = request.run_id or new_id()
         session_id = request.session_id or new_id()
@@ -205,9 +259,9 @@ class Engine:
         except BaseException:
             self.release(handle)
             raise
-        run = EngineRun(self, request, run_id, session_id, policy, agent)
+        run = EngineRun(self, workers, request, run_id, session_id, policy, agent)
         try:
-            self.cancel_watcher.ensure()
+            workers.cancel_watcher.ensure()
             with handle.scope:
                 async with self.conversations.turn(handle):
                     await self._guarded(run, handle)
@@ -229,7 +283,7 @@ class Engine:
         """Drive the run under its conversation's lease, then store how it ended (still
         under the lease: the next turn of the conversation reads the whole of this one)."""
         try:
-            run.held = await self.leases.acquire(
+            run.held = await run.workers.leases.acquire(
                 handle.conversation.lease_key(),
                 holder=run.run_id,
                 queue=True,
@@ -339,13 +393,13 @@ class Engine:
 
         with trio.move_on_after(_seconds(policy.run_timeout)) as run_scope:
             run.timeout_scope = run_scope
-            self.watchdog.watch(run.clock, run_scope)  # its step and model calls end it
+            run.workers.watchdog.watch(run.clock, run_scope)  # its step and model calls end it
             try:
                 await strategy(run)
             except RunStop as stop:
                 self._finish(run, stop.status, stop.reason, stop.error, stop.evidence)
             finally:
-                self.watchdog.forget(run.clock)
+                run.workers.watchdog.forget(run.clock)
         fired = run.clock.took(run_scope)
         if run_scope.cancelled_caught:
             # The run's own deadline first, as the outermost scope catches it.
@@ -798,9 +852,11 @@ class Engine:
                 # running, alive, not interrupted, while this process lives) until the lease
                 # keeper stores the outcome, at a heartbeat when the store answers again.
                 store = self.kernel.store()
-                self.leases.keep_until_written(run.held, lambda: self._store_unstored(run, store))
+                run.workers.leases.keep_until_written(
+                    run.held, lambda: self._store_unstored(run, store)
+                )
             elif run.held is not None:  # _complete always runs shielded (see its two callers)
-                await self.leases.release(run.held, shielded=True)
+                await run.workers.leases.release(run.held, shielded=True)
         if run.suspended:  # not ended: it resumes, as its next attempt, once decided
             await self._emit(run, "run.suspended", {"awaiting": run.awaiting})
             return
@@ -925,3 +981,8 @@ def _last_text(messages: Sequence[Message]) -> str:
         if message.role == "assistant" and message.content.strip():
             return message.content
     return ""
+
+
+def _nowhere(*args: object, **kwargs: object) -> bool:
+    """``start`` of workers that have no nursery: nothing is started."""
+    return False

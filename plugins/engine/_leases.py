@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("soulacy.kernel.leases")
 
+# How a worker starts its task: in the kernel's nursery while it is open, else in the nursery
+# of the run it serves; True when started (decision 0062).
+Start = Callable[..., bool]
+
 POLL_FIRST = 0.005  # seconds: the first wait for a held lease, doubled up to POLL_MAX
 POLL_MAX = 0.25
 
@@ -37,15 +41,18 @@ POLL_MAX = 0.25
 class Leases:
     """The kernel's leases (``kernel.leases``).
 
-    One Trio system task renews every lease the kernel holds, in one store call per
-    heartbeat (``renew_leases`` takes them all): a task and a sleep per lease cost every run
-    its spawn and its cancellation, and 10,000 concurrent runs as many renewals a heartbeat. A
-    system task rather than a nursery of the caller's: a nursery around a run would wrap the
-    run's own exceptions in exception groups.
+    One task renews every lease the kernel holds, in one store call per heartbeat
+    (``renew_leases`` takes them all): a task and a sleep per lease cost every run its spawn
+    and its cancellation, and 10,000 concurrent runs as many renewals a heartbeat. The task
+    runs in the kernel's nursery while the kernel is open; a run of a kernel that is not open
+    has a keeper of its own, in its own nursery (decision 0062). A store error is logged and
+    retried at the next heartbeat; any other error ends the keeper and comes out of that
+    nursery.
     """
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, start: Start) -> None:
         self.kernel = kernel
+        self._start = start
         self._held: dict[HeldLease, Callable[[], None] | None] = {}  # and what to call if lost
         # Held leases kept for a write the store refused (a run's outcome), and that write.
         self._pending: dict[HeldLease, Callable[[], Awaitable[None]]] = {}
@@ -84,8 +91,7 @@ class Leases:
                 held = HeldLease(grant.lease, grant.took_over_from)
                 self._held[held] = on_lost
                 if not self._keeping:
-                    trio.lowlevel.spawn_system_task(self._keep, name="lease renewals")
-                    self._keeping = True  # after the spawn: one that failed leaves it startable
+                    self._keeping = self._start(self._keep, name="lease renewals")
                 return held
             if not wait:
                 return None
@@ -178,7 +184,7 @@ class Leases:
                     renewed = await store.renew_leases(
                         [h.lease for h in held], settings.ttl.seconds
                     )
-                except Exception as exc:  # a system task must not raise
+                except StorageError as exc:
                     # Unreachable store: the leases may still be ours (a takeover, if any,
                     # shows at the next renewal or write); keep trying.
                     log.warning("renewing %d leases failed: %s", len(held), exc)
@@ -192,12 +198,8 @@ class Leases:
                         await self._lost(store, one, self._held.pop(one))
                 if self._pending:
                     await self._write_pending()
-        finally:  # the next lease acquired starts it again (in whichever Trio run it is)
+        finally:  # the next lease acquired starts it again; what is pending stays for aclose
             self._keeping = False
-            self._pending.clear()
-            # It stops with leases held only when their Trio run ends: they belong to it, and
-            # the next run's keeper must not renew them (they expire on their own).
-            self._held.clear()
 
     async def _write_pending(self) -> None:
         """Retry the writes the store refused, each under its lease (renewed meanwhile);
@@ -248,8 +250,11 @@ class CancelWatcher:
     kernel's runs: one read every ``leases.cancel_poll`` while runs are reserved, or as soon as
     the store announces a request; none when the store is single-process or nothing runs."""
 
-    def __init__(self, kernel: Kernel, conversations: ConversationRegistry, leases: Leases) -> None:
+    def __init__(
+        self, kernel: Kernel, conversations: ConversationRegistry, leases: Leases, start: Start
+    ) -> None:
         self.kernel = kernel
+        self._start = start
         self.conversations = conversations
         self.leases = leases
         self.running = False
@@ -257,8 +262,7 @@ class CancelWatcher:
     def ensure(self) -> None:
         if self.running or not self.kernel.store().multi_process:
             return
-        self.running = True
-        trio.lowlevel.spawn_system_task(self._watch, name="cancel watcher")
+        self.running = self._start(self._watch, name="cancel watcher")
 
     async def _watch(self) -> None:
         kernel = self.kernel
@@ -275,7 +279,7 @@ class CancelWatcher:
                 cursor = max([cursor or -1, *(request.id for request in requests)])
                 # A store that announces requests (PostgreSQL's NOTIFY) wakes this at once.
                 await store.wait_cancel_requests(cursor, poll)
-        except Exception as exc:  # a system task must not raise; the next run restarts it
+        except StorageError as exc:  # the next run starts it again
             log.warning("watching for cancellations failed: %s", exc)
         finally:
             self.running = False

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from soulacy.kernel.policy import ExecutionPolicy
 
     from ._engine import Engine
+    from ._workers import Workers
 
 
 @attrs.define
@@ -49,6 +50,7 @@ class EngineRun:
     def __init__(
         self,
         engine: Engine,
+        workers: Workers,
         request: RunRequest,
         run_id: str,
         session_id: str,
@@ -57,6 +59,7 @@ class EngineRun:
     ) -> None:
         kernel = engine.kernel
         self._engine = engine
+        self.workers = workers  # its lease keeper, cancel watcher and watchdog
         self.agent = agent
         self.tools: dict[str, Tool] = {}
         self.detector: ProgressDetector | None = None
@@ -99,7 +102,7 @@ class EngineRun:
         self.timeout_scope: trio.CancelScope | None = None
         # The deadlines of its step (an operation timeout, which a person's decision never
         # uses up), its model call and its tool call, enforced by the kernel's watchdog.
-        self.clock = RunClock(engine.watchdog)
+        self.clock = RunClock(workers.watchdog)
         self.awaiting: str | None = None  # the call id it waits to have approved, meanwhile
         # Stopped from outside (its process shutting down) while it waited for approval: it is
         # left as the store reads a crashed run (interrupted), so a decision resumes it.

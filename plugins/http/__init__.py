@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the app, the service and the run logs import trio (decision
     import pluggy
 
     from soulacy.kernel import Kernel, Service
+    from soulacy.kernel.engine import Run
 
     from ._app import Api
     from ._runlog import RunLogs
@@ -122,6 +123,8 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
         ("events_per_run", server.events_per_run, 1, None),
         ("finished_runs_kept", server.finished_runs_kept, 0, None),
         ("max_streams_per_principal", server.max_streams_per_principal, 0, None),
+        ("max_requests_per_principal", server.max_requests_per_principal, 0, None),
+        ("body_min_rate", server.body_min_rate, 0, None),
     ]
     issues = []
     for key, value, low, high in checks:
@@ -141,6 +144,16 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
             where = where or Location(str(config.file))
             issues.append(ConfigIssue(where, path, message, origin, True))
     return issues
+
+
+@hookimpl
+def soulacy_run_participants(kernel: Kernel, run: Run) -> None:
+    """Takes no part in the turns: a kernel that shares its runs' events through the store
+    gives each run's log the lease the run holds, the fence of the log's shared copy (a stale
+    owner's events are refused). Called once per run, after its ``run.started``."""
+    logs = kernel.stash.get(_logs_key, None)
+    if logs is not None and logs.publish is not None:
+        logs.hold(run.run_id, run.held)
 
 
 @hookimpl

@@ -3,9 +3,12 @@ the routes other plugins add through ``soulacy_http_routes`` (API routes and roo
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import math
 import re
+import time
 import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable
@@ -31,7 +34,7 @@ from soulacy.kernel import (
     structure,
 )
 from soulacy.kernel.approvals import approvals_of
-from soulacy.kernel.store import RunEvents, RunRecord, label_interrupted
+from soulacy.kernel.store import RunEvents, RunRecord, StorageError, label_interrupted
 from soulacy.kernel.yamlio import load_yaml_file, plain
 
 from ._asgi import (
@@ -41,6 +44,7 @@ from ._asgi import (
     Send,
     adding_headers,
     parse_json,
+    refuse_websocket,
     send_empty,
     send_json,
     sse,
@@ -48,7 +52,7 @@ from ._asgi import (
 from ._config import ServerConfig, chat_deadline
 from ._gather import gathered
 from ._guard import Guard
-from ._limits import check_depth, check_json_type, check_unicode, last_event_id
+from ._limits import RequestSlots, check_depth, check_json_type, check_unicode, last_event_id
 from ._principals import Principals
 from ._runlog import RunLog, RunLogs, frame_of
 from ._shared import PAGE, pump_stored
@@ -73,6 +77,13 @@ CAPACITY_KEYS = {
     "principal": "runtime.max_concurrent_sessions_per_principal",
 }
 _ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")  # no "/": ids appear in URL paths
+STORE_RETRY_AFTER = 5  # seconds: the Retry-After of a 503 while the store is unavailable
+READY_EVERY = 1.0  # seconds a readiness check is reused: probes cost the store little
+READY_WAIT = 2.0  # seconds /ready waits for the store; then "not ready", the check goes on
+OUTAGE_LOG_EVERY = 60.0  # seconds between two warnings of one store outage
+READY_KEY = "http.ready"  # the store's state row the readiness check reads and writes
+
+log = logging.getLogger("soulacy.http")
 
 Handler = Callable[[Request], Awaitable[None]]
 Auth = Literal["none", "key", "key or token", "admin"]
@@ -137,6 +148,8 @@ class Api:
         self.config = config
         self.logs = logs
         self.runs: trio.Nursery | None = None  # where runs execute, apart from requests
+        # Where a readiness check outlives the /ready that waits for it no longer (serve).
+        self.background: trio.Nursery | None = None
         self._live: set[str] = set()  # the ids of the runs started here that have not ended
         self._quiet: trio.Event | None = None  # set when one ends or begins to wait for a person
         self.principals = Principals(config)
@@ -146,11 +159,16 @@ class Api:
         self.streams = StreamSlots(
             lambda: int(kernel.config.section("server").max_streams_per_principal)
         )
+        self.requests = RequestSlots(
+            lambda: int(kernel.config.section("server").max_requests_per_principal)
+        )
+        self.store_status = StoreStatus(kernel)
         # run id -> principal, from the synchronous claim until the run's log is open: the
         # check and the claim of a run id are never separated by an await.
         run = r"/runs/(?P<run_id>[^/]+)"
         self.routes: list[Route] = [
             Route("GET", re.compile(r"/health"), self.health, "none"),
+            Route("GET", re.compile(r"/ready"), self.ready, "none"),
             Route("GET", re.compile(r"/openapi\.json"), self.openapi, "none"),
             Route("POST", re.compile(r"/chat"), self.chat, "key"),
             Route("POST", re.compile(r"/chat/stream"), self.chat_stream, "key"),
@@ -218,7 +236,7 @@ class Api:
             )
             try:
                 answer = await route.handler(view)
-            except (HttpError, UsageError):
+            except (HttpError, UsageError, StorageError):  # a StorageError is answered 503
                 raise
             except ConfigError as exc:
                 raise HttpError(
@@ -251,6 +269,9 @@ class Api:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
             return
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             raise RuntimeError(f"unsupported ASGI scope {scope['type']!r}")
         request = Request.from_scope(scope, receive, send)
@@ -260,7 +281,10 @@ class Api:
         try:
             self.guard.check_host(request.headers)
             handler = self._route(request)
-            await handler(request)
+            with self.requests.take(request.principal):
+                await handler(request)
+        except StorageError as exc:  # an outage, not a bug: 503, and no traceback per request
+            await self._store_unavailable(request, exc)
         except HttpError as exc:
             await send_json(request.send, exc.status, exc.body(), exc.headers)
         except ConfigError as exc:
@@ -271,6 +295,34 @@ class Api:
             )
         except UsageError as exc:
             await send_json(request.send, 400, {"error": str(exc), "status": 400})
+        except BaseExceptionGroup as group:  # a stream's nursery wraps what its pump raised
+            outage = _only_storage_errors(group)
+            if outage is None:
+                raise
+            await self._store_unavailable(request, outage)
+
+    async def _store_unavailable(self, request: Request, exc: StorageError) -> None:
+        error = self.store_status.unavailable(exc)
+        if request.streaming:  # its answer (SSE) has begun: end it; EventSource reconnects
+            comment = f": {error.message}\n\n".encode()
+            await request.send({"type": "http.response.body", "body": comment})
+        else:
+            await send_json(request.send, error.status, error.body(), error.headers)
+
+    async def _websocket(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """A WebSocket upgrade: this API has no WebSocket route (its streams are SSE). After the
+        Host check and the key (as any route's), a 400 saying so; never a 500."""
+        request = Request.from_scope(scope, receive, send)
+        try:
+            self.guard.check_host(request.headers)
+            self.principals.authenticate(request.headers, request.client)
+            raise HttpError(
+                400,
+                "WebSocket is not served: this API streams with Server-Sent Events"
+                f" (POST {PREFIX}/chat/stream, GET {PREFIX}/runs/{{run_id}}/events)",
+            )
+        except HttpError as exc:
+            await refuse_websocket(scope, send, exc.status, exc.body(), exc.headers)
 
     def _route(self, request: Request) -> Handler:
         if request.path == PREFIX or request.path.startswith(PREFIX + "/"):
@@ -335,7 +387,12 @@ class Api:
     async def _json(self, request: Request) -> Any:
         """The JSON body of a request: JSON content type, bounded size and nesting depth."""
         check_json_type(request.headers)
-        raw = await request.body(self.config.max_body_bytes)
+        server: ServerConfig = self.kernel.config.section("server")  # a PATCH applies
+        raw = await request.body(
+            self.config.max_body_bytes,
+            within=float(server.body_timeout.seconds),
+            min_rate=server.body_min_rate,
+        )
         check_depth(raw, self.config.max_json_depth)
         data = parse_json(raw)
         check_unicode(data)
@@ -354,12 +411,33 @@ class Api:
     def _token_header(self, run_id: str, principal: str | None) -> dict[str, str]:
         if principal is None or self.principals.keyless:
             return {}
-        return {TOKEN_HEADER: self.tokens.issue(run_id, principal)[0]}
+        key = self.principals.keys[principal]
+        return {TOKEN_HEADER: self.tokens.issue(run_id, principal, key)[0]}
 
     # -- handlers --------------------------------------------------------------------------
 
     async def health(self, request: Request) -> None:
+        """Liveness: the process answers. It never asks the store (``/ready`` does)."""
         await send_json(request.send, 200, {"status": "ok"})
+
+    async def ready(self, request: Request) -> None:
+        """Readiness: whether the store answers a read and a write (checked at most once a
+        second, whoever asks). No key needed, as for ``/health``: load balancers probe without
+        one, and the answer holds nothing of any principal."""
+        failed = await self.store_status.check(self.background)
+        name = self.store_status.name
+        store: dict[str, Any] = {"name": name, "available": failed is None}
+        if failed is None:
+            await send_json(request.send, 200, {"status": "ready", "store": store})
+            return
+        store["failed"] = failed
+        what = f"within {READY_WAIT:g} s" if failed == "time" else f"a {failed}"
+        raise HttpError(
+            503,
+            f"not ready: the store ({name}) did not answer {what}",
+            headers={"retry-after": str(STORE_RETRY_AFTER)},
+            extra={"store": store},
+        )
 
     async def openapi(self, request: Request) -> None:
         await send_json(request.send, 200, json.loads(OPENAPI.read_text()))
@@ -517,8 +595,11 @@ class Api:
                 f"the HTTP deadline passed; run {log.run_id!r} goes on:"
                 f" GET {PREFIX}/runs/{log.run_id}",
             )
+        result = dict(log.result.data)
+        if _failed_on_the_store(result):  # an outage: retry the same run id once it is over
+            raise self.store_status.run_failed(result)
         headers = self._token_header(log.run_id, request.principal)
-        await send_json(request.send, 200, dict(log.result.data), headers)
+        await send_json(request.send, 200, result, headers)
 
     async def chat_stream(self, request: Request) -> None:
         with ExitStack() as slot:
@@ -541,7 +622,8 @@ class Api:
                 raise HttpError(404, f"no run {run_id!r}")
         if not self._visible(owner, request) or request.principal is None:
             raise HttpError(404, f"no run {run_id!r}")
-        token, expires = self.tokens.issue(run_id, request.principal)
+        key = self.principals.keys[request.principal]
+        token, expires = self.tokens.issue(run_id, request.principal, key)
         await send_json(
             request.send,
             200,
@@ -750,6 +832,131 @@ class Api:
         await send_json(request.send, 200, {"changed": changed})
 
 
+class StoreStatus:
+    """What the API says of its store: its name in a 503 (``unavailable``), one warning per
+    minute of an outage rather than a traceback per request, and the readiness check of
+    ``/ready``: one at a time, reused for :data:`READY_EVERY` however many ask, waited for
+    :data:`READY_WAIT` at most (a store call cannot be abandoned: a locked SQLite file waits
+    its ``busy_timeout``, an unreachable server its ``connect_timeout``)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self._checked_at = -math.inf
+        self._failed: str | None = None
+        self._checking: trio.Event | None = None  # set when the check under way ends
+        self._began = -math.inf  # when it began
+        self._logged_at = -math.inf
+        self._unlogged = 0
+
+    @functools.cached_property
+    def name(self) -> str:
+        """The plugin that gives the store (``sqlite_store``, ``postgres`` …)."""
+        module = type(self.kernel.store()).__module__
+        found = []
+        for name, plugin in self.kernel.pm.list_name_plugin():
+            home = getattr(plugin, "__name__", None)  # a plugin module's; an object has none
+            if isinstance(home, str) and (module == home or module.startswith(home + ".")):
+                found.append((len(home), name))  # the innermost module that holds the store
+        return max(found)[1] if found else type(self.kernel.store()).__name__
+
+    def unavailable(self, exc: StorageError) -> HttpError:
+        """The 503 of a request the store failed: what failed is logged, not answered."""
+        self._warn(str(exc))
+        return HttpError(
+            503,
+            f"the store ({self.name}) is unavailable; retry later",
+            headers={"retry-after": str(STORE_RETRY_AFTER)},
+            extra={"store": {"name": self.name, "available": False}},
+        )
+
+    def run_failed(self, result: dict[str, Any]) -> HttpError:
+        """The 503 of a chat whose run ended ``failed (storage_error)``: the same run id,
+        asked again once the store answers, is the run's next attempt."""
+        self._warn(str((result.get("metadata") or {}).get("error") or "a run failed on it"))
+        run_id = result.get("run_id")
+        return HttpError(
+            503,
+            f"the store ({self.name}) is unavailable: run {run_id!r} failed on it;"
+            " retry it (the same run_id) later",
+            headers={"retry-after": str(STORE_RETRY_AFTER)},
+            extra={
+                "store": {"name": self.name, "available": False},
+                "run_id": run_id,
+                "session_id": result.get("session_id"),
+            },
+        )
+
+    def _warn(self, cause: str) -> None:
+        now = trio.current_time()
+        if now - self._logged_at < OUTAGE_LOG_EVERY:
+            self._unlogged += 1
+            return
+        since = f" ({self._unlogged} more answered 503 since the last warning)"
+        log.warning(
+            "the store (%s) is unavailable; requests get 503 with Retry-After until it answers:"
+            " %s%s",
+            self.name,
+            redact_text(cause),
+            since if self._unlogged else "",
+        )
+        self._logged_at, self._unlogged = now, 0
+
+    async def check(self, nursery: trio.Nursery | None) -> str | None:
+        """None when the store answered a read and a write; else what failed: ``read``,
+        ``write``, or ``time`` (no answer within :data:`READY_WAIT`). The check runs in
+        ``nursery`` (without one: in this task, however long it takes)."""
+        if self._checking is None and trio.current_time() - self._checked_at < READY_EVERY:
+            return self._failed
+        if self._checking is None:  # one check at a time: the others wait for its answer
+            self._checking, self._began = trio.Event(), trio.current_time()
+            if nursery is None:
+                await self._check()
+            else:
+                nursery.start_soon(self._check)
+        checking = self._checking
+        if checking is not None:
+            with trio.move_on_at(self._began + READY_WAIT):
+                await checking.wait()
+            if not checking.is_set():
+                self._warn(f"no answer to the readiness check within {READY_WAIT:g} s")
+                return "time"
+        return self._failed
+
+    async def _check(self) -> None:
+        store = self.kernel.store()
+        step: str | None = "read"
+        try:
+            await store.load_state(READY_KEY)
+            step = "write"  # a store that reads but cannot write (read-only, locked) is not ready
+            await store.save_state(READY_KEY, {"checked_at": time.time()})
+            step = None
+        except StorageError as exc:
+            self._warn(str(exc))
+        finally:  # cancelled (the server stops): the step under way counts as failed
+            self._failed, self._checked_at = step, trio.current_time()
+            checking, self._checking = self._checking, None
+            if checking is not None:
+                checking.set()
+
+
+def _failed_on_the_store(result: dict[str, Any]) -> bool:
+    metadata = result.get("metadata") or {}
+    return result.get("status") == "failed" and metadata.get("incomplete_reason") == (
+        "storage_error"
+    )
+
+
+def _only_storage_errors(group: BaseExceptionGroup[BaseException]) -> StorageError | None:
+    """The first StorageError of ``group`` when it holds nothing else, else None."""
+    outages, rest = group.split(StorageError)
+    if outages is None or rest is not None:
+        return None
+    first: BaseException = outages
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first if isinstance(first, StorageError) else None
+
+
 def _capacity(exc: CapacityError) -> HttpError:
     key = CAPACITY_KEYS.get(exc.scope, "runtime.max_concurrent_sessions")
     retry = str(max(1, math.ceil(exc.retry_after)))
@@ -767,6 +974,7 @@ def _query(query: str, name: str) -> str | None:
 
 
 async def _sse_start(request: Request, headers: dict[str, str] | None = None) -> None:
+    request.streaming = True
     raw = [
         (b"content-type", b"text/event-stream"),
         (b"cache-control", b"no-cache"),

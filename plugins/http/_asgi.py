@@ -53,6 +53,7 @@ class Request:
     params: dict[str, str] = attrs.Factory(dict)
     principal: str | None = None
     token_run: str | None = None  # the run whose events token authenticated the request
+    streaming: bool = False  # its answer (an SSE stream) has begun: no other answer can follow
 
     @classmethod
     def from_scope(cls, scope: Mapping[str, Any], receive: Receive, send: Send) -> Request:
@@ -61,7 +62,7 @@ class Request:
         }
         client = scope.get("client")
         return cls(
-            scope["method"],
+            scope.get("method", "GET"),  # a WebSocket upgrade's scope has none: it is a GET
             scope["path"],
             headers,
             client[0] if client else None,
@@ -71,13 +72,26 @@ class Request:
             send,
         )
 
-    async def body(self, limit: int) -> bytes:
+    async def body(self, limit: int, *, within: float = 0.0, min_rate: float = 0.0) -> bytes:
+        """The whole body: 413 past ``limit`` bytes; 408 when it does not arrive ``within``
+        seconds plus one per ``min_rate`` bytes received (``_limits.body_deadline``; ``within``
+        0: no deadline)."""
+        import trio  # on a request's path only: registering the plugin imports no trio
+
+        from ._limits import body_deadline, body_too_slow
+
         declared = self.headers.get("content-length", "")
         if declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise HttpError(413, f"request body larger than {limit} bytes")
         chunks, size = [], 0
+        started = trio.current_time()
         while True:
-            message = await self.receive()
+            deadline = body_deadline(started, size, within, min_rate)
+            message = None
+            with trio.move_on_at(deadline):  # math.inf: none
+                message = await self.receive()
+            if message is None:
+                raise body_too_slow(within, min_rate)
             if message["type"] == "http.disconnect":
                 raise HttpError(400, "client disconnected")
             chunk = message.get("body", b"")
@@ -146,3 +160,19 @@ def sse_text(event_id: int | None, name: str, text: str) -> bytes:
     if event_id is None:
         return f"event: {name}\ndata: {text}\n\n".encode()
     return f"id: {event_id}\nevent: {name}\ndata: {text}\n\n".encode()
+
+
+async def refuse_websocket(
+    scope: Mapping[str, Any], send: Send, status: int, body: Any, headers: Mapping[str, str]
+) -> None:
+    """Answer a WebSocket upgrade with an HTTP error (the ASGI ``websocket.http.response``
+    extension, which hypercorn offers); without it, close the handshake (the server answers
+    403 with no body)."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    payload = json.dumps(body, default=str).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "websocket.http.response.start", "status": status, "headers": raw})
+    await send({"type": "websocket.http.response.body", "body": payload})

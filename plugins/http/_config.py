@@ -32,6 +32,13 @@ class ServerConfig:
     ``allowed_origins`` lists the browser origins that may change state and read answers
     (CORS). See docs/security.md. ``shutdown_grace`` is how long a stopping server lets its
     runs finish before it interrupts them (``0``: no wait; docs/http.md).
+
+    What one request may hold (docs/security.md#limits-and-their-defaults): a body must arrive
+    within ``body_timeout`` plus one second for every ``body_min_rate`` bytes received (408
+    otherwise; ``body_timeout: 0``: no deadline; ``body_min_rate: 0``: the whole body within
+    ``body_timeout``); one principal may have
+    ``max_requests_per_principal`` requests open at once, streams included (429 beyond it;
+    ``0``: no cap).
     """
 
     enabled: bool = True
@@ -51,6 +58,16 @@ class ServerConfig:
     # Write runs' SSE events to the store when processes share it, so that any of them serves
     # a stream that reconnects (docs/deploy.md); off: each process serves its own runs only.
     share_events: bool = True
+    # A request's body must arrive within body_timeout, plus one second per body_min_rate bytes
+    # received: a client at the minimum rate is never cut off, a trickle (one byte a second:
+    # never idle) is. body_timeout 0: no deadline; body_min_rate 0: the whole body within
+    # body_timeout.
+    body_timeout: Duration = Duration(30)
+    body_min_rate: int = 500  # bytes per second
+    # Requests one principal may have open at once, SSE streams and chats waiting for their
+    # answer included; above max_streams_per_principal plus the runs one principal may have
+    # (runtime.max_concurrent_sessions_per_principal: 50). 0: no cap.
+    max_requests_per_principal: int = 200
     # How long a stopping server lets its runs finish (new runs get 503 meanwhile); those
     # still running then end ``interrupted`` (``shutdown``), resumable by a same-id retry.
     shutdown_grace: Duration = Duration(30)

@@ -1,10 +1,14 @@
-"""Bounds on what a request may carry, checked before anything acts on it."""
+"""Bounds on what a request may carry and hold, checked before anything acts on it: its body's
+size, depth and pace, and how many requests one principal has open."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ._asgi import HttpError
@@ -70,3 +74,71 @@ def last_event_id(headers: Mapping[str, str]) -> int:
             {"Last-Event-ID": "expected an event id: 1 to 18 ASCII digits"},
         )
     return int(value)
+
+
+REQUESTS_KEY = "server.max_requests_per_principal"
+
+
+def body_deadline(started: float, received: int, timeout: float, min_rate: float) -> float:
+    """When the rest of a body must have arrived: ``timeout`` seconds after its read began, plus
+    one second for every ``min_rate`` bytes received so far (``math.inf``: ``timeout`` is 0).
+
+    A client sending at ``min_rate`` or faster is never cut off; one that stops, or trickles
+    (one byte a second is never idle), is, once what it sent no longer pays for its time.
+    """
+    if timeout <= 0:
+        return math.inf
+    return started + timeout + (received / min_rate if min_rate > 0 else 0.0)
+
+
+def body_too_slow(timeout: float, min_rate: float) -> HttpError:
+    """The 408 of a body that did not arrive in time; the connection is closed after it."""
+    rate = (
+        f", plus 1 s per {min_rate:g} bytes received (server.body_min_rate)" if min_rate > 0 else ""
+    )
+    return HttpError(
+        408,
+        f"the request body did not arrive in time: {timeout:g} s (server.body_timeout){rate}",
+        headers={"connection": "close"},
+    )
+
+
+class RequestSlots:
+    """How many requests each principal has open (from its authentication until its answer
+    ends, streams included), against ``server.max_requests_per_principal``, read at each
+    request so that a ``PATCH /config`` of it applies to the next one (0: no cap).
+
+    Without it, one key could hold any number of connections open (slow bodies, streams,
+    chats waiting for their answer) and the memory and file descriptors every other principal
+    needs. A request without a principal (``/health``, ``/ready``) is not counted.
+    """
+
+    def __init__(self, limit: Callable[[], int]) -> None:
+        self.limit = limit
+        self.open: Counter[str] = Counter()
+
+    @contextmanager
+    def take(self, principal: str | None) -> Iterator[None]:
+        if principal is None:
+            yield
+            return
+        limit = self.limit()
+        if limit and self.open[principal] >= limit:
+            raise HttpError(
+                429,
+                f"this principal has {limit} requests open, the most it may ({REQUESTS_KEY});"
+                " one frees when one of its requests ends",
+                headers={"retry-after": "1"},
+                extra={"limit": {"scope": "requests", "max": limit, "key": REQUESTS_KEY}},
+            )
+        self.open[principal] += 1
+        try:
+            yield
+        finally:
+            self.open[principal] -= 1
+            if not self.open[principal]:
+                del self.open[principal]
+
+    def statistics(self) -> dict[str, int]:
+        """The requests each principal has open now."""
+        return dict(self.open)

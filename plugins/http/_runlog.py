@@ -89,6 +89,9 @@ class RunLog:
     # later attempt of the run replaced it there (its own streams still get every event)
     unshared: bool = False
     _changed: trio.Event | None = attrs.field(default=None, init=False)
+    # what wait_appended's callers wait for: set at the append of the lowest id asked
+    _appended: trio.Event | None = attrs.field(default=None, init=False)
+    _appended_at: int = attrs.field(default=0, init=False)
 
     @property
     def finished(self) -> bool:
@@ -101,6 +104,19 @@ class RunLog:
         if self._changed is None:
             self._changed = trio.Event()
         return self._changed
+
+    async def wait_appended(self, event_id: int) -> None:
+        """Return once the event ``event_id`` was appended, or the run finished: a stream that
+        gathers (``_gather.gathered``) sleeps through the appends until then, woken once. The
+        streams of a run share one event, set at the lowest id any of them waits for: a stream
+        woken before its own id waits again."""
+        while self.next_id <= event_id and self.result is None:
+            if self._appended is None:
+                self._appended = trio.Event()
+                self._appended_at = event_id
+            elif event_id < self._appended_at:
+                self._appended_at = event_id
+            await self._appended.wait()
 
     def append(self, name: str, data: Mapping[str, Any]) -> None:
         event = SseEvent(self.next_id, name, data)
@@ -115,6 +131,10 @@ class RunLog:
         changed, self._changed = self._changed, None
         if changed is not None:
             changed.set()
+        appended = self._appended
+        if appended is not None and (event.id >= self._appended_at or name == "result"):
+            self._appended = None
+            appended.set()
         if self.publish is not None:
             self.publish(self, event)
 

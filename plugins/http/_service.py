@@ -12,7 +12,7 @@ from soulacy.kernel import Kernel
 from ._app import Api
 from ._config import ServerConfig
 from ._runlog import RunLogs
-from ._shared import LeaseTap, Publisher
+from ._shared import Publisher
 from ._tokens import EventTokens, shared_secret
 
 if TYPE_CHECKING:  # imported when the service starts: `soulacy --help` need not load hypercorn
@@ -60,15 +60,12 @@ class HttpService:
         if self.api.shared and not self.api.principals.keyless:  # tokens good on every process
             secret = await shared_secret(self.kernel)
             self.api.tokens = EventTokens(self.config.stream_token_ttl, secret=secret)
-        tap = None
         try:
             async with trio.open_nursery() as sharing:
+                self.api.background = sharing  # readiness checks (they outlive /ready's wait)
                 if self.api.shared:  # other processes on the store serve these runs' streams
                     publisher = Publisher(self.kernel.store(), self.config.events_per_run)
                     self.api.logs.publish = publisher.add
-                    # each run's log learns its run's lease: the fence of its shared copy
-                    tap = LeaseTap(self.kernel, self.api.logs)
-                    self.kernel.pm.register(tap, name=f"http.run-leases.{self.kernel.owner.id}")
                     sharing.start_soon(publisher.run)
                 async with trio.open_nursery() as server:
                     binds = await server.start(self._serve_http, config)
@@ -90,8 +87,7 @@ class HttpService:
                         self._closing.set()
                 sharing.cancel_scope.cancel()  # after the runs' last events: written first
         finally:
-            if tap is not None:
-                self.kernel.pm.unregister(tap)
+            self.api.background = None
 
     async def _serve_http(
         self,

@@ -22,20 +22,18 @@ import itertools
 import logging
 import operator
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from soulacy.kernel import hookimpl
 from soulacy.kernel.store import RunEvent, RunEventBatch, RunEvents, StorageError, Store
 
 from ._asgi import Send, sse, sse_text
-from ._runlog import RunLog, RunLogs, SseEvent, json_of
+from ._runlog import RunLog, SseEvent, json_of
 
 if TYPE_CHECKING:
-    from soulacy.kernel import Kernel
-    from soulacy.kernel.engine import Run
+    pass
 
 log = logging.getLogger("soulacy.http")
 
@@ -131,23 +129,6 @@ def _unshare_refused(logs: list[RunLog], batches: list[RunEventBatch], refused: 
             continue
         if len(found) == 1 or batch.fence.token < max(found):
             _unshare(run_log, "the store refused them: a later attempt of the run began")
-
-
-class LeaseTap:
-    """Gives the log of each run of one kernel the lease the run holds (``Run.held``), which
-    fences the log's shared copy. A wrapper of ``soulacy_run_strategy`` that answers nothing:
-    it is called once per run, just after the run's ``run.started``; registered while the
-    kernel shares its runs' events (``HttpService``)."""
-
-    def __init__(self, kernel: Kernel, logs: RunLogs) -> None:
-        self.kernel = kernel
-        self.logs = logs
-
-    @hookimpl(wrapper=True)
-    def soulacy_run_strategy(self, kernel: Kernel, run: Run) -> Generator[None, Any, Any]:
-        if kernel is self.kernel:
-            self.logs.hold(run.run_id, run.held)
-        return (yield)
 
 
 def _json(event: SseEvent) -> str | None:

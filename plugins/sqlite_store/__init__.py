@@ -65,6 +65,7 @@ def store_of(kernel: Kernel) -> SQLiteStore:
             # A kernel of a read command (`soulacy runs`, `history` …) creates no file.
             read_only=kernel.read_only,
         )
+        store.start_soon = kernel.start_soon
         kernel.stash[_store_key] = store
     return store
 

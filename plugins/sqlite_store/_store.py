@@ -203,6 +203,9 @@ class SQLiteStore:
         self._checkpointing = False
         self._checkpointer: sqlite3.Connection | None = None  # checkpoints, apart from writes
         self._checkpoint_limiter = trio.CapacityLimiter(1)
+        # Starts background work in the kernel's nursery (``Kernel.start_soon``, set by the
+        # plugin); False when there is none (the kernel is not open).
+        self.start_soon: Callable[..., bool] = _nowhere
         self.migrated_from: int | None = None
         self._appended = trio.Event()  # set, and replaced, by this process's appends
         self._swept_at = -float("inf")  # time.monotonic() of the last sweep of old events
@@ -271,16 +274,18 @@ class SQLiteStore:
     async def _commit(self, what: str, body: Callable[[sqlite3.Connection], T]) -> T:
         """One write transaction: inline when uncontended, else in a thread that waits."""
         result = await self._run(what, lambda conn: self._write(conn, body))
-        self._count_commit()
+        await self._count_commit()
         return result
 
-    def _count_commit(self) -> None:
+    async def _count_commit(self) -> None:
         """Autocheckpointing is off when writes run inline: checkpoint every N commits, on a
-        connection of its own in a worker thread, while writers go on (WAL allows it)."""
+        connection of its own in a worker thread, while writers go on (WAL allows it) — in
+        the kernel's nursery while it is open (``start_soon``), else in the writer's task."""
         self._commits += 1
         if self._inline and self._commits % CHECKPOINT_EVERY == 0 and not self._checkpointing:
             self._checkpointing = True
-            trio.lowlevel.spawn_system_task(self._checkpoint_aside)
+            if not self.start_soon(self._checkpoint_aside, name="sqlite checkpoint"):
+                await self._checkpoint_aside()
 
     async def _checkpoint_aside(self) -> None:
         def work() -> None:
@@ -615,7 +620,7 @@ class SQLiteStore:
                 # message of its call: one statement, its own transaction, the fence asked by
                 # the statement itself (decision 0052).
                 await self._run("record turn", lambda conn: _insert_fenced(conn, flat, fence))
-                self._count_commit()
+                await self._count_commit()
                 return
         rows = [
             (
@@ -1590,3 +1595,7 @@ if TYPE_CHECKING:
 
     def _plays_every_role(store: SQLiteStore) -> Store:
         return store
+
+
+def _nowhere(*args: object, **kwargs: object) -> bool:
+    return False

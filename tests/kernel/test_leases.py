@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 import trio
 
-from soulacy.kernel import ConfigError, Kernel
+from soulacy.kernel import ConfigError, Kernel, open_kernel
 from soulacy.kernel.store import ConversationKey, LeaseLost
 from soulacy.testing import Workspace
 
@@ -39,14 +39,32 @@ async def test_a_heartbeat_keeps_a_lease_past_its_ttl_and_a_release_frees_it(
 ) -> None:
     workspace.write_config(FAST)
     one, two = make_kernel(), make_kernel()
-    held = await one.leases.acquire("k", holder="x")
-    assert held is not None
-    await trio.sleep(0.6)  # two ttls: only the heartbeat keeps it
-    assert await two.leases.acquire("k", holder="y", wait=False) is None
-    await one.leases.release(held)
+    async with open_kernel(kernel=one, services="runs"):  # its nursery renews the lease
+        held = await one.leases.acquire("k", holder="x")
+        assert held is not None
+        await trio.sleep(0.6)  # two ttls: only the heartbeat keeps it
+        assert await two.leases.acquire("k", holder="y", wait=False) is None
+        await one.leases.release(held)
     taken = await two.leases.acquire("k", holder="y", wait=False)
     assert taken is not None
     assert taken.lease.token > held.lease.token
+    await two.leases.release(taken)
+    await two.aclose()
+
+
+async def test_outside_an_open_kernel_and_its_runs_a_lease_is_not_renewed(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    """An operator command's kernel is not open: its leases are taken and given back, not
+    renewed (nothing runs in the background of a kernel that is not open); a hold longer
+    than the ttl lapses, and fencing keeps it from writing after that."""
+    workspace.write_config(FAST)
+    one, two = make_kernel(), make_kernel()
+    held = await one.leases.acquire("k", holder="x")
+    assert held is not None
+    await trio.sleep(0.6)  # two ttls, and no heartbeat
+    taken = await two.leases.acquire("k", holder="y", wait=False)
+    assert taken is not None
     await two.leases.release(taken)
     await one.aclose()
     await two.aclose()
@@ -69,10 +87,10 @@ async def test_hold_cancels_its_block_and_raises_lease_lost_when_taken_over(
             await trio.sleep(5)  # cancelled at the next heartbeat
             reached_end = True
 
-    with trio.fail_after(3), pytest.raises(LeaseLost):
-        await holding()
+    async with open_kernel(kernel=one, services="runs"):
+        with trio.fail_after(3), pytest.raises(LeaseLost):
+            await holding()
     assert not reached_end
-    await one.aclose()
     await two.aclose()
 
 
@@ -141,30 +159,23 @@ def test_lease_settings_are_validated(
     assert expected in message
 
 
-def test_a_lease_left_held_when_its_trio_run_ends_is_not_renewed_by_the_next(
+async def test_a_lease_left_held_when_its_kernel_closes_is_not_renewed_by_the_next_opening(
     workspace: Workspace,
 ) -> None:
-    # One keeper renews every held lease, and it stops with its Trio run: a lease that run
-    # never released (a holder's bug, a task abandoned at shutdown) must expire, not be
-    # renewed for ever by the keeper the next Trio run starts.
-    workspace.write_config("leases: {ttl: 300ms, heartbeat: 50ms, cancel_poll: 50ms}\n")
+    # One keeper renews every held lease, in the kernel's nursery: a lease never released (a
+    # holder's bug, a task abandoned at shutdown) must expire once the kernel closes, not be
+    # renewed for ever by the keeper of the kernel's next opening.
+    workspace.write_config(FAST)
     one = Kernel.load(workspace.path, autoload=False)
     two = Kernel.load(workspace.path, autoload=False)
-
-    async def first() -> None:
+    async with open_kernel(kernel=one, services="runs"):
         assert await one.leases.acquire("leaked", holder="x") is not None
-
-    async def second() -> bool:
+    async with open_kernel(kernel=one, services="runs"):
         other = await one.leases.acquire("other", holder="y")
         assert other is not None
         await trio.sleep(1.0)  # three ttls
         got = await two.leases.acquire("leaked", holder="z", wait=False)
         await one.leases.release(other)
-        if got is not None:
-            await two.leases.release(got)
-        await one.aclose()
-        await two.aclose()
-        return got is not None
-
-    trio.run(first)
-    assert trio.run(second), "the lease the first Trio run left held is still renewed"
+    assert got is not None, "the lease left held at the first opening is still renewed"
+    await two.leases.release(got)
+    await two.aclose()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import trio
 
-from soulacy.kernel import Kernel
+from soulacy.kernel import Kernel, open_kernel
 from soulacy.kernel.store import RunRecord
 from soulacy.testing import Workspace
 
@@ -74,7 +74,9 @@ async def test_an_outcome_the_store_refused_is_written_once_it_answers(
     holder: sqlite3.Connection, make_kernel: Callable[..., Kernel]
 ) -> None:
     kernel = make_kernel()
-    try:
+    # Open: the kernel's nursery keeps the run's lease and its unstored outcome after the run
+    # returned (a served kernel is always open; a run of one that is not has one last try).
+    async with open_kernel(kernel=kernel, services="runs"):
         result = await kernel.run("a", "go", session_id="s")
         # The client is told at once, while the database is still locked.
         assert (result.status, result.incomplete_reason) == ("failed", "storage_error")
@@ -107,15 +109,15 @@ async def test_an_outcome_the_store_refused_is_written_once_it_answers(
             assert time.monotonic() < deadline, "the run's lease was not released"
             await trio.sleep(0.02)
         assert kernel.leases.pending() == 0
-    finally:
-        await kernel.aclose()
 
 
 async def test_an_outcome_pending_when_its_lease_is_taken_over_is_dropped(
     holder: sqlite3.Connection, make_kernel: Callable[..., Kernel]
 ) -> None:
     kernel = make_kernel()
-    try:
+    # Open: the kernel's nursery keeps the run's lease and its unstored outcome after the run
+    # returned (a served kernel is always open; a run of one that is not has one last try).
+    async with open_kernel(kernel=kernel, services="runs"):
         result = await kernel.run("a", "go", session_id="s")
         assert (result.status, result.incomplete_reason) == ("failed", "storage_error")
         run = await _read(kernel, result.run_id)
@@ -142,15 +144,15 @@ async def test_an_outcome_pending_when_its_lease_is_taken_over_is_dropped(
         lease = await kernel.store().get_lease(run.lease_key)
         assert lease is not None
         assert lease.holder == "R2"
-    finally:
-        await kernel.aclose()
 
 
 async def test_closing_makes_one_last_attempt_then_gives_the_outcome_up(
     holder: sqlite3.Connection, make_kernel: Callable[..., Kernel]
 ) -> None:
     kernel = make_kernel()
-    try:
+    # Open: the kernel's nursery keeps the run's lease and its unstored outcome after the run
+    # returned (a served kernel is always open; a run of one that is not has one last try).
+    async with open_kernel(kernel=kernel, services="runs"):
         result = await kernel.run("a", "go", session_id="s")
         assert (result.status, result.incomplete_reason) == ("failed", "storage_error")
         assert kernel.leases.pending() == 1
@@ -160,8 +162,6 @@ async def test_closing_makes_one_last_attempt_then_gives_the_outcome_up(
         run = await _read(kernel, result.run_id)
         assert run.metadata is None
         assert run.finished_at is None
-    finally:
-        await kernel.aclose()
 
 
 async def test_closing_stores_a_pending_outcome_the_store_takes_now(
@@ -170,7 +170,9 @@ async def test_closing_stores_a_pending_outcome_the_store_takes_now(
     # Heartbeats too rare to write it before the close does.
     workspace.write_config("store: {busy_timeout: 100ms}\nleases: {ttl: 60s, heartbeat: 20s}\n")
     kernel = make_kernel()
-    try:
+    # Open: the kernel's nursery keeps the run's lease and its unstored outcome after the run
+    # returned (a served kernel is always open; a run of one that is not has one last try).
+    async with open_kernel(kernel=kernel, services="runs"):
         result = await kernel.run("a", "go", session_id="s")
         assert kernel.leases.pending() == 1
         holder.execute("ROLLBACK")
@@ -180,5 +182,21 @@ async def test_closing_stores_a_pending_outcome_the_store_takes_now(
         assert (run.status, run.incomplete_reason) == ("failed", "storage_error")
         assert run.lease_key is not None
         assert await kernel.store().get_lease(run.lease_key) is None  # released
+
+
+async def test_a_run_of_a_kernel_that_is_not_open_makes_one_last_attempt_as_it_returns(
+    holder: sqlite3.Connection, make_kernel: Callable[..., Kernel]
+) -> None:
+    """Without an open kernel the run's background work is the run's own: its outcome gets one
+    last attempt before the run returns, and is then given up (the run reads interrupted
+    once its lease lapses, as a crashed one does)."""
+    kernel = make_kernel()
+    try:
+        result = await kernel.run("a", "go", session_id="s")
+        assert (result.status, result.incomplete_reason) == ("failed", "storage_error")
+        assert kernel.leases.pending() == 0  # nothing is kept once the run returned
+        holder.execute("ROLLBACK")
+        run = await _read(kernel, result.run_id)
+        assert run.metadata is None
     finally:
         await kernel.aclose()

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 import trio
 
-from soulacy.kernel import Kernel
+from soulacy.kernel import Kernel, open_kernel
 from soulacy.testing import Workspace
 
 # Lease renewals (another table) keep succeeding: the run stays alive across several ttls.
@@ -62,7 +62,7 @@ async def test_an_outcome_postgres_refused_is_written_once_it_answers(
     blocker: psycopg.Connection[tuple[object, ...]], make_kernel: Callable[..., Kernel]
 ) -> None:
     kernel = make_kernel()
-    try:
+    async with open_kernel(kernel=kernel, services="runs"):  # its nursery keeps the outcome
         result = await kernel.run("a", "go", session_id="s")
         assert (result.status, result.incomplete_reason) == ("failed", "storage_error")
         assert "statement timeout" in (result.error or "")
@@ -90,5 +90,3 @@ async def test_an_outcome_postgres_refused_is_written_once_it_answers(
             await trio.sleep(0.02)
         entries = await kernel.store().history("s")
         assert [e.role for e in entries] == ["user", "assistant", "tool"]
-    finally:
-        await kernel.aclose()

@@ -13,7 +13,6 @@ import pytest
 import trio
 
 from soulacy.kernel import Event
-from soulacy.plugins.http import _gather
 from soulacy.plugins.http._app import pump_log
 from soulacy.plugins.http._asgi import sse, to_json
 from soulacy.plugins.http._runlog import RunLog, RunLogs
@@ -159,20 +158,6 @@ async def test_a_run_that_goes_quiet_mid_burst_has_its_events_written_at_once() 
             await written.wait()
         waiting.set()
     assert b"".join(sent.bodies) == expected(40)
-
-
-async def test_a_stream_cancelled_while_it_gathers_leaves_no_wait_behind() -> None:
-    log = RunLog("r1", "alice", limit=10_000)
-    sent = Sent()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pump_log, sent, log, 0)
-        for n in range(1, 200):  # endless for this stream: it is cancelled mid-gather
-            log.append("delta", {"text": f"w{n} "})
-            await trio.lowlevel.checkpoint()
-        nursery.cancel_scope.cancel()
-    for _ in range(3):
-        await trio.lowlevel.checkpoint()
-    assert _gather._watch.get().waits == []
 
 
 async def test_a_stream_writes_the_frames_of_its_own_principals_log_alone() -> None:
