@@ -6,10 +6,11 @@ testing plugin, which a suite opts in to (installing Soulacy registers none; dec
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for fixture in MARKED_BY_FIXTURE.keys() & set(getattr(item, "fixturenames", ())):
             item.add_marker(MARKED_BY_FIXTURE[fixture])
+
+
+class _Transitions(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.wrong: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "no transition" in record.getMessage():
+            self.wrong.append(record.getMessage())
+
+
+@pytest.fixture(autouse=True)
+def _runs_move_only_along_the_table() -> Iterator[None]:
+    """Every test of the suite checks the engine's state machine: a run that moved along no
+    transition of its table (plugins/engine/_states.py) fails the test that ran it."""
+    handler = _Transitions()
+    logger = logging.getLogger("soulacy.engine")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+    assert not handler.wrong, handler.wrong

@@ -57,6 +57,7 @@ from ._endings import answer_cut, answer_loaded
 from ._leases import Leases
 from ._participants import Participants
 from ._run import EngineRun, ModelSetup, required
+from ._states import RunState as S
 from ._workers import CURRENT, Workers, starter
 
 if TYPE_CHECKING:
@@ -265,12 +266,12 @@ class Engine:
             with handle.scope:
                 async with self.conversations.turn(handle):
                     await self._guarded(run, handle)
-            if not run.done:  # cancelled while queued for the conversation's turn
+            if not run.life.ended:  # cancelled while queued for the conversation's turn
                 self._finish(run, "cancelled", handle.cancel_reason or "cancelled")
                 with trio.CancelScope(shield=True):
                     await self._complete(run)
         except trio.Cancelled:
-            if not run.done and kernel.stopping.is_set():  # queued when its kernel stopped
+            if not run.life.ended and kernel.stopping.is_set():  # queued when its kernel stopped
                 self._finish(run, "interrupted", SHUTDOWN)
                 with trio.CancelScope(shield=True):
                     await self._complete(run)
@@ -289,6 +290,7 @@ class Engine:
                 queue=True,
                 on_lost=lambda: handle.scope.cancel(),
             )
+            run.move(S.STARTING)
             await self._drive(run, handle)
         except StorageError as exc:
             # A store that cannot read or write ends the run as failed, saying why; a failed
@@ -303,7 +305,6 @@ class Engine:
                 error=str(exc),
                 evidence={"differs": exc.differs},
             )
-            run.refused = True  # nothing of this attempt is stored under another's run id
         except BaseException as exc:
             if run.result.finished_at == 0.0:
                 if run.held is not None and run.held.lost:
@@ -313,15 +314,16 @@ class Engine:
                 elif (
                     isinstance(exc, trio.Cancelled)
                     and self.kernel.stopping.is_set()
-                    and run.awaiting is None
+                    and run.state is not S.AWAITING_APPROVAL
                 ):
                     # Cut by its kernel stopping (a server's drain ended): stored as far as
                     # it went and not finished, so that a same-id retry resumes it.
                     self._finish(run, "interrupted", SHUTDOWN)
                 else:  # a parent's cancellation or an engine bug
                     cancelled = isinstance(exc, trio.Cancelled | KeyboardInterrupt)
-                    if cancelled and run.awaiting is not None:
-                        run.suspended = True
+                    if cancelled and run.state is S.AWAITING_APPROVAL:
+                        # left as the store reads a crashed run, for a decision to resume it
+                        run.move(S.SUSPENDED)
                     self._finish(
                         run,
                         "cancelled" if cancelled else "failed",
@@ -405,7 +407,7 @@ class Engine:
             # The run's own deadline first, as the outermost scope catches it.
             reason = fired[0] if fired and fired[1] < run_scope.deadline else "run_timeout"
             self._finish(run, "incomplete", reason)
-        if not run.result.finished_at and not run.suspended:  # a strategy's bug, said so
+        if not run.result.finished_at and run.state is not S.SUSPENDED:  # a strategy's bug
             self._finish(
                 run,
                 "failed",
@@ -768,6 +770,7 @@ class Engine:
             for scope in paused:
                 scope.deadline = math.inf
             run.awaiting = call.id  # left set when the wait is cancelled: see _guarded
+            run.move(S.AWAITING_APPROVAL)
             try:
                 stored = await gate.wait_decision(run.run_id, call.id)
             finally:
@@ -777,6 +780,7 @@ class Engine:
                 if run.clock.step == INF:  # unless the strategy started a step meanwhile
                     run.clock.set_step(step + waited)
             run.awaiting = None
+            run.move(S.RUNNING)
         decision = stored.decision
         assert decision is not None
         await self._emit(run, "tool.approval", _approval_event(run, stored))
@@ -831,10 +835,10 @@ class Engine:
         """Store the messages and tool calls not stored yet, in one step."""
         store = self.kernel.store() if store is None else store
         fence = run.fence()
-        if not run.started:
+        if run.state is S.STARTING:
             run.record = await store.start_run(run.record, fence)
             run.result.attempt = run.record.attempt
-            run.started = True
+            run.move(S.RUNNING)
         messages = run.messages[run.recorded :]
         if not messages and not run.pending_tools:
             return
@@ -843,21 +847,22 @@ class Engine:
         run.pending_tools = []
 
     async def _complete(self, run: EngineRun) -> None:
-        run.done = True
         try:
             proof = await self._store_outcome(run)
         finally:
-            if run.held is not None and run.unstored and not run.held.lost:
+            if run.held is not None and run.state is S.UNSTORED and not run.held.lost:
                 # The store refused how the run ended: the run keeps its lease (it reads
                 # running, alive, not interrupted, while this process lives) until the lease
                 # keeper stores the outcome, at a heartbeat when the store answers again.
                 store = self.kernel.store()
                 run.workers.leases.keep_until_written(
-                    run.held, lambda: self._store_unstored(run, store)
+                    run.held,
+                    lambda: self._store_unstored(run, store),
+                    lambda lost: run.move(S.LOST if lost else S.INTERRUPTED),
                 )
             elif run.held is not None:  # _complete always runs shielded (see its two callers)
                 await run.workers.leases.release(run.held, shielded=True)
-        if run.suspended:  # not ended: it resumes, as its next attempt, once decided
+        if run.state is S.SUSPENDED:  # not ended: it resumes, as its next attempt, decided
             await self._emit(run, "run.suspended", {"awaiting": run.awaiting})
             return
         summary = None if proof is None else {"sha256": proof.sha256, "receipts": proof.receipts}
@@ -877,21 +882,31 @@ class Engine:
         # A run refused before its first turn stores nothing, except the retry that completes
         # without a turn (a workflow that restored every step): it is the run's next attempt.
         restored = run.retry and run.result.status == "completed"
-        if run.refused or not (run.started or restored):
+        started = run.state in (S.RUNNING, S.AWAITING_APPROVAL, S.SUSPENDED)
+        if not (started or (restored and run.state is S.STARTING)):
+            # Before its first turn (refused, cancelled): nothing of it is stored; a lease
+            # taken over before it began leaves it lost.
+            held = run.held
+            run.move(S.LOST if held is not None and held.lost else S.NOT_STORED)
             return None
         store, fence = self.kernel.store(), run.fence()
         try:
-            if not run.suspended:  # left as a crashed run is: its retry answers what it left
+            if run.state is not S.SUSPENDED:  # left as a crashed run: its retry answers it
                 answer_cut(run)
             await self._record(run)
             # Stored as far as it went; how it ends is its retry's. An interrupted run (its
             # process stopped) is left unfinished as a crashed attempt is: once its lease is
             # released it reads ``interrupted``, and a same-id retry is its next attempt.
-            if run.suspended or run.result.status == "interrupted":
+            if run.state is S.SUSPENDED:
+                return None
+            if run.result.status == "interrupted":
+                run.move(S.INTERRUPTED)
                 return None
             metadata = run.result.metadata()
             await store.finish_run(run.run_id, metadata, fence)
-            return await store.finalize_proof(run.run_id, metadata, run.result.assertions, fence)
+            proof = await store.finalize_proof(run.run_id, metadata, run.result.assertions, fence)
+            run.move(S.FINISHED)
+            return proof
         except StorageError as exc:
             # What could not be stored is said, never passed off as stored; the first
             # storage failure of the run is the one reported.
@@ -902,7 +917,10 @@ class Engine:
                 run.result.error = str(exc)
             # Stored later, as the client is told (failed), unless fenced out or suspended (a
             # suspended run is left as a crashed one is, for its decision to resume it).
-            run.unstored = not isinstance(exc, LeaseLost) and not run.suspended
+            if isinstance(exc, LeaseLost) or (run.held is not None and run.held.lost):
+                run.move(S.LOST)
+            elif run.state is not S.SUSPENDED:
+                run.move(S.UNSTORED)
             return None
 
     async def _store_unstored(self, run: EngineRun, store: Store) -> None:
@@ -914,6 +932,7 @@ class Engine:
         metadata = run.result.metadata()
         await store.finish_run(run.run_id, metadata, fence)
         await store.finalize_proof(run.run_id, metadata, run.result.assertions, fence)
+        run.move(S.FINISHED)
 
     async def _emit(self, run: EngineRun, type: str, data: Mapping[str, Any]) -> None:
         await self.kernel.events.emit(type, data, run_id=run.run_id)

@@ -38,6 +38,17 @@ POLL_FIRST = 0.005  # seconds: the first wait for a held lease, doubled up to PO
 POLL_MAX = 0.25
 
 
+class _Pending:
+    """A write the store refused, kept for the keeper, and what to tell if it is dropped."""
+
+    __slots__ = ("dropped", "write")
+
+    def __init__(
+        self, write: Callable[[], Awaitable[None]], dropped: Callable[[bool], None]
+    ) -> None:
+        self.write, self.dropped = write, dropped
+
+
 class Leases:
     """The kernel's leases (``kernel.leases``).
 
@@ -55,7 +66,7 @@ class Leases:
         self._start = start
         self._held: dict[HeldLease, Callable[[], None] | None] = {}  # and what to call if lost
         # Held leases kept for a write the store refused (a run's outcome), and that write.
-        self._pending: dict[HeldLease, Callable[[], Awaitable[None]]] = {}
+        self._pending: dict[HeldLease, _Pending] = {}
         self._keeping = False
 
     def settings(self) -> LeaseSettings:
@@ -112,14 +123,21 @@ class Leases:
         with trio.CancelScope(shield=True):
             await self._give_back(held)
 
-    def keep_until_written(self, held: HeldLease, write: Callable[[], Awaitable[None]]) -> None:
+    def keep_until_written(
+        self,
+        held: HeldLease,
+        write: Callable[[], Awaitable[None]],
+        dropped: Callable[[bool], None],
+    ) -> None:
         """Keep ``held`` (renewed as before) for ``write``, a write the store refused (a run's
         outcome: docs/running.md#after-a-crash): the keeper calls it after each heartbeat's
         renewal until it succeeds, then releases the lease. A lease found lost drops it
-        (``write`` is fenced by the lease: a taken-over one must not write any more)."""
-        if held.lost or held not in self._held:  # lost, or its Trio run ended: nothing to do
+        (``write`` is fenced by the lease: a taken-over one must not write any more), and so
+        does the last attempt at :meth:`aclose` when it fails: ``dropped(lost)`` says so."""
+        if held.lost or held not in self._held:  # lost, or released already: nothing to do
+            dropped(held.lost)
             return
-        self._pending[held] = write
+        self._pending[held] = _Pending(write, dropped)
 
     def pending(self) -> int:
         """How many writes the store refused are kept for a retry (see keep_until_written)."""
@@ -130,17 +148,19 @@ class Leases:
         run then reads ``interrupted``, as a run whose process stopped). Never raises."""
         pending, self._pending = self._pending, {}
         with trio.CancelScope(shield=True):
-            for held, write in pending.items():
+            for held, kept in pending.items():
                 if held.lost or held not in self._held:
+                    kept.dropped(held.lost)
                     continue
                 try:
-                    await write()
-                except Exception as exc:
+                    await kept.write()
+                except StorageError as exc:
                     log.warning(
                         "storing what the store refused under %r failed; giving up: %s",
                         held.lease.key,
                         exc,
                     )
+                    kept.dropped(isinstance(exc, LeaseLost))
                 await self.release(held, shielded=True)
 
     async def _give_back(self, held: HeldLease) -> None:
@@ -204,18 +224,20 @@ class Leases:
     async def _write_pending(self) -> None:
         """Retry the writes the store refused, each under its lease (renewed meanwhile);
         release the lease of each that succeeds, drop those whose lease was lost."""
-        for held, write in list(self._pending.items()):
+        for held, kept in list(self._pending.items()):
             if held.lost or held not in self._held:
                 self._pending.pop(held, None)
+                kept.dropped(held.lost)
                 continue
             try:
-                await write()
+                await kept.write()
             except LeaseLost as exc:  # taken over meanwhile: fenced, nothing written
                 self._pending.pop(held, None)
                 if self._held.pop(held, None) is not None:
                     held.lost, held.lost_to = True, exc.current
+                kept.dropped(True)
                 log.warning("the lease of %r was taken over; dropping its unstored write", exc.key)
-            except Exception as exc:  # still refused: again at the next heartbeat
+            except StorageError as exc:  # still refused: again at the next heartbeat
                 log.warning(
                     "storing what the store refused under %r failed: %s", held.lease.key, exc
                 )
@@ -226,8 +248,10 @@ class Leases:
     async def _lost(
         self, store: Store, held: HeldLease, on_lost: Callable[[], None] | None
     ) -> None:
-        self._pending.pop(held, None)  # a write kept for it is fenced out: dropped
+        kept = self._pending.pop(held, None)  # a write kept for it is fenced out: dropped
         held.lost = True
+        if kept is not None:
+            kept.dropped(True)
         held.lost_to = await _current(store, held.lease.key)
         log.warning(
             "the lease of %r (token %d) was taken over; stopping what it held",

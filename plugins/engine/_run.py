@@ -18,6 +18,7 @@ from soulacy.kernel.store import Lease, RunRecord, ToolRecord
 
 from ._deadlines import INF, RunClock
 from ._participants import NO_PARTICIPANTS, Participants
+from ._states import Life, RunState
 
 if TYPE_CHECKING:
     from soulacy.kernel import AgentSpec
@@ -86,16 +87,12 @@ class EngineRun:
         self.pending_tools: list[ToolRecord] = []
         self.begun: set[str] = set()  # ids of the calls whose tool started (see _answer_cut)
         self.last_yield = time.perf_counter()
-        self.refused = False
-        self.started = False  # recorded as started in the store (at the first turn)
         self.model_setup: ModelSetup | None = None
         # Who takes part in its turns (soulacy_run_participants), once its history is loaded.
         self.participants: Participants = NO_PARTICIPANTS
         self.held: HeldLease | None = None  # the conversation's lease: the fence of its writes
-        self.done = False  # how it ended is stored (or said to be unstorable) and published
-        # How it ended could not be stored (a store failure): kept, under its lease, for the
-        # lease keeper to store once the store answers (see Engine._complete).
-        self.unstored = False
+        # Where it is in its life (docs/running.md#a-runs-life): one state, no flags.
+        self.life = Life()
         self.retry = False  # its run id was stored before: this is a later attempt
         # The run timeout's scope, once the strategy runs: a wait for an approval that does
         # not count against the timeout (approvals.wait_counts_against_timeout) moves it.
@@ -104,9 +101,14 @@ class EngineRun:
         # uses up), its model call and its tool call, enforced by the kernel's watchdog.
         self.clock = RunClock(workers.watchdog)
         self.awaiting: str | None = None  # the call id it waits to have approved, meanwhile
-        # Stopped from outside (its process shutting down) while it waited for approval: it is
-        # left as the store reads a crashed run (interrupted), so a decision resumes it.
-        self.suspended = False
+
+    @property
+    def state(self) -> RunState:
+        return self.life.state
+
+    def move(self, target: RunState) -> None:
+        """Move along one of the engine's transitions (_states.TRANSITIONS)."""
+        self.life.move(target, self.run_id)
 
     def fence(self) -> Lease | None:
         """The lease this run's writes are made under (its conversation's), once it holds it."""
