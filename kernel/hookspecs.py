@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from ._runs import Run, Runner, Verification
     from ._store import Store
     from ._tools import Tool
-    from .policy import ExecutionPolicy, PolicyLimit
+    from ._messages import Usage
+    from .policy import ExecutionPolicy, ModelCapacity, PolicyLimit
 
 hookspec = pluggy.HookspecMarker("soulacy")
 hookimpl = pluggy.HookimplMarker("soulacy")
@@ -163,14 +164,18 @@ def soulacy_provider_registry(kernel: Kernel) -> ProviderRegistry | None:
 
 
 @hookspec(firstresult=True)
-def soulacy_model_capacity(kernel: Kernel, provider: str | None, model: str | None) -> Any:
+def soulacy_model_capacity(
+    kernel: Kernel, provider: str | None, model: str | None
+) -> ModelCapacity | None:
     """Return the ``ModelCapacity`` (context window, output tokens) of a provider's model, or
     None when unknown. The execution policy never grants more than this. First result wins.
     """
 
 
 @hookspec(firstresult=True)
-def soulacy_price(kernel: Kernel, provider: str, model: str | None, usage: Any) -> float | None:
+def soulacy_price(
+    kernel: Kernel, provider: str, model: str | None, usage: Usage
+) -> float | None:
     """The price in US dollars of one model call's ``usage`` (a ``Usage``), or None when no
     price is known. Called after every model call; the first non-None answer wins.
     """
@@ -246,7 +251,9 @@ def soulacy_tool_approval(
         " (after_model_call); it is called through an adapter for one release"
     )
 )
-def soulacy_usage(kernel: Kernel, run: Run, provider: str, model: str | None, usage: Any) -> None:
+def soulacy_usage(
+    kernel: Kernel, run: Run, provider: str, model: str | None, usage: Usage
+) -> None:
     """Deprecated (a participant's ``after_model_call``). Observe the usage of one model call
     of ``run`` (for quotas and accounting).
 
