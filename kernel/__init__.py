@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from ._redact import redact, redact_text
     from ._runs import RunHandle, RunRequest, RunResult
     from ._stash import Stash, StashKey
-    from ._tools import Tool
+    from ._tools import Tool, file_functions
     from .hookspecs import hookimpl, hookspec
 
 # The module (relative to this package) that defines each exported name.
@@ -104,7 +104,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "._redact": ("redact", "redact_text"),
     "._runs": ("RunHandle", "RunRequest", "RunResult"),
     "._stash": ("Stash", "StashKey"),
-    "._tools": ("Tool",),
+    "._tools": ("Tool", "file_functions"),
     ".hookspecs": ("hookimpl", "hookspec"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -150,6 +150,7 @@ __all__ = [
     "Tool",
     "UsageError",
     "converter",
+    "file_functions",
     "format_duration",
     "hookimpl",
     "hookspec",

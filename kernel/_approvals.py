@@ -15,15 +15,19 @@ docs/decisions/0034-durable-tool-approvals.md.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
 
+from ._durations import format_duration
 from ._errors import PluginError, SoulacyError
 from ._stash import StashKey
 from ._store import (
     EVERY_PRINCIPAL,
+    AlreadyDecided,
     ApprovalDecision,
     ApprovalRequest,
     ApprovalStore,
@@ -39,6 +43,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("soulacy.kernel.approvals")
 
 FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
+
+
+EXPIRED_APPROVER = "soulacy (expired)"  # who decided a request nobody decided in time
+
+
+class ApprovalMismatch(SoulacyError):
+    """A decision sent for other arguments than the call's (its ``arguments_sha256`` is not
+    the request's): a person approved what they were shown, nothing else."""
 
 
 class ApprovalClosed(SoulacyError):
@@ -67,6 +79,19 @@ def approval_store(kernel: Kernel) -> ApprovalStore:
             " methods of soulacy.kernel.store): a run cannot wait for one durably"
         )
     return cast("ApprovalStore", store)
+
+
+def expiry(kernel: Kernel) -> tuple[float | None, str]:
+    """``approvals.expire_after`` in seconds (None: never) and ``approvals.on_expiry``
+    (``deny`` or ``cancel``), the ``approvals`` plugin's keys: never, deny when no plugin
+    declares them."""
+    try:
+        after = kernel.config.get("approvals.expire_after")
+        outcome = str(kernel.config.get("approvals.on_expiry"))
+    except KeyError:
+        return None, "deny"
+    seconds = float(getattr(after, "seconds", after) or 0)
+    return (seconds if seconds > 0 else None), outcome
 
 
 def wait_counts_against_timeout(kernel: Kernel) -> bool:
@@ -100,6 +125,7 @@ class Approvals:
         store = approval_store(self.kernel)
         poll = self.kernel.leases.poll_seconds()
         shared = bool(getattr(store, "multi_process", False))
+        expire_after, _ = expiry(self.kernel)
         try:
             while True:
                 # Made before the read: a decision between the read and the wait still wakes it.
@@ -112,13 +138,28 @@ class Approvals:
                     )
                 if not found.pending:
                     return found
-                if shared:
-                    with trio.move_on_after(poll):
-                        await woken.wait()
-                else:  # nobody else can decide: only this kernel's decisions wake it
+                left = math.inf
+                if expire_after is not None:  # by the wall clock: the request may be old
+                    left = found.requested_at + expire_after - time.time()
+                    if left <= 0:
+                        return await self._expire(found, expire_after)
+                with trio.move_on_after(min(left, poll) if shared else left):
                     await woken.wait()
         finally:
             self._waiting.pop(key, None)
+
+    async def _expire(self, found: ApprovalRequest, after: float) -> ApprovalRequest:
+        """Deny a request nobody decided within ``approvals.expire_after``, as any decision
+        is (atomically: a person's decision made meanwhile wins)."""
+        decision = ApprovalDecision(
+            False, EXPIRED_APPROVER, None, f"not decided within {format_duration(after)}"
+        )
+        store = approval_store(self.kernel)
+        try:
+            decided = await store.decide_approval(found.run_id, found.call_id, decision)
+        except AlreadyDecided as exc:
+            return exc.request
+        return found if decided is None else decided
 
     async def decide(
         self,
@@ -130,15 +171,23 @@ class Approvals:
         decided_by: str | None = None,
         note: str | None = None,
         principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+        digest: str | None = None,
     ) -> Decided | None:
         """Decide the call (atomically: a second decision raises ``AlreadyDecided``); None
         when ``principal`` sees no such request (another principal's run reads as none).
-        :class:`ApprovalClosed` when the run ended while the call waited."""
+        :class:`ApprovalClosed` when the run ended while the call waited;
+        :class:`ApprovalMismatch` when ``digest`` (the ``arguments_sha256`` the person was
+        shown) is not the request's."""
         kernel = self.kernel
         store = approval_store(kernel)
         found = await store.get_approval(run_id, call_id, principal)
         if found is None:
             return None
+        if digest is not None and digest != found.digest:
+            raise ApprovalMismatch(
+                f"call {call_id!r} of run {run_id!r} waits for a decision on other arguments"
+                f" (arguments_sha256 {found.digest}): decide what it shows now"
+            )
         run = await kernel.store().get_run(run_id)
         if found.pending and run is not None and run.status in FINISHED:
             raise ApprovalClosed(

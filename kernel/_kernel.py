@@ -79,6 +79,15 @@ class AgentSpec:
     def is_set(self, path: str) -> bool:
         return self.settings.is_set(path)
 
+    def item_location(self, key: str, index: int) -> Location:
+        """Where item ``index`` of the list ``key`` is written in this SOUL.yaml (the settings
+        keep the positions of keys, not of list items); else where ``key`` is."""
+        try:
+            line, column = load_yaml_file(self.file)[key].lc.item(index)
+        except (OSError, LookupError, TypeError, AttributeError, UsageError):
+            return self.settings.source_of(key) or Location(str(self.file))
+        return Location(str(self.file), line + 1, column + 1)
+
 
 class Kernel:
     """Plugins, configuration and the event stream of one workspace.
@@ -110,6 +119,14 @@ class Kernel:
         self._agents: dict[str, AgentSpec] = {}
         self._provider_types: tuple[list[Any], dict[str, ProviderType]] | None = None
         self.read_only = False  # a read command's kernel: stores create and change no file
+        # The only agents this kernel is opened to run (``soulacy run``, ``demo``, ``config
+        # validate`` set it before opening): a service that starts something per agent (the
+        # mcp plugin's servers) starts only what these use. None: any agent may run.
+        self.agents_to_run: frozenset[str] | None = None
+        # Set while ``config validate`` asks for each agent's tools on a kernel whose services
+        # do not run: a plugin whose tools come from a service offers stand-ins under the
+        # names the agent lists, and raises nothing for the service not running.
+        self.validating = False
         # The kernel's nursery while it is open (open_kernel): its background work runs there,
         # each task in a cancel scope of its own, cancelled once the services have stopped.
         self._nursery: trio.Nursery | None = None
@@ -228,7 +245,7 @@ class Kernel:
             return []
         # Validate the file alone: an environment override must not hide a bad saved value.
         self.config = _revalidated(self, doc)
-        atomic_write(self.config_file, dump_round_trip(doc, text))
+        atomic_write(self.config_file, dump_round_trip(doc, text, keep_unchanged_text=True))
         return changed
 
     # -- agents ------------------------------------------------------------------------------

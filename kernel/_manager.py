@@ -51,6 +51,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("portal", "soulacy.plugins.portal"),
     ("scheduler", "soulacy.plugins.scheduler"),
     ("mcp", "soulacy.plugins.mcp"),
+    ("mcp_server", "soulacy.plugins.mcp_server"),
     ("costs", "soulacy.plugins.costs"),
     ("reasoning", "soulacy.plugins.reasoning"),
     ("studio", "soulacy.plugins.studio"),
@@ -75,7 +76,9 @@ ESSENTIAL_PLUGINS = frozenset({"core", "engine"})
 # The builtins that implement ``soulacy_cli_commands``: to list the commands (``soulacy
 # --help``), the launcher imports these, not every builtin (decision 0036).
 # tests/kernel/test_startup.py checks the set against the hooks each builtin implements.
-COMMAND_PLUGINS = frozenset({"core", "policy", "workflows", "scheduler", "studio", "approvals"})
+COMMAND_PLUGINS = frozenset(
+    {"core", "policy", "workflows", "scheduler", "studio", "approvals", "mcp_server"}
+)
 
 
 class PluginInfo(FrozenRecord):

@@ -78,4 +78,5 @@ class ModelReply:
     message: Message
     usage: Usage = Usage()
     finish_reason: str | None = None
-    model: str | None = None
+    model: str | None = None  # the model that answered, as the provider says
+    id: str | None = None  # the provider's id of the response (OpenAI's and Anthropic's "id")

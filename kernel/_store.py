@@ -59,6 +59,39 @@ class RunRecord:
     lease: Mapping[str, Any] | None = None  # Lease.describe() of an interrupted run
 
 
+# What a run id names: a retry of a run id must repeat these (RunIdTaken otherwise).
+RUN_IDENTITY = ("agent_id", "session_id", "user_id", "principal")
+
+
+def identity_differs(run: RunRecord, stored: RunRecord | Sequence[Any]) -> list[str]:
+    """The fields of a run's identity (``agent_id``, ``session_id``, ``user_id``,
+    ``principal``) in which ``run`` differs from ``stored``, a record or those four values in
+    that order: empty when ``run`` is a retry of ``stored``."""
+    if isinstance(stored, RunRecord):
+        stored = [getattr(stored, name) for name in RUN_IDENTITY]
+    return [
+        name
+        for name, value in zip(RUN_IDENTITY, stored, strict=True)
+        if getattr(run, name) != value
+    ]
+
+
+class RunIdTaken(SoulacyError):
+    """``start_run`` of a run id stored for another request: another agent, session, user or
+    principal (``differs`` names which). Nothing was written. ``owner`` is the principal of
+    the stored run: a transport answers 409 to it and 404 to any other principal, which must
+    not learn that the id exists (the message names no value of the stored run)."""
+
+    def __init__(self, run_id: str, owner: str | None, differs: Sequence[str]) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.differs = tuple(differs)
+        super().__init__(
+            f"run id {run_id!r} belongs to another request: {', '.join(self.differs)}"
+            " differ(s); retry with the same request or use a new run id"
+        )
+
+
 @attrs.frozen
 class HistoryEntry:
     """One stored message of a conversation, with the reply metadata of its run once known."""
@@ -536,7 +569,12 @@ class RunEventStore(Protocol):
         A batch with a ``fence`` of an attempt that is no longer its run's current one is
         refused, checked in the same transaction: the run was started (``start_run``), or
         its stored events were written, under a greater token of the fence's key, or the run
-        holds that key now under a greater token (its next attempt took the lease over).
+        holds that key now under a greater token (its next attempt took the lease over). So is
+        a fenced batch of another request than the stored run's (its fence's key is not the
+        run's ``lease_key``: its own start of that run id was refused, :class:`RunIdTaken`).
+        A batch of another principal than the run's stored events is ignored, unless it is
+        the stored run's own (fenced under its ``lease_key``, of its principal): the events it
+        then replaces were a refused request's, shared before the run was started.
         Nothing of a refused batch is written; the others are. Returns the ids of the runs
         whose batches were refused (empty: all written). The current attempt's batches are
         written even once its lease is released or granted to another run (a run's
@@ -607,6 +645,13 @@ class ApprovalRequest:
     def pending(self) -> bool:
         return self.decision is None
 
+    @property
+    def digest(self) -> str:
+        """The sha256 of the call as shown to the person deciding (its tool and arguments, as
+        canonical JSON): a decision sent with a digest applies to that call only."""
+        shown = canonical_json({"tool": self.tool, "arguments": dict(self.arguments)})
+        return hashlib.sha256(shown.encode("utf-8")).hexdigest()
+
     def describe(self) -> dict[str, Any]:
         """Plain data, as the API, the command line and the events show it."""
         decision = self.decision
@@ -615,6 +660,7 @@ class ApprovalRequest:
             "call_id": self.call_id,
             "tool": self.tool,
             "arguments": dict(self.arguments),
+            "arguments_sha256": self.digest,
             "reasons": list(self.reasons),
             "requested_at": self.requested_at,
             "status": "pending" if decision is None else _decided(decision),
@@ -709,9 +755,14 @@ class ConversationStore(Protocol):
     async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
         """Record a run as started (status ``running``, writing under ``fence``, whose key is
         kept as the run's ``lease_key``) and return the record as stored, with its attempt
-        number. A retry of a run id is the next attempt: the previous attempt's proof is kept
-        aside, and its history entries that never got reply metadata (it crashed) get
-        ``{"status": "interrupted", "attempt": n}``, so that each attempt keeps its own."""
+        number. A run id names one request, insert-or-fail: when the id is stored with another
+        identity (another agent, session, user or principal), :class:`RunIdTaken` is
+        raised and nothing is written, the stored run untouched. The check and the write are
+        one atomic step, so that of two processes starting a fresh id at once exactly one owns
+        it. A retry of a run id (the same identity) is the next attempt: the previous
+        attempt's proof is kept aside, and its history entries that never got reply metadata
+        (it crashed) get ``{"status": "interrupted", "attempt": n}``, so that each attempt
+        keeps its own."""
 
     async def record_turn(
         self,

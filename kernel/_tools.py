@@ -6,6 +6,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -200,3 +201,23 @@ def _is_type(value: Any, expected: str) -> bool:
 
 
 _PYTHON_TYPES = {"string": str, "boolean": bool, "array": list, "object": dict, "null": type(None)}
+
+
+def file_functions(folder: Path) -> list[str]:
+    """``file.py:function`` for every public top-level function of the ``.py`` files directly
+    in ``folder``, read without importing them (what a misspelt entry may have meant)."""
+    import ast
+
+    names: list[str] = []
+    for path in sorted(folder.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        names.extend(
+            f"{path.name}:{node.name}"
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and not node.name.startswith("_")
+        )
+    return names

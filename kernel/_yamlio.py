@@ -215,9 +215,16 @@ def _mark_spelled_nulls(
     return changed
 
 
-def dump_round_trip(doc: CommentedMap, original_text: str) -> str:
+def dump_round_trip(
+    doc: CommentedMap, original_text: str, *, keep_unchanged_text: bool = False
+) -> str:
     """Serialize ``doc`` with the indentation that the original file used, and each null as
-    the original spelled it: ``key: null`` stays ``key: null``, ``key:`` stays ``key:``."""
+    the original spelled it: ``key: null`` stays ``key: null``, ``key:`` stays ``key:``.
+
+    With ``keep_unchanged_text``, each key whose value ``doc`` does not change is written with
+    the original's own text, byte for byte (:func:`keep_unchanged_lines`): spacing, indentation
+    and flow styles that ruamel would write its own way stay as the person wrote them.
+    """
     out = io.StringIO()
     marked = _mark_spelled_nulls(doc, spelled_nulls(original_text))
     try:
@@ -225,7 +232,127 @@ def dump_round_trip(doc: CommentedMap, original_text: str) -> str:
     finally:
         for node, key in marked:
             node[key] = None
-    return out.getvalue()
+    text = out.getvalue()
+    return keep_unchanged_lines(original_text, text) if keep_unchanged_text else text
+
+
+def keep_unchanged_lines(original_text: str, new_text: str) -> str:
+    """``new_text`` with the lines of every key whose value it does not change taken from
+    ``original_text``; the changed keys' lines (and new ones) stay as ``new_text`` has them.
+
+    Both are YAML documents whose top is a block mapping; a key's lines run from its own line
+    to the next key's (comments and blank lines after its value go with it). A changed block
+    mapping is spliced member by member; anything else changed is taken whole. The result is
+    read back: unless it holds exactly what ``new_text`` holds, ``new_text`` is returned.
+    """
+    try:
+        old, new = _round_trip().load(original_text), _round_trip().load(new_text)
+    except (YAMLError, RecursionError):
+        return new_text
+    if not (isinstance(old, CommentedMap) and isinstance(new, CommentedMap)):
+        return new_text
+    old_lines = original_text.splitlines(keepends=True)
+    new_lines = new_text.splitlines(keepends=True)
+    chunks = _splice(old, new, old_lines, new_lines, (0, len(old_lines)), (0, len(new_lines)))
+    if chunks is None:
+        return new_text
+    text = ""
+    for chunk in chunks:
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += chunk
+    try:
+        again = _round_trip().load(text)
+    except (YAMLError, RecursionError):
+        return new_text
+    return text if _same(again, new) else new_text
+
+
+def _key_lines(node: CommentedMap, start: int, end: int) -> list[int] | None:
+    """The 0-based line of each key of a block mapping within lines [start, end), if they
+    are on lines of their own (strictly increasing after ``start``'s), else None."""
+    lines = []
+    for key in node:
+        try:
+            lines.append(node.lc.key(key)[0])
+        except (KeyError, TypeError, AttributeError):
+            return None
+    if not lines or lines[0] < start or lines[-1] >= end:
+        return None
+    if any(b <= a for a, b in itertools.pairwise(lines)):
+        return None
+    return lines
+
+
+def _splice(
+    old: CommentedMap,
+    new: CommentedMap,
+    old_lines: list[str],
+    new_lines: list[str],
+    old_range: tuple[int, int],
+    new_range: tuple[int, int],
+) -> list[str] | None:
+    """The chunks of text of ``new``'s lines ``new_range``: an unchanged key's from the old
+    text's ``old_range``, a changed one's from the new text (block mappings: member by member)."""
+    old_at = _key_lines(old, *old_range)
+    new_at = _key_lines(new, *new_range)
+    if old_at is None or new_at is None:
+        return None
+    old_keys, new_keys = list(old), list(new)
+    old_spans = dict(zip(old_keys, itertools.pairwise([*old_at, old_range[1]]), strict=True))
+    new_spans = dict(zip(new_keys, itertools.pairwise([*new_at, new_range[1]]), strict=True))
+    same_start = old_keys[0] == new_keys[0]
+    head = (
+        old_lines[old_range[0] : old_at[0]] if same_start else new_lines[new_range[0] : new_at[0]]
+    )
+    chunks = ["".join(head)] if head else []
+    for key in new_keys:
+        new_span = new_spans[key]
+        if key not in old:
+            chunks.append("".join(new_lines[slice(*new_span)]))
+            continue
+        old_span = old_spans[key]
+        before, after = old[key], new[key]
+        inner = None
+        if _same(before, after):
+            chunks.append("".join(old_lines[slice(*old_span)]))
+            continue
+        if (
+            isinstance(before, CommentedMap)
+            and isinstance(after, CommentedMap)
+            and before
+            and after
+            and not before.fa.flow_style()
+            and not after.fa.flow_style()
+        ):
+            inner = _splice(before, after, old_lines, new_lines, old_span, new_span)
+        chunks.extend(inner if inner is not None else ["".join(new_lines[slice(*new_span)])])
+    return [chunk for chunk in chunks if chunk]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as data, types included (``1`` is not ``True``, ``"1"`` is not ``1``), keys in
+    the same order."""
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        return (
+            isinstance(a, Mapping)
+            and isinstance(b, Mapping)
+            and list(a) == list(b)
+            and all(_same(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list) or isinstance(b, list):
+        return (
+            isinstance(a, list)
+            and isinstance(b, list)
+            and len(a) == len(b)
+            and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    kinds = (bool, int, float, str)
+    return bool(
+        a == b
+        and all(isinstance(a, kind) == isinstance(b, kind) for kind in kinds)
+        and (a is None) == (b is None)
+    )
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -7,19 +7,25 @@ The records and the store role are in :mod:`soulacy.kernel.store` (``ApprovalReq
 """
 
 from ._approvals import (
+    EXPIRED_APPROVER,
     ApprovalClosed,
+    ApprovalMismatch,
     Approvals,
     Decided,
     approval_store,
     approvals_of,
+    expiry,
     wait_counts_against_timeout,
 )
 
 __all__ = [
+    "EXPIRED_APPROVER",
     "ApprovalClosed",
+    "ApprovalMismatch",
     "Approvals",
     "Decided",
     "approval_store",
     "approvals_of",
+    "expiry",
     "wait_counts_against_timeout",
 ]

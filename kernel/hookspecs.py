@@ -29,11 +29,11 @@ if TYPE_CHECKING:
     from ._errors import ConfigIssue
     from ._events import Event
     from ._kernel import AgentSpec, Kernel, Service
+    from ._messages import Usage
     from ._providers import ProviderRegistry, ProviderType
     from ._runs import Run, Runner, Verification
     from ._store import Store
     from ._tools import Tool
-    from ._messages import Usage
     from .policy import ExecutionPolicy, ModelCapacity, PolicyLimit
 
 hookspec = pluggy.HookspecMarker("soulacy")
@@ -173,9 +173,7 @@ def soulacy_model_capacity(
 
 
 @hookspec(firstresult=True)
-def soulacy_price(
-    kernel: Kernel, provider: str, model: str | None, usage: Usage
-) -> float | None:
+def soulacy_price(kernel: Kernel, provider: str, model: str | None, usage: Usage) -> float | None:
     """The price in US dollars of one model call's ``usage`` (a ``Usage``), or None when no
     price is known. Called after every model call; the first non-None answer wins.
     """
@@ -251,9 +249,7 @@ def soulacy_tool_approval(
         " (after_model_call); it is called through an adapter for one release"
     )
 )
-def soulacy_usage(
-    kernel: Kernel, run: Run, provider: str, model: str | None, usage: Usage
-) -> None:
+def soulacy_usage(kernel: Kernel, run: Run, provider: str, model: str | None, usage: Usage) -> None:
     """Deprecated (a participant's ``after_model_call``). Observe the usage of one model call
     of ``run`` (for quotas and accounting).
 

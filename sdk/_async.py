@@ -70,9 +70,14 @@ class AsyncClient(
         approved: bool,
         approver: str | None = None,
         note: str | None = None,
+        arguments_sha256: str | None = None,
     ) -> dict[str, Any]:
-        """Approve or deny a tool call the run waits on; the decision as stored."""
-        return await self._call(_calls.confirm(run_id, call_id, approved, approver, note))
+        """Approve or deny a tool call the run waits on; the decision as stored. With
+        ``arguments_sha256`` (the ``tool.approval`` event's) it applies to those arguments
+        only: other arguments are a SoulacyError with status 409."""
+        return await self._call(
+            _calls.confirm(run_id, call_id, approved, approver, note, arguments_sha256)
+        )
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a running run; False when it had already finished."""

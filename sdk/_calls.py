@@ -141,6 +141,7 @@ def confirm(
     approved: bool,
     approver: str | None = None,
     note: str | None = None,
+    arguments_sha256: str | None = None,
 ) -> Call[dict[str, Any]]:
     """``POST /chat/confirm``: decide a tool call the run waits on (docs/approvals.md)."""
     body: dict[str, Any] = {"run_id": run_id, "call_id": call_id, "approved": approved}
@@ -148,6 +149,8 @@ def confirm(
         body["approver"] = approver
     if note is not None:
         body["note"] = note
+    if arguments_sha256 is not None:
+        body["arguments_sha256"] = arguments_sha256
     return Call(Request("POST", f"{PREFIX}/chat/confirm", body), _dict)
 
 

@@ -77,10 +77,14 @@ class Client(ClientBase[httpx.BaseTransport, httpx.Client, "EventStream"], Closi
         approved: bool,
         approver: str | None = None,
         note: str | None = None,
+        arguments_sha256: str | None = None,
     ) -> dict[str, Any]:
         """Approve or deny a tool call the run waits on (its agent's ``confirm_tools``); the
-        decision as stored. A second decision is a SoulacyError with status 409."""
-        return self._call(_calls.confirm(run_id, call_id, approved, approver, note))
+        decision as stored. A second decision is a SoulacyError with status 409, and so is
+        an ``arguments_sha256`` (the ``tool.approval`` event's) that is not the call's."""
+        return self._call(
+            _calls.confirm(run_id, call_id, approved, approver, note, arguments_sha256)
+        )
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a running run; False when it had already finished."""

@@ -22,7 +22,10 @@ protocol only:
 * ``counters``: two processes spend against one limit: exactly the limit is granted;
 * ``cancel_requests``: a request made by one process is seen by the other;
 * ``run_events``: a run's stream events appended by one process wake a waiter in the other,
-  which reads them as written.
+  which reads them as written;
+* ``run_id_race``: two processes, of two principals, start the same fresh run ids at the same
+  moment: of each id exactly one owns it, the other's start is refused (``RunIdTaken``) with
+  nothing of it stored, and the owner's run is whole.
 
 ``opener`` is ``"module:callable"``: ``callable(*args)`` (or the awaitable it returns) is the
 store, in this process and in each child (which imports with this process's ``sys.path``), so
@@ -63,6 +66,7 @@ from soulacy.kernel.store import (
     LeaseOwner,
     RunEvent,
     RunEventBatch,
+    RunIdTaken,
     RunRecord,
     ToolRecord,
 )
@@ -314,6 +318,32 @@ class _Worker:
     async def append_run_events(self, run_id: str, ids: list[int], restart: bool) -> None:
         events = [RunEvent(i, "delta", {"text": f"{run_id}:{i}"}) for i in ids]
         await self.store.append_run_events([RunEventBatch(run_id, "kit", events, restart)], 100)
+
+    async def claim_runs(
+        self, run_ids: list[str], principal: str, session: str, start_at: float, every: float
+    ) -> dict[str, Any]:
+        """Start each of ``run_ids`` as ``principal``'s run on ``session`` (under a lease of
+        its own), the n-th at ``start_at + n * every`` by the wall clock, as the other process
+        does: a started run records a turn and finishes; a refused start says what it was
+        told."""
+        outcomes: dict[str, Any] = {}
+        for n, run_id in enumerate(run_ids):
+            await trio.sleep(max(0.0, start_at + n * every - time.time()))
+            key = f"{session}:{run_id}"
+            grant = await self.store.acquire_lease(key, self.owner, LIVE_TTL, holder=run_id)
+            lease = grant.lease
+            record = RunRecord(run_id, "kit-agent", session, None, principal)
+            try:
+                run = await self.store.start_run(record, lease)
+            except RunIdTaken as exc:
+                outcomes[run_id] = {"refused": list(exc.differs), "owner": exc.owner}
+            else:
+                text = f"{principal}'s {run_id}"
+                await self.store.record_turn(run, [Message("user", text)], [], lease)
+                await self.store.finish_run(run_id, run_metadata(run, "completed"), lease)
+                outcomes[run_id] = {"started": run.attempt}
+            await self.store.release_lease(lease)
+        return outcomes
 
 
 async def _serve(spec: Mapping[str, Any], out: IO[str]) -> None:
@@ -821,6 +851,69 @@ async def _run_events(run: _Run) -> None:
         )
 
 
+async def _run_id_race(run: _Run) -> None:
+    """Two processes of two principals start the same fresh run ids at the same moment: each
+    id is owned by exactly one of them, the other is refused with nothing of it stored, and
+    the owner's run (its record, history and ending) is whole."""
+    alice, bob = await run.child(), await run.child()
+    rounds, every = 12, 0.05
+    run_ids = [run.key(f"race-{n}") for n in range(rounds)]
+    sessions = {"alice": run.key("alice"), "bob": run.key("bob")}
+    start_at = time.time() + 0.5  # both children are waiting by then
+    for child, principal in ((alice, "alice"), (bob, "bob")):
+        await child.send(
+            "claim_runs",
+            run_ids=run_ids,
+            principal=principal,
+            session=sessions[principal],
+            start_at=start_at,
+            every=every,
+        )
+    claims = {"alice": await alice.receive("claim_runs"), "bob": await bob.receive("claim_runs")}
+    async with run.store() as store:
+        histories = {
+            who: [e for e in await store.history(session) if e.principal == who]
+            for who, session in sessions.items()
+        }
+        for run_id in run_ids:
+            said = {who: claims[who][run_id] for who in claims}
+            owners = [who for who, outcome in said.items() if "started" in outcome]
+            expect(
+                len(owners),
+                1,
+                f"the processes whose start of the fresh run id {run_id} (raced by alice's and"
+                f" bob's processes at once) won: {said}",
+            )
+            owner = owners[0]
+            loser = "bob" if owner == "alice" else "alice"
+            expect(
+                (said[owner], said[loser]),
+                ({"started": 1}, {"refused": ["session_id", "principal"], "owner": owner}),
+                f"what the two processes were told of {run_id}: (the owner's attempt, the"
+                " other's RunIdTaken (differs, owner))",
+            )
+            stored = await store.get_run(run_id)
+            expect(
+                stored and (stored.principal, stored.session_id, stored.status, stored.attempt),
+                (owner, sessions[owner], "completed", 1),
+                f"get_run of {run_id}: the owner's (principal, session, status, attempt)",
+            )
+            expect(
+                [
+                    (e.content, e.metadata and e.metadata.get("status"))
+                    for e in histories[owner]
+                    if e.run_id == run_id
+                ],
+                [(f"{owner}'s {run_id}", "completed")],
+                f"the owner's history of {run_id}: its message, with its ending",
+            )
+            expect(
+                [e.content for e in histories[loser] if e.run_id == run_id],
+                [],
+                f"the refused principal's history of {run_id} (nothing of it stored)",
+            )
+
+
 CHECKS: tuple[tuple[str, Callable[[_Run], Awaitable[None]], bool], ...] = (
     ("exclusive", _exclusive, False),
     ("expiry_takeover", _expiry_takeover, True),  # True: needs SIGSTOP
@@ -831,6 +924,7 @@ CHECKS: tuple[tuple[str, Callable[[_Run], Awaitable[None]], bool], ...] = (
     ("counters", _counters, False),
     ("cancel_requests", _cancel_requests, False),
     ("run_events", _run_events, False),
+    ("run_id_race", _run_id_race, False),
 )
 PROCESS_CHECK_NAMES: tuple[str, ...] = tuple(name for name, _, _ in CHECKS)
 

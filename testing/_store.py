@@ -13,6 +13,7 @@ the checks it names (of :data:`STORE_CHECK_NAMES`) and no other, so each can run
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import itertools
@@ -41,6 +42,7 @@ from soulacy.kernel.store import (
     LeaseOwner,
     RunEvent,
     RunEventBatch,
+    RunIdTaken,
     RunRecord,
     StorageError,
     Store,
@@ -1188,6 +1190,198 @@ async def _attempts(store: Any) -> None:
     )
 
 
+async def expect_run_id_taken(
+    what: str, call: Callable[[], Awaitable[Any]], owner: str | None, differs: Sequence[str]
+) -> None:
+    """``call`` (a start_run) raises RunIdTaken naming the stored run's principal and the
+    fields of the identity that differ."""
+    try:
+        got = await call()
+    except RunIdTaken as exc:
+        expect(
+            (exc.owner, list(exc.differs)),
+            (owner, list(differs)),
+            f"{what}: the RunIdTaken's (owner, differs)",
+        )
+        return
+    except Exception as exc:
+        raise AssertionError(
+            f"{what}: expected RunIdTaken, got {type(exc).__name__}: {show(str(exc))}"
+        ) from exc
+    raise AssertionError(
+        f"{what}: expected RunIdTaken, got the answer {show(got)} (a run id names one request:"
+        " another request's start must not become an attempt of the stored run)"
+    )
+
+
+async def _lease_of(store: Any, key: str, holder: str) -> Lease:
+    """A free lease of ``key``, held by ``holder`` of a live owner."""
+    grant = await store.acquire_lease(key, live_owner("kit-kernel"), LONG_TTL, holder=holder)
+    expect_that(grant.acquired, f"a free lease {key!r}", "acquired", grant)
+    lease: Lease = grant.lease
+    return lease
+
+
+async def _run_ids_reserved(store: Any) -> None:
+    """A run id names one request, insert-or-fail: start_run of a stored id for another agent,
+    session, user or principal raises RunIdTaken and writes nothing (the stored run, its
+    history, tool records and proof untouched); the refused request's fenced run events are
+    refused, and the run's own replace any it shared before the run was stored; the same
+    request's start is its next attempt; of starts racing for a fresh id, exactly one owns
+    it."""
+    alice = RunRecord("kit-rid", "agent", "s-alice", "u", "alice")
+    lease = await _lease_of(store, "rid-alice", "kit-rid")
+    first = await store.start_run(alice, lease)
+    messages = [Message("user", "alice's secret"), Message("assistant", "noted")]
+    record = ToolRecord("kit-rid", "c1", "read", {"path": "a"}, "alice's file", False)
+    await store.record_turn(first, messages, [record], lease)
+    metadata = run_metadata(first, "completed")
+    await store.finish_run("kit-rid", metadata, lease)
+    proof = await store.finalize_proof("kit-rid", metadata, (), lease)
+    bob_lease = await _lease_of(store, "rid-bob", "kit-rid")
+    others = [
+        (attrs.evolve(alice, principal="bob", session_id="s-bob"), ["session_id", "principal"]),
+        (attrs.evolve(alice, principal="bob"), ["principal"]),
+        (attrs.evolve(alice, principal=None), ["principal"]),
+        (attrs.evolve(alice, session_id="s-other"), ["session_id"]),
+        (attrs.evolve(alice, agent_id="other-agent"), ["agent_id"]),
+        (attrs.evolve(alice, user_id="v"), ["user_id"]),
+        (attrs.evolve(alice, user_id=None), ["user_id"]),
+    ]
+    for other, differs in others:
+        for fence in (bob_lease, None):
+            await expect_run_id_taken(
+                f"start_run of alice's stored run id with another {', '.join(differs)}"
+                f" ({'under a lease of its own' if fence else 'unfenced'})",
+                functools.partial(store.start_run, other, fence),
+                "alice",
+                differs,
+            )
+    stored = await store.get_run("kit-rid")
+    expect(
+        stored
+        and (
+            stored.agent_id,
+            stored.session_id,
+            stored.user_id,
+            stored.principal,
+            stored.status,
+            stored.attempt,
+            stored.lease_key,
+        ),
+        ("agent", "s-alice", "u", "alice", "completed", 1, "rid-alice"),
+        "get_run of alice's run after the refused starts (agent, session, user, principal,"
+        " status, attempt, lease_key): untouched",
+    )
+    expect(
+        [
+            (e.content, e.principal, e.attempt, e.metadata and dict(e.metadata))
+            for e in await store.history("s-alice")
+        ],
+        [(m.content, "alice", 1, metadata) for m in messages],
+        "alice's history after the refused starts: (content, principal, attempt, metadata)",
+    )
+    expect(
+        sorted(await store.load_tool_records("kit-rid")),
+        ["c1"],
+        "alice's tool records after the refused starts",
+    )
+    kept = await store.get_proof("kit-rid")
+    expect(kept and kept.sha256, proof.sha256, "alice's proof after the refused starts (kept)")
+    expect(await store.history("s-bob"), [], "the history of bob's refused session")
+    expect(
+        [r.run_id for r in await store.list_runs(principal="bob")],
+        [],
+        "list_runs(principal='bob') after bob's refused starts",
+    )
+    # The run's shared events are its own request's: a refused request's batch (fenced under
+    # its own conversation's lease, not the run's) is refused, and writes nothing.
+    await store.append_run_events(
+        [RunEventBatch("kit-rid", "alice", _events(1, 2), True, lease)], 10
+    )
+    refused = await store.append_run_events(
+        [RunEventBatch("kit-rid", "bob", _events(1), True, bob_lease)], 10
+    )
+    expect(refused, ["kit-rid"], "append_run_events of bob's refused request's batch: refused")
+    other_session = await _lease_of(store, "rid-alice-2", "kit-rid")
+    refused = await store.append_run_events(
+        [RunEventBatch("kit-rid", "alice", _events(1), True, other_session)], 10
+    )
+    expect(
+        refused,
+        ["kit-rid"],
+        "append_run_events of a batch of alice's other request (another session's lease)",
+    )
+    kept = await store.run_events("kit-rid", 0)
+    expect(
+        kept and (kept.principal, [e.id for e in kept.events]),
+        ("alice", [1, 2]),
+        "the run's events after the refused requests' batches: (principal, ids), alice's own",
+    )
+    again = await store.start_run(alice, lease)  # a retry of the same request
+    expect(
+        (again.attempt, again.principal, again.lease_key),
+        (2, "alice", "rid-alice"),
+        "start_run of the same request again: its next attempt (attempt, principal, lease_key)",
+    )
+    # Events a refused request shared before the run it lost to was stored are the run's to
+    # replace (its first batch), and none of that request's follows.
+    early = await _lease_of(store, "rid-bob-ev", "kit-rid-ev")
+    await store.append_run_events([RunEventBatch("kit-rid-ev", "bob", _events(1), True, early)], 10)
+    owner = await _lease_of(store, "rid-alice-ev", "kit-rid-ev")
+    await store.start_run(RunRecord("kit-rid-ev", "agent", "s-ev", None, "alice"), owner)
+    expect(
+        await store.append_run_events(
+            [RunEventBatch("kit-rid-ev", "alice", _events(1, 2, 3), True, owner)], 10
+        ),
+        [],
+        "append_run_events of the stored run's own first batch, after a refused request's",
+    )
+    expect(
+        await store.append_run_events(
+            [RunEventBatch("kit-rid-ev", "bob", _events(2), False, early)], 10
+        ),
+        ["kit-rid-ev"],
+        "append_run_events of the refused request's next batch",
+    )
+    found = await store.run_events("kit-rid-ev", 0)
+    expect(
+        found and (found.principal, [(e.id, e.data) for e in found.events]),
+        ("alice", [(e.id, e.data) for e in _events(1, 2, 3)]),
+        "the run's events: its own, the refused request's replaced (principal, events)",
+    )
+
+    # Starts racing for a fresh id, one per principal: one owns it, every other is refused.
+    owners = [f"p{n}" for n in range(8)]
+    won: list[str] = []
+    losers: list[tuple[str, str | None, tuple[str, ...]]] = []
+
+    async def start(principal: str) -> None:
+        run = RunRecord("kit-rid-race", "agent", f"s-{principal}", None, principal)
+        try:
+            await store.start_run(run)
+        except RunIdTaken as exc:
+            losers.append((principal, exc.owner, exc.differs))
+        else:
+            won.append(principal)
+
+    async with trio.open_nursery() as nursery:
+        for principal in owners:
+            nursery.start_soon(start, principal)
+    expect(len(won), 1, f"starts of one fresh run id by {len(owners)} principals at once that won")
+    expect(
+        sorted(losers),
+        sorted((p, won[0], ("session_id", "principal")) for p in owners if p != won[0]),
+        "the refused starts: (principal, RunIdTaken.owner, differs)",
+    )
+    raced = await store.get_run("kit-rid-race")
+    expect(
+        raced and (raced.principal, raced.session_id, raced.attempt),
+        (won[0], f"s-{won[0]}", 1),
+        "get_run of the raced id: the winner's (principal, session, attempt 1)",
+    )
+
+
 async def _interrupted_runs(store: Any) -> None:
     """A running run reads as interrupted once its lease is not its own: none, expired,
     released, of another holder, or of an owner provably gone."""
@@ -1769,6 +1963,7 @@ STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _lease_queue,
     _fencing,
     _attempts,
+    _run_ids_reserved,
     _interrupted_runs,
     _counters,
     _cancel_requests,

@@ -120,6 +120,7 @@ def reply(body: Mapping[str, Any]) -> ModelReply:
         usage(body.get("usage")),
         body.get("stop_reason"),
         body.get("model"),
+        body.get("id") if isinstance(body.get("id"), str) else None,
     )
 
 
@@ -148,6 +149,7 @@ class StreamAssembler:
         self.input_tokens = 0
         self.output_tokens = 0
         self.model: str | None = None
+        self.id: str | None = None
         self.stopped = False  # message_stop seen
         self.error: Mapping[str, Any] | None = None  # the body of an ``error`` event
 
@@ -168,6 +170,8 @@ class StreamAssembler:
         if kind == "message_start":
             message = event.get("message") or {}
             self.model = message.get("model") or self.model
+            found = message.get("id")
+            self.id = found if isinstance(found, str) else self.id
             self.input_tokens = input_tokens(message.get("usage") or {})
             self.output_tokens = int((message.get("usage") or {}).get("output_tokens") or 0)
         elif kind == "content_block_start":
@@ -224,7 +228,7 @@ class StreamAssembler:
         )
         message = Message("assistant", "".join(self.text), tool_calls=calls)
         usage = Usage(self.input_tokens, self.output_tokens)
-        return ModelReply(message, usage, self.stop_reason, self.model)
+        return ModelReply(message, usage, self.stop_reason, self.model, self.id)
 
 
 def error_of(body: object, text: str) -> tuple[str, str]:

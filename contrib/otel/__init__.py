@@ -14,12 +14,15 @@ extra: ``pip install 'soulacy[otel]'``)::
       metrics_bind: 127.0.0.1:9464        # GET /metrics (Prometheus text); unset: off
       http_metrics: true                  # GET /metrics on the HTTP transport, admins only
 
-It observes the kernel's event stream (``soulacy_event``): a span per run (``invoke_agent``),
-child spans per model call (``chat``) and tool call (``execute_tool``) with the GenAI semantic
-conventions, per workflow step and reasoning step; and metrics of runs, calls, tokens, cost,
-compactions and durations through the SDK's MeterProvider, served as Prometheus text at
-``GET /metrics`` on the HTTP transport (admins) and on ``metrics_bind``. Written only against
-public APIs, as a third-party plugin would be. See docs/observability.md.
+It observes the kernel's event stream (``soulacy_event``): a span per run
+(``invoke_agent {agent name}``), child spans per model call (``chat {model}``) and tool call
+(``execute_tool {tool}``) with the GenAI semantic conventions, per workflow step and reasoning
+step; and metrics of runs, calls, tokens (``gen_ai.client.token.usage``), cost, compactions and
+durations (``gen_ai.client.operation.duration``) through the SDK's MeterProvider, served as
+Prometheus text at ``GET /metrics`` on the HTTP transport (admins) and on ``metrics_bind``. A
+run participant (``soulacy_run_participants``) reads what only a reply says: the model that
+answered and the response's id. Written only against public APIs, as a third-party plugin
+would be. See docs/observability.md.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from soulacy.kernel import (
     StashKey,
     hookimpl,
 )
+from soulacy.kernel.contracts import RunParticipant
 from soulacy.kernel.engine import Run
 
 from ._config import SECTION, TRUSTED, OtelConfig, Resolved, parse_bind, resolve, validate
@@ -140,6 +144,16 @@ def soulacy_event(kernel: Kernel, event: Event) -> None:
             log.warning("could not set up telemetry; runs are not traced", exc_info=True)
             return
     found.observe(event)
+
+
+@hookimpl
+def soulacy_run_participants(kernel: Kernel, run: Run) -> Sequence[RunParticipant] | None:
+    """Takes part in the run's model calls when there is telemetry (made at ``run.started``,
+    just before): what only a reply says goes on the call's span and metrics."""
+    found = kernel.stash.get(_key, None)
+    if found is None or not found.enabled or found.closed:
+        return None
+    return [found.participant]
 
 
 @hookimpl(wrapper=True)

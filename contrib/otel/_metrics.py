@@ -4,7 +4,9 @@ Counters are kept as plain cumulative sums by label values and reported through 
 observable instruments: the SDK asks for them only when a reader collects (the OTLP reader's
 interval, a ``/metrics`` request), so counting costs a run a dictionary update, not a trip
 through the SDK's measurement pipeline (about 17 µs each, measured). Durations are
-histograms, recorded through the SDK as they happen: there is no observable histogram.
+histograms, recorded through the SDK as they happen: there is no observable histogram. The
+two GenAI histograms (``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``)
+have the attributes and the bucket boundaries the GenAI semantic conventions give them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,23 @@ DURATION_BUCKETS: Final = (
     20.48,
     40.96,
     81.92,
+)
+# The buckets the GenAI conventions advise for gen_ai.client.token.usage: powers of 4, to 4^13.
+TOKEN_BUCKETS: Final = (
+    1,
+    4,
+    16,
+    64,
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    1048576,
+    4194304,
+    16777216,
+    67108864,
 )
 RUN_BUCKETS: Final = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 MAX_SERIES: Final = 1000  # label combinations per counter; more are counted as an overflow
@@ -132,8 +151,14 @@ class Metrics:
             explicit_bucket_boundaries_advisory=RUN_BUCKETS,
         )
         self.llm_duration = meter.create_histogram(
-            "gen_ai.client.operation.duration",
+            n.OPERATION_DURATION,
             unit="s",
             description="GenAI operation duration (model calls)",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.token_usage = meter.create_histogram(
+            n.TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used (per model call)",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
         )

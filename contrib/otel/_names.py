@@ -1,5 +1,5 @@
 """Attribute and instrument names: the OpenTelemetry GenAI semantic conventions where they
-define one (``gen_ai.*``, ``error.type``), ``soulacy.*`` for what only Soulacy has.
+define one (``gen_ai.*``, ``server.*``, ``error.type``), ``soulacy.*`` for what only Soulacy has.
 
 Written out rather than imported from ``opentelemetry.semconv._incubating``: that module is
 private, and its GenAI names are marked as moved to the GenAI conventions repository.
@@ -19,6 +19,8 @@ REQUEST_STREAM: Final = "gen_ai.request.stream"
 INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+RESPONSE_MODEL: Final = "gen_ai.response.model"
+RESPONSE_ID: Final = "gen_ai.response.id"
 TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
 AGENT_ID: Final = "gen_ai.agent.id"
 AGENT_NAME: Final = "gen_ai.agent.name"
@@ -31,11 +33,16 @@ TOOL_RESULT: Final = "gen_ai.tool.call.result"
 INPUT_MESSAGES: Final = "gen_ai.input.messages"
 OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 TOKEN_TYPE: Final = "gen_ai.token.type"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
 ERROR_TYPE: Final = "error.type"
 
 CHAT: Final = "chat"
 EXECUTE_TOOL: Final = "execute_tool"
 INVOKE_AGENT: Final = "invoke_agent"
+
+OPERATION_DURATION: Final = "gen_ai.client.operation.duration"  # histograms
+TOKEN_USAGE: Final = "gen_ai.client.token.usage"
 
 # -- Soulacy ------------------------------------------------------------------------------------
 RUN_ID: Final = "soulacy.run.id"

@@ -11,6 +11,11 @@ instead of two). A run, a workflow step and a reasoning step have children, so t
 started when they start. A call still in progress when its run ends is ended with the run,
 as an error saying why the run ended.
 
+What only the reply says (the model that answered, the response's id) is not in the events:
+the plugin's run participant hands it over (:meth:`Observer.replied`) just before the call's
+``llm.result``. Which server a call goes to is read once per provider, from its ``base_url``
+(or, unset, the provider class's ``default_base_url``).
+
 Bounded: spans open at once, in total (``otel.max_open_spans``) and per run
 (``otel.max_open_spans_per_run``), and spans made per run (``otel.max_spans_per_run``). A span
 over a bound is not made, and counted in ``soulacy.otel.spans.dropped`` with the bound's name;
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -38,14 +44,26 @@ from ._config import OtelConfig
 from ._metrics import Metrics
 
 Attributes = dict[str, AttributeValue]
+Server = tuple[str, int | None]  # server.address, server.port
 FINISHED_KEPT = 1024  # span contexts of ended runs kept, to link a later attempt to
 NS = 1_000_000_000
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class Pending:
     """A model call or a tool call in progress: its span is made when it ends."""
 
-    __slots__ = ("attributes", "chars", "chunk", "parent", "start", "text", "traced")
+    __slots__ = (
+        "attributes",
+        "chars",
+        "chunk",
+        "parent",
+        "response_id",
+        "response_model",
+        "start",
+        "text",
+        "traced",
+    )
 
     def __init__(self, start: int, parent: Context | None, traced: bool, attributes: Attributes):
         self.start = start
@@ -55,6 +73,8 @@ class Pending:
         self.chunk = 0  # when the first streamed text arrived (ns), 0 before
         self.text: list[str] = []  # a streamed reply's text, with capture_content (bounded)
         self.chars = 0
+        self.response_model = ""  # what the reply says (Observer.replied), for a model call
+        self.response_id = ""
 
 
 class RunState:
@@ -79,6 +99,7 @@ class RunState:
         "rstep_ctx",
         "rsteps",
         "run_id",
+        "server",
         "span",
         "started",
         "step_ctx",
@@ -97,7 +118,8 @@ class RunState:
         self.recording = False
         self.provider = ""
         self.model = ""
-        self.resolved = False  # provider and model looked up (found or not)
+        self.server: Attributes = {}  # server.address and .port of the provider's API
+        self.resolved = False  # provider, model and server looked up (found or not)
         self.strategy: str | None = None
         self.reasoning: str | None = None  # the reasoning strategy's name, for reasoning runs
         self.max_output: int | None = None
@@ -129,6 +151,7 @@ class Observer:
         self.tracer = tracer
         self.runs: dict[str, RunState] = {}
         self.finished: OrderedDict[str, SpanContext] = OrderedDict()
+        self.servers: dict[str, Attributes] = {}  # by provider name: read once
         self.open_total = 0
         self.handlers: dict[str, Callable[[RunState | None, Event, int], None]] = {
             "run.started": self._started,
@@ -183,6 +206,21 @@ class Observer:
                 attributes[n.PROVIDER] = state.provider
             state.span.set_attributes(attributes)
 
+    def replied(self, run_id: str, reply: object) -> None:
+        """A model call of run ``run_id`` returned ``reply`` (a ``ModelReply``; its
+        ``llm.result`` follows): keep what only the reply says, the model that answered and,
+        when the reply carries one (``id``), the provider's id of the response."""
+        state = self.runs.get(run_id)
+        pending = state.llm if state is not None else None
+        if pending is None:
+            return
+        model = getattr(reply, "model", None)
+        if isinstance(model, str):
+            pending.response_model = model
+        found = getattr(reply, "id", None)
+        if isinstance(found, str):
+            pending.response_id = found
+
     # -- runs ----------------------------------------------------------------------------------
 
     def _started(self, state: RunState | None, event: Event, now: int) -> None:
@@ -224,8 +262,9 @@ class Observer:
                 attributes[n.INPUT_MESSAGES] = self._messages("user", text)
         earlier = self.finished.get(run_id)
         links = [Link(earlier, {n.LINK_TYPE: "previous_attempt"})] if earlier else None
+        name = attributes[n.AGENT_NAME]
         span = self.tracer.start_span(
-            f"{n.INVOKE_AGENT} {agent_id}",
+            f"{n.INVOKE_AGENT} {name}" if name else n.INVOKE_AGENT,
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
@@ -386,6 +425,8 @@ class Observer:
                 attributes[n.REQUEST_MODEL] = state.model
             if state.provider:
                 attributes[n.PROVIDER] = attributes[n.SYSTEM] = state.provider
+            if state.server:
+                attributes.update(state.server)
             if state.max_output:
                 attributes[n.REQUEST_MAX_TOKENS] = state.max_output
             if state.compacted:
@@ -439,6 +480,10 @@ class Observer:
             metric_attributes[n.PROVIDER] = provider
         if model:
             metric_attributes[n.REQUEST_MODEL] = model
+        if pending.response_model:
+            metric_attributes[n.RESPONSE_MODEL] = pending.response_model
+        if state.server:
+            metric_attributes.update(state.server)
         metrics.model_calls.add((state.agent_id, provider, model))
         if data is not None:
             duration_ms = data.get("duration_ms")
@@ -449,10 +494,18 @@ class Observer:
             )
             input_tokens = int(data.get("input_tokens") or 0)
             output_tokens = int(data.get("output_tokens") or 0)
+            # A count of 0 is taken as not reported (the conventions: report no usage rather
+            # than a made-up one).
             if input_tokens:
                 metrics.tokens.add((state.agent_id, provider, model, "input"), input_tokens)
+                metrics.token_usage.record(
+                    input_tokens, {**metric_attributes, n.TOKEN_TYPE: "input"}
+                )
             if output_tokens:
                 metrics.tokens.add((state.agent_id, provider, model, "output"), output_tokens)
+                metrics.token_usage.record(
+                    output_tokens, {**metric_attributes, n.TOKEN_TYPE: "output"}
+                )
         else:
             seconds = (now - pending.start) / NS
             metric_attributes[n.ERROR_TYPE] = error or "_OTHER"
@@ -468,6 +521,10 @@ class Observer:
             if finish:
                 attributes[n.FINISH_REASONS] = [str(finish)]
             attributes[n.REPLY_TOOL_CALLS] = int(data.get("tool_calls") or 0)
+        if pending.response_model:
+            attributes[n.RESPONSE_MODEL] = pending.response_model
+        if pending.response_id:
+            attributes[n.RESPONSE_ID] = pending.response_id
         if pending.chunk:
             attributes[n.REQUEST_STREAM] = True
             attributes[n.TIME_TO_FIRST_CHUNK] = (pending.chunk - pending.start) / NS
@@ -488,7 +545,8 @@ class Observer:
         span.end(end_time=now)
 
     def _resolve_model(self, state: RunState, agent: Any) -> None:
-        """The provider type and model of the run's agent, as the registry resolves them."""
+        """The provider type, model and server of the run's agent, as the registry resolves
+        them."""
         kernel = self.kernel
         state.resolved = True
         try:
@@ -503,6 +561,29 @@ class Observer:
             state.provider = str(getattr(entry, "type", None) or name)
         except Exception:  # another provider registry, without the llm.providers section
             state.provider = name
+        if name not in self.servers:
+            self.servers[name] = self._server_of(name)
+        state.server = self.servers[name]
+
+    def _server_of(self, name: str) -> Attributes:
+        """``server.address`` and ``server.port`` of provider ``name``: from its ``base_url``,
+        else its class's ``default_base_url`` (every provider made with
+        ``soulacy.plugins.providerkit`` has one); none for a provider that names no URL
+        (``scripted``)."""
+        try:
+            url = self.kernel.provider_config(name).base_url
+            if not url:
+                url = getattr(self.kernel.provider(name), "default_base_url", None)
+        except Exception:  # a provider that cannot be made: its run says why
+            return {}
+        server = server_of(url) if isinstance(url, str) else None
+        if server is None:
+            return {}
+        address, port = server
+        found: Attributes = {n.SERVER_ADDRESS: address}
+        if port is not None:
+            found[n.SERVER_PORT] = port
+        return found
 
     # -- tool calls ----------------------------------------------------------------------------
 
@@ -713,6 +794,19 @@ class Observer:
         now = time.time_ns()
         for state in list(self.runs.values()):
             self._end_run(state, now, {}, lost="kernel_closed")
+
+
+def server_of(url: str) -> Server | None:
+    """``server.address`` and ``server.port`` of a base URL (the scheme's port when the URL
+    names none); the user and password a URL may carry are never part of them."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number
+        return None
+    if not host:
+        return None
+    return host, port or DEFAULT_PORTS.get(parts.scheme.lower())
 
 
 def _error_type(error: Any) -> str:

@@ -10,18 +10,27 @@ that fails (a collector that is down or refuses) is said once as a warning on th
 ``soulacy.otel`` logger, then at most once a minute while it goes on, and counted in
 ``soulacy.otel.exports.failed``; the run never sees it. Closing waits at most
 ``otel.shutdown_timeout`` for the last exports, then gives up on them, saying so.
+
+What a short-lived process (``soulacy run``) pays for exporting is kept off its path:
+
+* the OTLP exporters are made in a thread of their own (:class:`Later`): they import requests,
+  urllib3 and the protobuf encoders, some 60 ms, which the first run need not wait for (the
+  exporter's thread waits for them at its first export instead);
+* closing sends the last batch of spans and the last metrics at once, each provider shut down
+  in its own thread: a close waits for one round trip to the collector, not one per signal.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import trio
 from opentelemetry.metrics import NoOpMeter
@@ -54,6 +63,9 @@ from opentelemetry.sdk.trace.sampling import (
 from opentelemetry.trace import Tracer
 
 from soulacy.kernel import Event, Kernel, redact_text
+from soulacy.kernel.contracts import RunParticipant
+from soulacy.kernel.engine import Run
+from soulacy.kernel.messages import ModelReply
 
 from . import _names as n
 from ._config import OtelConfig, Resolved, describe_headers, names
@@ -64,6 +76,13 @@ from ._prometheus import render
 log = logging.getLogger("soulacy.otel")
 SCOPE = "soulacy"
 WARN_EVERY = 60.0  # seconds between warnings of a failure that goes on
+# The SDK's variables that change what an OTLP metric exporter asks of its reader: with one set,
+# the exporter is made at once (its reader must know what it prefers).
+METRIC_PREFERENCES = (
+    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+)
+T = TypeVar("T")
 
 
 def _version() -> str:
@@ -107,17 +126,52 @@ class Health:
                 self.failing, self.warned, self.failures = True, now, 0
 
 
-class GuardedSpanExporter(SpanExporter):
-    """An exporter that never raises into the SDK and reports how its exports go."""
+class Later(Generic[T]):
+    """Something made in a thread of its own, and waited for where it is first needed."""
 
-    def __init__(self, inner: SpanExporter, health: Health) -> None:
+    def __init__(self, make: Callable[[], T], name: str) -> None:
+        self._made = threading.Event()
+        self._value: T | None = None
+        worker = threading.Thread(target=self._make, args=(make,), name=name, daemon=True)
+        worker.start()
+
+    def _make(self, make: Callable[[], T]) -> None:
+        try:
+            self._value = make()
+        except Exception:
+            log.warning("could not make an exporter: nothing is exported by it", exc_info=True)
+        finally:
+            self._made.set()
+
+    def get(self) -> T | None:
+        """The thing, once made (None if making it failed)."""
+        self._made.wait()
+        return self._value
+
+    def made(self) -> T | None:
+        """The thing if it is made already, without waiting."""
+        return self._value if self._made.is_set() else None
+
+
+class GuardedSpanExporter(SpanExporter):
+    """An exporter that never raises into the SDK and reports how its exports go; ``inner``
+    may be made :class:`Later` (the batch processor's thread waits for it)."""
+
+    def __init__(self, inner: SpanExporter | Later[SpanExporter], health: Health) -> None:
         self.inner = inner
         self.health = health
         self.closed = False
 
+    def _exporter(self, wait: bool) -> SpanExporter | None:
+        inner = self.inner
+        if isinstance(inner, Later):
+            return inner.get() if wait else inner.made()
+        return inner
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        inner = self._exporter(wait=True)
         try:
-            result = self.inner.export(spans)
+            result = inner.export(spans) if inner is not None else SpanExportResult.FAILURE
         except Exception:  # an exporter bug must not reach the worker thread's loop
             log.warning("the %s exporter failed", self.health.signal, exc_info=True)
             result = SpanExportResult.FAILURE
@@ -127,26 +181,46 @@ class GuardedSpanExporter(SpanExporter):
     def shutdown(self) -> None:
         if not self.closed:
             self.closed = True
-            self.inner.shutdown()
+            inner = self._exporter(wait=False)  # not made yet: it never exported, nothing to do
+            if inner is not None:
+                inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
+        inner = self._exporter(wait=False)
+        return inner.force_flush(timeout_millis) if inner is not None else True
 
 
 class GuardedMetricExporter(MetricExporter):
-    """The same for a metric exporter (its reader reads its temporality and aggregation)."""
+    """The same for a metric exporter. Its reader reads its temporality and aggregation when
+    it is made: an exporter made :class:`Later` is given the SDK's defaults (the OTLP
+    exporter's too, unless ``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`` or
+    ``…_DEFAULT_HISTOGRAM_AGGREGATION`` say otherwise: then it is made at once)."""
 
-    def __init__(self, inner: MetricExporter, health: Health) -> None:
-        super().__init__(inner._preferred_temporality, inner._preferred_aggregation)
+    def __init__(self, inner: MetricExporter | Later[MetricExporter], health: Health) -> None:
+        if isinstance(inner, Later):
+            super().__init__()
+        else:
+            super().__init__(inner._preferred_temporality, inner._preferred_aggregation)
         self.inner = inner
         self.health = health
         self.closed = False
 
+    def _exporter(self, wait: bool) -> MetricExporter | None:
+        inner = self.inner
+        if isinstance(inner, Later):
+            return inner.get() if wait else inner.made()
+        return inner
+
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
     ) -> MetricExportResult:
+        inner = self._exporter(wait=True)
         try:
-            result = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+            result = (
+                inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+                if inner is not None
+                else MetricExportResult.FAILURE
+            )
         except Exception:
             log.warning("the %s exporter failed", self.health.signal, exc_info=True)
             result = MetricExportResult.FAILURE
@@ -154,12 +228,29 @@ class GuardedMetricExporter(MetricExporter):
         return result
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
+        inner = self._exporter(wait=False)
+        return inner.force_flush(timeout_millis) if inner is not None else True
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
         if not self.closed:
             self.closed = True
-            self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+            inner = self._exporter(wait=False)
+            if inner is not None:
+                inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
+class ReplyReader(RunParticipant):
+    """The plugin's part in each run (``soulacy_run_participants``): after each model call it
+    hands over what only the reply says (the model that answered, the response's id), which
+    the call's events do not carry."""
+
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
+
+    def after_model_call(
+        self, run: Run, reply: ModelReply, provider: str, model: str | None
+    ) -> None:
+        self.telemetry.replied(run.run_id, reply)
 
 
 def sampler_of(text: str) -> Sampler:
@@ -218,6 +309,7 @@ class Telemetry:
         if not self.enabled:  # OTEL_SDK_DISABLED: the SDK's no-op instruments, no spans
             self.metrics = Metrics(NoOpMeter(SCOPE), self.export_failures)
             self.observer = Observer(kernel, config, self.metrics, None)
+            self.participant = ReplyReader(self)
             return
         readers: list[MetricReader] = [self.prometheus]
         readers += (
@@ -247,6 +339,7 @@ class Telemetry:
                 self.processors.append(processor)
             tracer = self.tracer_provider.get_tracer(SCOPE, _version())
         self.observer = Observer(kernel, config, self.metrics, tracer)
+        self.participant = ReplyReader(self)
         # A kernel that is never closed (``soulacy run`` exits without kernel.aclose()) still
         # flushes at interpreter exit, within the same bound.
         atexit.register(self._at_exit)
@@ -257,13 +350,9 @@ class Telemetry:
         found: list[SpanExporter] = []
         for name in resolved.traces:
             if name == "otlp":
-                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-                    OTLPSpanExporter,
-                )
-
                 target = redact_text(resolved.traces_endpoint)
-                inner: SpanExporter = OTLPSpanExporter(
-                    endpoint=resolved.traces_endpoint, headers=dict(resolved.traces_headers)
+                inner = Later(
+                    lambda: _otlp_span_exporter(resolved), name="soulacy-otel-make-traces"
                 )
                 guarded = GuardedSpanExporter(inner, Health("traces", target, self.export_failures))
                 log.info(
@@ -284,15 +373,15 @@ class Telemetry:
     def _metric_readers(self, resolved: Resolved) -> list[MetricReader]:
         found: list[MetricReader] = []
         for name in resolved.metrics:
+            inner: MetricExporter | Later[MetricExporter]
             if name == "otlp":
-                from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-                    OTLPMetricExporter,
-                )
-
                 target = redact_text(resolved.metrics_endpoint)
-                inner: MetricExporter = OTLPMetricExporter(
-                    endpoint=resolved.metrics_endpoint, headers=dict(resolved.metrics_headers)
-                )
+                if any(os.environ.get(variable) for variable in METRIC_PREFERENCES):
+                    inner = _otlp_metric_exporter(resolved)
+                else:
+                    inner = Later(
+                        lambda: _otlp_metric_exporter(resolved), name="soulacy-otel-make-metrics"
+                    )
                 log.info(
                     "metrics: OTLP/HTTP to %s (headers: %s)",
                     target,
@@ -321,6 +410,18 @@ class Telemetry:
             if now - self._problems >= WARN_EVERY:
                 self._problems = now
                 log.warning("could not record event %s", event.type, exc_info=True)
+
+    def replied(self, run_id: str, reply: ModelReply) -> None:
+        """What a model call of a run returned, before its ``llm.result`` (the participant's)."""
+        if self.closed or not self.enabled:
+            return
+        try:
+            self.observer.replied(run_id, reply)
+        except Exception:  # never fails the run: a participant that raises would
+            now = time.monotonic()
+            if now - self._problems >= WARN_EVERY:
+                self._problems = now
+                log.warning("could not record the reply of run %s", run_id, exc_info=True)
 
     def metrics_data(self) -> MetricsData | None:
         """What the ``/metrics`` reader collects now (cumulative); None when disabled."""
@@ -387,10 +488,39 @@ class Telemetry:
             self._gave_up(timeout)
 
     def _shutdown(self) -> None:
-        if self.tracer_provider is not None:
-            _quietly(self.tracer_provider.shutdown)
-        if self.meter_provider is not None:
-            _quietly(self.meter_provider.shutdown)
+        """Shut the providers down at once, each sending its last batch: a close waits for
+        one round trip to the collector, not one per signal."""
+        closing = [
+            provider.shutdown
+            for provider in (self.tracer_provider, self.meter_provider)
+            if provider is not None
+        ]
+        others = [
+            threading.Thread(target=_quietly, args=(close,), name="soulacy-otel-close", daemon=True)
+            for close in closing[1:]
+        ]
+        for other in others:
+            other.start()
+        if closing:
+            _quietly(closing[0])
+        for other in others:
+            other.join()
+
+
+def _otlp_span_exporter(resolved: Resolved) -> SpanExporter:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(
+        endpoint=resolved.traces_endpoint, headers=dict(resolved.traces_headers)
+    )
+
+
+def _otlp_metric_exporter(resolved: Resolved) -> MetricExporter:
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    return OTLPMetricExporter(
+        endpoint=resolved.metrics_endpoint, headers=dict(resolved.metrics_headers)
+    )
 
 
 def _quietly(close: Any) -> None:

@@ -66,9 +66,11 @@ from soulacy.kernel.store import (
     RunEvent,
     RunEventBatch,
     RunEvents,
+    RunIdTaken,
     RunRecord,
     StorageError,
     ToolRecord,
+    identity_differs,
     make_proof,
     run_as_read,
 )
@@ -507,10 +509,18 @@ class PostgresStore:
             _check_fence(conn, fence)
             _lock_run(conn, run.run_id)
             # Locked: a finish_run committing meanwhile cannot slip between the read of the
-            # last attempt's ending and the reset below (it waits, or was read).
+            # last attempt's ending and the reset below (it waits, or was read). And a start
+            # of the same id in another process waits for this one's commit, then reads its
+            # row: insert-or-fail with the run's identity, so exactly one owns a fresh id.
             previous = conn.execute(
-                "SELECT attempt, metadata FROM runs WHERE run_id = %s FOR UPDATE", (run.run_id,)
+                "SELECT attempt, metadata, agent_id, session_id, user_id, principal FROM runs"
+                " WHERE run_id = %s FOR UPDATE",
+                (run.run_id,),
             ).fetchone()
+            if previous:
+                differs = identity_differs(run, previous[2:])
+                if differs:  # another request's run id: nothing is written (rolled back)
+                    raise RunIdTaken(run.run_id, previous[5], differs)
             attempt = int(previous[0]) + 1 if previous else 1
             # A retry with the same run id is a new attempt: the last attempt's proof is kept
             # aside (never lost) and the new attempt gets its own.
@@ -979,17 +989,35 @@ class PostgresStore:
                         " ORDER BY id DESC LIMIT 1",
                         (batch.run_id,),
                     ).fetchone()
-                    if newest is not None and newest[0] != batch.principal:
-                        continue  # another principal's run: its events are never replaced
                     fence = batch.fence
+                    started = None  # the run as stored: (principal, lease_key, lease_token)
+                    if fence is not None:
+                        started = cursor.execute(
+                            "SELECT principal, lease_key, lease_token FROM runs WHERE run_id = %s",
+                            (batch.run_id,),
+                        ).fetchone()
+                        if started is not None and started[1] not in (None, fence.key):
+                            # another request's (its start of the stored id refused)
+                            if batch.run_id not in refused:
+                                refused.append(batch.run_id)
+                            continue
+                    # Another principal's events: never replaced, unless this is the stored
+                    # run's own batch and those were a refused request's, written before the
+                    # run started.
+                    replacing = newest is not None and newest[0] != batch.principal
+                    if replacing and not (
+                        started is not None and fence is not None and started[0] == batch.principal
+                    ):
+                        continue
+                    written = None if replacing or newest is None else newest[1]
                     if fence is not None and _stale_events(
-                        conn, batch.run_id, fence, newest[1] if newest else None
+                        conn, batch.run_id, fence, written, started
                     ):
                         if batch.run_id not in refused:
                             refused.append(batch.run_id)
                         continue  # an attempt a later one replaced: nothing of it is written
                     token = fence.token if fence is not None else None
-                    if batch.restart:
+                    if batch.restart or replacing:
                         cursor.execute("DELETE FROM run_events WHERE run_id = %s", (batch.run_id,))
                     cursor.executemany(
                         "INSERT INTO run_events (run_id, id, name, data, principal, created_at,"
@@ -1349,18 +1377,22 @@ def _check_fence(conn: Connection, fence: Lease | None) -> None:
         raise LeaseLost(fence.key, fence.token, current)
 
 
-def _stale_events(conn: Connection, run_id: str, fence: Lease, written: int | None) -> bool:
+def _stale_events(
+    conn: Connection,
+    run_id: str,
+    fence: Lease,
+    written: int | None,
+    started: Sequence[Any] | None,
+) -> bool:
     """Inside the append's transaction, the run locked: whether a later attempt of the run has
     begun under a later grant of the fence's key. Its newest stored event was written
-    (``written``), or it was started, under a greater token, or the run holds the key now under
-    one (its next attempt took the lease over, and has not started yet; the lease row stays
-    locked, FOR SHARE, until the append commits)."""
+    (``written``), or it was started (``started``: the run's principal, lease_key,
+    lease_token), under a greater token, or the run holds the key now under one (its next
+    attempt took the lease over, and has not started yet; the lease row stays locked, FOR
+    SHARE, until the append commits)."""
     if written is not None and int(written) > fence.token:
         return True
-    started = conn.execute(
-        "SELECT lease_key, lease_token FROM runs WHERE run_id = %s", (run_id,)
-    ).fetchone()
-    if started is not None and started[0] == fence.key and int(started[1] or 0) > fence.token:
+    if started is not None and started[1] == fence.key and int(started[2] or 0) > fence.token:
         return True
     held = conn.execute(
         "SELECT holder, token FROM leases WHERE key = %s FOR SHARE", (fence.key,)

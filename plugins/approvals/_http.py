@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from soulacy.kernel import ConfigError, Kernel, structure
-from soulacy.kernel.approvals import ApprovalClosed, approvals_of
+from soulacy.kernel.approvals import ApprovalClosed, ApprovalMismatch, approvals_of
 from soulacy.kernel.store import EVERY_PRINCIPAL, AlreadyDecided
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, HttpRoute
 
@@ -27,6 +27,9 @@ class ConfirmBody:
     approved: bool
     approver: str | None = None
     note: str | None = None
+    # The request's ``arguments_sha256`` as the person was shown it: the decision then
+    # applies to those arguments only (409 otherwise).
+    arguments_sha256: str | None = None
 
 
 def _parse(data: Any) -> ConfirmBody:
@@ -46,6 +49,11 @@ def _parse(data: Any) -> ConfirmBody:
             )
     if body.approver is not None and not 0 < len(body.approver.strip()) <= 200:
         raise HttpError(422, "invalid request body", {"approver": "expected 1-200 characters"})
+    digest = body.arguments_sha256
+    if digest is not None and not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise HttpError(
+            422, "invalid request body", {"arguments_sha256": "expected 64 hexadecimal digits"}
+        )
     if body.note is not None and len(body.note) > 2000:
         raise HttpError(422, "invalid request body", {"note": "expected at most 2000 characters"})
     return body
@@ -65,10 +73,11 @@ def routes(kernel: Kernel) -> Sequence[HttpRoute]:
                 decided_by=request.principal,
                 note=body.note,
                 principal=principal,
+                digest=body.arguments_sha256,
             )
         except AlreadyDecided as exc:
             raise HttpError(409, str(exc), extra={"approval": exc.request.describe()}) from None
-        except ApprovalClosed as exc:
+        except (ApprovalClosed, ApprovalMismatch) as exc:
             raise HttpError(409, str(exc)) from None
         if decided is None:  # never says whether another principal's run exists
             raise HttpError(

@@ -4,7 +4,11 @@ configuration's machinery (decision 0036)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import attrs
+
+from soulacy.kernel import Duration
 
 
 @attrs.frozen
@@ -15,6 +19,13 @@ class ApprovalsConfig:
     part of its run timeout (``runtime.timeouts.run``, 48h by default), so a forgotten
     approval still ends the run, as ``incomplete (run_timeout)``. With false the wait is not
     counted (the run's deadline moves by the wait); parent deadlines still apply.
+
+    ``expire_after`` (default 7 days; ``"0"``: never): a request nobody decides within this is
+    denied by ``soulacy (expired)``, written as any decision is (a proof receipt); with
+    ``on_expiry: cancel`` the run then ends ``cancelled (approval_expired)`` instead of the
+    model being told the call was denied.
     """
 
     wait_counts_against_timeout: bool = True
+    expire_after: Duration = Duration(7 * 24 * 3600)
+    on_expiry: Literal["deny", "cancel"] = "deny"

@@ -39,12 +39,21 @@ if TYPE_CHECKING:
     from ._run import RUN_EXIT_CODES
     from ._settings import AgentLLM
 
-__all__ = ["RUN_EXIT_CODES", "AgentLLM", "new_agent"]
+__all__ = [
+    "RUN_EXIT_CODES",
+    "AgentLLM",
+    "new_agent",
+]
 
 # What the commands do is imported when one runs (decision 0036): by name, not by value.
 _COMMANDS = "soulacy.plugins.core._commands:"
 _RUN = "soulacy.plugins.core._run:"
-_LAZY = {"RUN_EXIT_CODES": "._run", "new_agent": "._commands", "AgentLLM": "._settings"}
+_VALIDATE = "soulacy.plugins.core._validate:"
+_LAZY = {
+    "RUN_EXIT_CODES": "._run",
+    "new_agent": "._commands",
+    "AgentLLM": "._settings",
+}
 
 
 if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
@@ -101,8 +110,8 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
         ),
         CliCommand(
             "config validate",
-            "check config.yaml and every SOUL.yaml",
-            _COMMANDS + "_config_validate",
+            "check config.yaml, every SOUL.yaml, and each agent's provider, tools and MCP servers",
+            _VALIDATE + "_config_validate",
         ),
         CliCommand(
             "run",

@@ -1,5 +1,6 @@
-"""The core commands that read and change the workspace: ``plugins``, ``config …``,
-``agents …``, ``history``, ``runs``, ``runs show`` and ``plugin new``."""
+"""The core commands that read and change the workspace: ``plugins``, ``config show|get|set``,
+``agents …``, ``history``, ``runs``, ``runs show`` and ``plugin new`` (``config validate`` is
+``_validate``'s)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 from ruamel.yaml import YAML
 
-from soulacy.kernel import KEPT_SHOWN, CliContext, UsageError, converter, parse_scalar, redact
+from soulacy.kernel import CliContext, UsageError, converter, parse_scalar, redact
 from soulacy.kernel.yamlio import atomic_write
 
 if TYPE_CHECKING:  # the kernel and its store import trio: `soulacy plugins` needs neither
@@ -99,19 +101,6 @@ def _config_set(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.print(f"{args.key} = {value} saved in {kernel.config_file}")
     else:
         ctx.print(f"{args.key} is already {value}; {kernel.config_file} unchanged")
-    return 0
-
-
-def _config_validate(args: argparse.Namespace, ctx: CliContext) -> int:
-    kernel = ctx.kernel()
-    summarized = len(kernel.config.kept) > KEPT_SHOWN  # ctx.kernel() said them in one line
-    for warning in kernel.validate_all():
-        if warning not in kernel.config.warnings or (
-            summarized and warning in map(str, kernel.config.kept)
-        ):
-            ctx.warn(warning)
-    agents = kernel.agent_ids()
-    ctx.print(f"ok: {kernel.config_file} and {len(agents)} agent file(s) are valid")
     return 0
 
 
@@ -283,10 +272,20 @@ async def _runs(args: argparse.Namespace, ctx: CliContext) -> int:
 def _run_line(run: RunRecord) -> str:
     reason = f" ({run.incomplete_reason})" if run.incomplete_reason else ""
     attempt = f"  attempt {run.attempt}" if run.attempt > 1 else ""
+    started = datetime.fromtimestamp(run.started_at).strftime("%Y-%m-%d %H:%M:%S")
     return (
         f"{run.run_id}  {run.agent_id}  session {run.session_id}  {run.status}{reason}"
-        f"  {run.verification or '-'}{attempt}{_lease_note(run)}"
+        f"  {run.verification or '-'}  {started}{attempt}{_lease_note(run)}"
     )
+
+
+def _shown(key: str, value: Any) -> Any:
+    """A metadata value as ``runs show`` prints it: a time (``…_at``, seconds since the
+    epoch) as the local date and time with its offset."""
+    if key.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
+        when = datetime.fromtimestamp(value).astimezone()
+        return f"{when:%Y-%m-%d %H:%M:%S}.{when.microsecond // 1000:03d} {when:%z}"
+    return value
 
 
 def _lease_note(run: RunRecord) -> str:
@@ -322,7 +321,7 @@ async def _run_show(args: argparse.Namespace, ctx: CliContext) -> int:
         return 0
     ctx.print(_run_line(run))
     for key, value in (run.metadata or {}).items():
-        ctx.print(f"  {key}: {value}")
+        ctx.print(f"  {key}: {_shown(key, value)}")
     if proof is not None:
         ctx.print(f"  proof sha256: {proof.sha256} ({proof.receipts} receipts)")
     return 0

@@ -7,6 +7,7 @@ which records itself as cancelled with the signal's reason.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import logging
@@ -34,6 +35,7 @@ from soulacy.kernel import (
 
 from ._demo import REQUEST as DEMO_REQUEST
 from ._demo import write_demo_workspace
+from ._reload import watch_workspace
 
 # The signals that stop `serve` and `run`: Ctrl-C, and what systemd, docker and CI send.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -41,6 +43,14 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SIGNAL_REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 
 log = logging.getLogger("soulacy.core")
+
+
+def in_workspace(kernel: Kernel) -> contextlib.chdir[Path]:
+    """The workspace's folder as the process's working folder for the block, then the caller's
+    again: the tools of ``run``, ``demo`` and ``serve`` read and write paths relative to the
+    workspace wherever the command was started (docs/running.md#tools). A kernel embedded in
+    an application leaves the working folder to the application."""
+    return contextlib.chdir(kernel.workspace)
 
 
 async def _next_signal(signals: AsyncIterator[int], ctx: CliContext, doing: str) -> int:
@@ -62,9 +72,10 @@ async def _serve(args: argparse.Namespace, ctx: CliContext) -> int:
     kernel = ctx.kernel()
     ready = False
     try:
-        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        with trio.open_signal_receiver(*STOP_SIGNALS) as signals, in_workspace(kernel):
             async with open_kernel(kernel=kernel):
                 ready = True
+                kernel.start_soon(watch_workspace, kernel, name="soulacy serve: workspace files")
                 print(_start_line(kernel), file=ctx.err, flush=True)
                 await _next_signal(signals, ctx, "shutting down")
                 asked = time.monotonic()
@@ -205,20 +216,33 @@ async def _run_and_print(
     show_limits: bool = False,
     **options: Any,
 ) -> int:
-    """Run once, with the services runs need (the mcp plugin's servers; never the HTTP
-    transport or the scheduler), and print how it ended; then close the kernel, so that every
-    plugin's ``soulacy_unconfigure`` runs (a store closes, a tracer flushes its spans)."""
+    """Run once, with the services runs need (the mcp plugin's servers that this agent lists;
+    never the HTTP transport or the scheduler), and print how it ended; then close the kernel,
+    so that every plugin's ``soulacy_unconfigure`` runs (a store closes, a tracer flushes its
+    spans)."""
     code: int | None = None
+    kernel.agents_to_run = frozenset({agent_id})  # only its MCP servers start
     try:
-        async with open_kernel(kernel=kernel, services="runs"):
-            code = await _run_once(kernel, ctx, agent_id, text, json_out, show_limits, options)
+        with in_workspace(kernel):
+            async with open_kernel(kernel=kernel, services="runs"):
+                code = await _run_once(kernel, ctx, agent_id, text, json_out, show_limits, options)
     except Exception as exc:
         if code is None:
+            if _only_broken_pipes(exc):  # `soulacy run … | head`: the launcher ends quietly
+                raise BrokenPipeError(errno.EPIPE, "the reader of the output went away") from None
             raise
         # The run is over and said so: a plugin (or service) failing to close is a warning.
         log.warning("closing the kernel after the run failed: %s: %s", type(exc).__name__, exc)
     assert code is not None
     return code
+
+
+def _only_broken_pipes(raised: BaseException) -> bool:
+    """A BrokenPipeError, alone or as every member of (nested) exception groups."""
+    if isinstance(raised, BaseExceptionGroup):
+        _, rest = raised.split(BrokenPipeError)
+        return rest is None
+    return isinstance(raised, BrokenPipeError)
 
 
 async def _run_once(
@@ -232,7 +256,6 @@ async def _run_once(
 ) -> int:
     live = ctx.err.isatty() and not json_out
     limits: dict[str, Any] = {}
-    steps: list[str] = []
     events = kernel.events.subscribe(buffer=math.inf)
     stream = bool(options.get("stream"))
     run_id = options.pop("run_id", None) or uuid.uuid4().hex  # known here: a signal cancels it
@@ -240,7 +263,7 @@ async def _run_once(
     result = None
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals, trio.CancelScope() as everything:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_watch, events, ctx, live, limits, steps, stream)
+            nursery.start_soon(_watch, events, ctx, live, limits, stream, json_out)
             async with trio.open_nursery() as guard:
                 guard.start_soon(
                     _cancel_on_signal, signals, kernel, run_id, ctx, stopped, everything
@@ -255,7 +278,7 @@ async def _run_once(
             # the watcher ends on its own at run.completed, once it has printed everything
     if result is None:  # the run did not stop within the grace period: it was cut short
         return 128 + stopped[0]
-    code = _print_result(ctx, result, limits, steps, json_out, show_limits, stream)
+    code = _print_result(ctx, result, limits, json_out, show_limits, stream)
     return 128 + stopped[0] if stopped else code
 
 
@@ -295,7 +318,6 @@ def _print_result(
     ctx: CliContext,
     result: RunResult,
     limits: dict[str, Any],
-    steps: list[str],
     json_out: bool,
     show_limits: bool,
     stream: bool,
@@ -309,10 +331,6 @@ def _print_result(
             }
         )
         return RUN_EXIT_CODES[result.status]
-    if steps and show_limits:
-        ctx.print("tool calls:")
-        for step in steps:
-            ctx.print(f"  {step}")
     if not stream:
         ctx.print(result.reply)
     meta = result.metadata()
@@ -344,19 +362,27 @@ async def _watch(
     ctx: CliContext,
     live: bool,
     limits: dict[str, Any],
-    steps: list[str],
     stream: bool,
+    json_out: bool,
 ) -> None:
+    """Follow the run's events: each tool call is printed on stdout once its result is in
+    (``→ name(arguments) -> result``), the streamed text as it arrives, and on a terminal a
+    progress line on stderr (turn, tokens, tool)."""
     tokens = 0
-    streamed = False
+    streamed = False  # streamed text is on the current line of stdout
     calls: dict[str, str] = {}
+    clear = "\r\x1b[K" if live else ""
     async for event in events:
         if event.type == "run.limits":
             limits.update(event.data)
-        elif event.type == "tool.result":
-            error = " (error)" if event.data["is_error"] else ""
+        elif event.type == "tool.result" and not json_out:
+            error = "" if not event.data["is_error"] or _says_error(event.data) else " (error)"
             call = calls.get(event.data["id"], event.data["name"])
-            steps.append(f"{call} -> {event.data['preview']}{error}")
+            if clear:
+                print(clear, end="", file=ctx.err, flush=True)
+            start = "\n" if streamed else ""
+            print(f"{start}→ {call} -> {event.data['preview']}{error}", file=ctx.out, flush=True)
+            streamed = False
         elif event.type == "text.delta" and stream:
             print(event.data["text"], end="", file=ctx.out, flush=True)
             streamed = True
@@ -367,7 +393,7 @@ async def _watch(
             tokens += event.data["input_tokens"] + event.data["output_tokens"]
             if live:
                 print(
-                    f"\r\x1b[Kturn {event.data['turn']} · {tokens} tokens",
+                    f"{clear}turn {event.data['turn']} · {tokens} tokens",
                     end="",
                     file=ctx.err,
                     flush=True,
@@ -375,7 +401,6 @@ async def _watch(
         elif event.type == "tool.approval" and event.data.get("status") == "pending":
             # Said even with --json (on stderr): otherwise the command just seems to hang.
             run, call = event.run_id, event.data["id"]
-            clear = "\r\x1b[K" if live else ""
             print(
                 f"{clear}soulacy: run {run} waits for approval of call {call} (tool"
                 f" {event.data['name']}): `soulacy runs approve {run} {call}` or"
@@ -389,14 +414,19 @@ async def _watch(
             if not live:
                 continue
             print(
-                f"\r\x1b[Kturn {event.data['turn']} · {tokens} tokens · tool {event.data['name']}",
+                f"{clear}turn {event.data['turn']} · {tokens} tokens · tool {event.data['name']}",
                 end="",
                 file=ctx.err,
                 flush=True,
             )
         elif event.type == "run.completed":
             if live:
-                print("\r\x1b[K", end="", file=ctx.err, flush=True)
+                print(clear, end="", file=ctx.err, flush=True)
             if stream:
                 print(file=ctx.out)
             return
+
+
+def _says_error(data: Any) -> bool:
+    """Whether a failed call's preview already says so (``error: …``)."""
+    return str(data.get("preview", "")).startswith("error")

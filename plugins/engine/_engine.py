@@ -28,7 +28,12 @@ from soulacy.kernel import (
     json_encoder,
     redact_text,
 )
-from soulacy.kernel.approvals import approvals_of, wait_counts_against_timeout
+from soulacy.kernel.approvals import (
+    EXPIRED_APPROVER,
+    approvals_of,
+    expiry,
+    wait_counts_against_timeout,
+)
 from soulacy.kernel.contracts import Compactor, ContextOverflow, RunStrategy, Verdict
 from soulacy.kernel.engine import (
     SHUTDOWN,
@@ -46,9 +51,11 @@ from soulacy.kernel.store import (
     ConversationStore,
     LeaseLost,
     ProofRecord,
+    RunIdTaken,
     StorageError,
     Store,
     ToolRecord,
+    identity_differs,
 )
 
 from ._conversations import Capacity, ConversationRegistry, read_capacity
@@ -419,23 +426,17 @@ class Engine:
 
     async def _check_identity(self, run: EngineRun, store: ConversationStore) -> None:
         """A run id names one request: reusing it for another agent, session, user or
-        principal is refused (it would mix two runs' history, records and proofs)."""
+        principal is refused (it would mix two runs' history, records and proofs). An id read
+        as free here may still be taken before the first turn (another process's request
+        started it meanwhile): the store's ``start_run`` refuses it then (see ``_record``)."""
         existing = await store.get_run(run.run_id)
         if existing is None:
             return
         run.retry = True
-        mine = run.record
-        differs = [
-            name
-            for name in ("agent_id", "session_id", "user_id", "principal")
-            if getattr(existing, name) != getattr(mine, name)
-        ]
+        differs = identity_differs(run.record, existing)
         if differs:
-            raise _IdentityRefused(
-                f"run id {run.run_id!r} belongs to another request: {', '.join(differs)}"
-                " differ(s); retry with the same request or use a new run id",
-                differs,
-            )
+            taken = RunIdTaken(run.run_id, existing.principal, differs)
+            raise _IdentityRefused(str(taken), differs)
 
     def _verify(self, run: EngineRun) -> None:
         """Evaluate declared outcome assertions; with none, completion stays unverified."""
@@ -629,7 +630,7 @@ class Engine:
             outcome = run.outcomes[call.id]  # a replayed id reuses its result and its status
         else:
             result.tool_calls += 1
-            outcome = await self._execute(run, tools, call)
+            outcome = _capped(await self._execute(run, tools, call), run.policy)
             run.outcomes[call.id] = outcome
             for after in run.participants.after_tool_call:
                 after(run, call, outcome)
@@ -758,6 +759,15 @@ class Engine:
             tuple(reasons),
         )
         stored = await gate.request(asked, run.fence())
+        if stored.digest != asked.digest:
+            # A retry's call under this id is not the call that was put to a person: their
+            # decision is for what they were shown, never for this.
+            return ToolOutcome(
+                f"error: the call of tool {call.name!r} has other arguments than the approval"
+                f" request stored for call id {call.id!r} (arguments_sha256"
+                f" {stored.digest}); it did not run. Call the tool again under a new id.",
+                True,
+            )
         if stored.pending:  # a retry may find the decision made while no process waited
             await self._emit(run, "tool.approval", _approval_event(run, stored))
             # Deadlines the wait does not use up move by it: the step's always, the run's
@@ -801,6 +811,8 @@ class Engine:
         )
         if decision.approved:
             return None
+        if decision.approver == EXPIRED_APPROVER and expiry(kernel)[1] == "cancel":
+            raise RunStop("cancelled", "approval_expired", error=decision.note)
         by = decision.approver
         if decision.decided_by and decision.decided_by != decision.approver:
             by += f" (principal {decision.decided_by})"
@@ -836,7 +848,11 @@ class Engine:
         store = self.kernel.store() if store is None else store
         fence = run.fence()
         if run.state is S.STARTING:
-            run.record = await store.start_run(run.record, fence)
+            try:
+                # Insert-or-fail: of two processes starting one fresh id, one owns it.
+                run.record = await store.start_run(run.record, fence)
+            except RunIdTaken as taken:  # refused at its first turn: nothing of it stored
+                raise _IdentityRefused(str(taken), list(taken.differs)) from None
             run.result.attempt = run.record.attempt
             run.move(S.RUNNING)
         messages = run.messages[run.recorded :]
@@ -1005,3 +1021,21 @@ def _last_text(messages: Sequence[Message]) -> str:
 def _nowhere(*args: object, **kwargs: object) -> bool:
     """``start`` of workers that have no nursery: nothing is started."""
     return False
+
+
+def _capped(outcome: ToolOutcome, policy: ExecutionPolicy) -> ToolOutcome:
+    """The outcome with its text cut to ``max_tool_result_chars`` (the policy plugin's
+    declared limit): its start and end, and a line saying how much was left out. What the
+    store keeps is what the model sees; the structured value, for progress, stays whole."""
+    limit = policy.extra.get("max_tool_result_chars")
+    content = outcome.content
+    if limit is None or limit.value is None or len(content) <= limit.value:
+        return outcome
+    keep = int(limit.value)
+    head, tail = content[: keep * 2 // 3], content[len(content) - keep // 3 :]
+    omitted = len(content) - len(head) - len(tail)
+    marker = (
+        f"\n[soulacy] {omitted} of {len(content)} characters of this tool result are left out"
+        " (runtime.max_tool_result_chars)\n"
+    )
+    return ToolOutcome(head + marker + tail, outcome.is_error, outcome.value)

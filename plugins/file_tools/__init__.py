@@ -6,9 +6,12 @@ SOUL.yaml::
       - read                  # a tool some plugin contributes by name
       - tools.py:search       # the function ``search`` of agents/<id>/tools.py
 
-The file is imported once per process; the function's signature gives the schema and its
-docstring the description. The kernel gets these tools through ``soulacy_tools`` like any
-plugin's; blocked (``-p no:file_tools``), a ``file.py:function`` entry is an unknown tool.
+The file is imported when a run first needs it, and again once it has changed (so an edit
+takes effect at the next run, under ``soulacy serve`` too); the function's signature gives the
+schema and its docstring the description. A file or function that does not exist is an error
+at its line of SOUL.yaml, with a did-you-mean; ``soulacy config validate`` reports them all.
+The kernel gets these tools through ``soulacy_tools`` like any plugin's; blocked
+(``-p no:file_tools``), a ``file.py:function`` entry is an unknown tool.
 
 An entry is code the server runs, so ``tools:`` is part of the trust root: this plugin declares
 it (``ConfigSection.trust_root`` with a check). Written in SOUL.yaml by hand, an entry may name
@@ -24,6 +27,7 @@ import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -120,32 +124,94 @@ def _outside(entry: str, folder: Path, agent_id: str) -> str | None:
 def soulacy_tools(agent: AgentSpec | None) -> Sequence[Tool]:
     if agent is None:  # no agent file to read references from
         return []
+    from soulacy.kernel import ConfigError, ConfigIssue
+
     listed: list[str] = agent.section("tools") or []
-    return [load_file_tool(entry, agent.file.parent) for entry in listed if ":" in entry]
+    tools: list[Tool] = []
+    issues: list[ConfigIssue] = []
+    for index, entry in enumerate(listed):
+        if not isinstance(entry, str) or ":" not in entry:
+            continue
+        try:
+            tools.append(load_file_tool(entry, agent.file.parent))
+        except UsageError as exc:  # every entry's problem together, each at its line
+            where = agent.item_location("tools", index)
+            issues.append(ConfigIssue(where, f"tools.{index}", str(exc)))
+    if issues:
+        raise ConfigError(issues)
+    return tools
+
+
+# The modules of tool files, by resolved path, with the (mtime, size) they were imported at: a
+# file changed since (edited under `soulacy serve`) is imported again by the next run.
+_modules: dict[Path, tuple[tuple[int, int], ModuleType]] = {}
 
 
 def load_file_tool(reference: str, base: Path) -> Tool:
-    """Load ``"file.py:function"`` (relative to ``base``, the agent's folder) as a tool."""
+    """Load ``"file.py:function"`` (relative to ``base``, the agent's folder) as a tool.
+
+    The file is imported once, and again when it has changed since (its modification time or
+    size). A file or function that does not exist is a UsageError with a did-you-mean."""
     file_part, _, function_name = reference.partition(":")
     path = (base / file_part).resolve()
-    if not function_name or not path.is_file():
+    try:
+        stat = path.stat()
+    except OSError:
+        stat = None
+    if not function_name or stat is None or not path.is_file():
         raise UsageError(
             f"tool {reference!r}: expected 'file.py:function' naming a file that exists"
-            f" (looked for {path})"
+            f" (looked for {path}){_did_you_mean(f'{file_part}:{function_name}', base)}"
         )
-    module_name = f"soulacy_agent_tools_{abs(hash(str(path)))}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            raise UsageError(f"tool {reference!r}: {path} failed to import: {exc}") from exc
-        sys.modules[module_name] = module
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    known = _modules.get(path)
+    if known is not None and known[0] == stamp:
+        module = known[1]
+    else:
+        module = _import(reference, path)
+        _modules[path] = (stamp, module)
     function = getattr(module, function_name, None)
     if not callable(function):
-        raise UsageError(f"tool {reference!r}: {path} has no function {function_name!r}")
+        raise UsageError(
+            f"tool {reference!r}: {path} has no function {function_name!r}"
+            + _suggestion(function_name, _public_functions(module))
+        )
     return attrs.evolve(Tool.from_function(function), listed_as=reference)
+
+
+def _import(reference: str, path: Path) -> ModuleType:
+    # A name of its own per file (and per import of it): sys.modules holds the latest.
+    module_name = f"soulacy_agent_tools_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise UsageError(f"tool {reference!r}: {path} failed to import: {exc}") from exc
+    sys.modules[module_name] = module
+    return module
+
+
+def _public_functions(module: ModuleType) -> list[str]:
+    import inspect
+
+    return [
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_") and inspect.isfunction(value)
+    ]
+
+
+def _did_you_mean(entry: str, base: Path) -> str:
+    from soulacy.kernel import file_functions
+
+    return _suggestion(entry, file_functions(base))
+
+
+def _suggestion(name: str, choices: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

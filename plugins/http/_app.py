@@ -34,7 +34,13 @@ from soulacy.kernel import (
     structure,
 )
 from soulacy.kernel.approvals import approvals_of
-from soulacy.kernel.store import RunEvents, RunRecord, StorageError, label_interrupted
+from soulacy.kernel.store import (
+    RunEvents,
+    RunRecord,
+    StorageError,
+    identity_differs,
+    label_interrupted,
+)
 from soulacy.kernel.yamlio import load_yaml_file, plain
 
 from ._asgi import (
@@ -496,6 +502,11 @@ class Api:
             stored = await self.kernel.store().get_run(run_id)
             if stored is not None and not self._visible(stored.principal, request):
                 raise HttpError(404, f"no run {run_id!r}")  # another principal's
+            if stored is not None:  # its own: a retry must be the same request
+                mine = RunRecord(run_id, body.agent_id, session_id, body.user_id, principal)
+                differs = identity_differs(mine, stored)
+                if differs:  # refused before anything of it runs, as the engine would
+                    raise _run_id_taken(run_id, differs)
             self._refuse_when_stopping()  # its runs' nursery may be closed by now
             log = self.logs.open(run_id, principal)
         except BaseException:
@@ -598,6 +609,11 @@ class Api:
         result = dict(log.result.data)
         if _failed_on_the_store(result):  # an outage: retry the same run id once it is over
             raise self.store_status.run_failed(result)
+        differs = _refused_as_another_requests(result)
+        if differs is not None:  # its id was another request's: nothing of it was stored
+            if "principal" in differs and not self.principals.sees_everything(request.principal):
+                raise HttpError(404, f"no run {log.run_id!r}")  # another principal's
+            raise _run_id_taken(log.run_id, differs)
         headers = self._token_header(log.run_id, request.principal)
         await send_json(request.send, 200, result, headers)
 
@@ -937,6 +953,29 @@ class StoreStatus:
             checking, self._checking = self._checking, None
             if checking is not None:
                 checking.set()
+
+
+def _run_id_taken(run_id: str, differs: list[str]) -> HttpError:
+    """The 409 of a run id that the caller's own stored run (or, in a race, another request
+    of the caller's) holds, as for a live run (``RunIdInUse``)."""
+    return HttpError(
+        409,
+        f"run {run_id!r} belongs to another request ({', '.join(differs)} differ); retry with"
+        " the same request or use a new run id",
+    )
+
+
+def _refused_as_another_requests(result: dict[str, Any]) -> list[str] | None:
+    """What differs from the request that holds the run id, when the run was refused because
+    the id is another request's (the engine's ``identity_mismatch``: nothing of it stored, in a
+    race with another process too); None for any other ending."""
+    metadata = result.get("metadata") or {}
+    if result.get("status") != "failed" or metadata.get("incomplete_reason") != (
+        "identity_mismatch"
+    ):
+        return None
+    differs = (metadata.get("evidence") or {}).get("differs")
+    return [str(d) for d in differs] if isinstance(differs, list) else []
 
 
 def _failed_on_the_store(result: dict[str, Any]) -> bool:

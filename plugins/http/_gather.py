@@ -5,7 +5,8 @@ the next write. It sleeps on its run's log (``RunLog.wait_appended``), which wak
 when ``GATHER_EVENTS`` events are unread, when the run finished, or when half the bounded log
 is unread; a deadline of ``GATHER_SECONDS`` ends the wait of a run that went quiet mid-burst
 (its model waits for a socket). Nothing watches the scheduler's turns: plain Trio, one
-wake-up per write (decision 0043's count). See docs/performance/0065-sse-streams-gather-by-waiting-on-their-run-log.md.
+wake-up per write (decision 0043's count). See
+docs/performance/0065-sse-streams-gather-by-waiting-on-their-run-log.md.
 """
 
 from __future__ import annotations

@@ -195,9 +195,18 @@ class RunLogs:
                 log = self._replace(event.run_id, principal)
         elif log is None or log.finished:
             log = self._replace(event.run_id, event.data.get("principal"))
+        refused = name == "result" and event.data.get("incomplete_reason") == "identity_mismatch"
+        if refused:
+            # Refused as another request's (in a race with another process too): nothing of
+            # it is stored, and its id is the stored run's. None of its events is shared any
+            # more (the store's copy is that run's); its streams keep the log, and a later
+            # lookup of the id reads the store, never this log.
+            log.unshared = True
         log.append(name, _data(name, event))
         if name == "result":
             self._finished += 1
+            if refused:
+                del self._logs[event.run_id]
             self._evict()
 
     def _evict(self) -> None:

@@ -21,8 +21,10 @@ SOUL.yaml::
 Servers run in the kernel's service ``mcp`` (``soulacy serve``, ``open_kernel``): started with
 it, restarted with backoff when they exit or stop answering, stopped on shutdown. A server an
 agent lists that fails to start fails the kernel's start, naming it; one no agent lists is only
-a warning. MCP tools are ordinary tools: call ids, replay, progress detection, the run's tool
-timeout, ``soulacy_tool_permission`` and proof receipts apply to them as to any other. The
+a warning. ``soulacy run AGENT`` starts only the servers AGENT lists (``kernel.agents_to_run``);
+``config validate`` starts none, and checks the agents' MCP tools by their servers' names.
+MCP tools are ordinary tools: call ids, replay, progress detection, the run's tool timeout,
+``soulacy_tool_permission`` and proof receipts apply to them as to any other. The
 ``mcp`` package (``pip install 'soulacy[mcp]'``) is imported only when a server is configured.
 See docs/mcp.md and decision 0033.
 """
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -199,7 +201,7 @@ def soulacy_validate_agent(kernel: Kernel, agent: AgentSpec) -> Sequence[ConfigI
         if sid not in servers:
             message = (
                 f"unknown MCP server {sid!r}: expected one of the servers of config.yaml"
-                f" mcp.servers ({configured})"
+                f" mcp.servers ({configured}){_did_you_mean(sid, servers)}"
             )
             issues.append(ConfigIssue(loc, "mcp_servers", message, sid, True))
         elif not servers[sid].enabled:
@@ -226,10 +228,17 @@ def soulacy_validate_agent(kernel: Kernel, agent: AgentSpec) -> Sequence[ConfigI
     return issues
 
 
-def _needed(kernel: Kernel) -> set[str]:
-    """The servers some enabled agent lists in mcp_servers."""
+def _did_you_mean(name: str, choices: Iterable[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _needed(kernel: Kernel, agent_ids: Iterable[str] | None = None) -> set[str]:
+    """The servers some enabled agent (of ``agent_ids``; None: of all) lists in mcp_servers."""
     needed: set[str] = set()
-    for agent_id in kernel.agent_ids():
+    for agent_id in kernel.agent_ids() if agent_ids is None else agent_ids:
         try:
             agent = kernel.agent(agent_id)
         except UsageError:
@@ -248,12 +257,23 @@ def soulacy_services(kernel: Kernel) -> Sequence[Service]:
     if service is None:  # asked again (to name the services): the same one
         from ._service import McpService
 
-        service = kernel.stash[_service_key] = McpService(kernel, servers, _needed(kernel))
+        # `soulacy run AGENT`: the servers AGENT lists, and no other: another agent's server
+        # neither slows nor stops the run.
+        only = kernel.agents_to_run
+        needed = _needed(kernel, only)
+        if only is not None:
+            servers = {sid: s for sid, s in servers.items() if sid in needed}
+            if not servers:
+                return []
+        service = kernel.stash[_service_key] = McpService(kernel, servers, needed)
     return [service]
 
 
 @hookimpl
 def soulacy_tools(kernel: Kernel, agent: AgentSpec | None) -> Sequence[Tool]:
+
+    if agent is not None and kernel.validating:
+        return _unstarted_tools(agent)
     service = service_of(kernel)
     if agent is None:
         listed = list(service.connections) if service else []
@@ -274,6 +294,23 @@ def soulacy_tools(kernel: Kernel, agent: AgentSpec | None) -> Sequence[Tool]:
                 " MCP servers run as the kernel's service 'mcp' (soulacy serve, open_kernel)"
             )
     return offered
+
+
+def _unstarted_tools(agent: AgentSpec) -> list[Tool]:
+    """For ``config validate``, which starts no server: a stand-in for each tool the agent
+    names (in ``tools:`` or ``mcp_tools``) of a server it lists. Whether the server really
+    offers it is known once it runs (``soulacy mcp tools``)."""
+    listed = set(agent.section("mcp_servers") or ())
+    named = [*(agent.section("tools") or ()), *(agent.section("mcp_tools") or ())]
+
+    def unchecked(**arguments: Any) -> str:  # pragma: no cover - never called
+        raise UsageError("a stand-in of config validate")
+
+    return [
+        Tool(name, f"a tool of MCP server {server_of(name)!r}", {}, unchecked)
+        for name in dict.fromkeys(n for n in named if isinstance(n, str))
+        if server_of(name) in listed
+    ]
 
 
 def _tools_of(service: McpService, conn: ServerConnection, chosen: set[str] | None) -> list[Tool]:

@@ -34,9 +34,11 @@ from soulacy.kernel.store import (
     RunEvent,
     RunEventBatch,
     RunEvents,
+    RunIdTaken,
     RunRecord,
     ToolRecord,
     canonical_json,
+    identity_differs,
     make_proof,
     run_as_read,
 )
@@ -282,15 +284,26 @@ class MemoryStore:
         for batch in batches:
             found = self._run_events.get(batch.run_id)
             owner, events, _, token = found or (batch.principal, [], now, None)
-            if owner != batch.principal:
-                continue  # another principal's run: its events are never replaced
             fence = batch.fence
-            if fence is not None and self._stale_events(batch.run_id, fence, token):
+            started = self._runs.get(batch.run_id) if fence is not None else None
+            if fence and started and started.lease_key not in (None, fence.key):
+                # another request's (its start of the stored id refused): never written
+                if batch.run_id not in refused:
+                    refused.append(batch.run_id)
+                continue
+            # Another principal's events: never replaced, unless this is the stored run's own
+            # batch and those were a refused request's, written before the run started.
+            replacing = owner != batch.principal
+            if replacing and not (started is not None and started.principal == batch.principal):
+                continue
+            if fence is not None and self._stale_events(
+                batch.run_id, fence, None if replacing else token
+            ):
                 if batch.run_id not in refused:
                     refused.append(batch.run_id)
                 continue  # an attempt a later one replaced: nothing of it is written
             token = fence.token if fence is not None else None
-            if batch.restart:
+            if batch.restart or replacing:
                 events = []
             events = [*events, *batch.events][-keep:]
             self._run_events.pop(batch.run_id, None)  # re-inserted last: oldest first below
@@ -360,6 +373,9 @@ class MemoryStore:
         previous = self._runs.get(run.run_id)
         attempt = 1
         if previous is not None:  # a retry: a new attempt, with a proof of its own
+            differs = identity_differs(run, previous)
+            if differs:  # another request's id: refused, nothing written
+                raise RunIdTaken(run.run_id, previous.principal, differs)
             attempt = previous.attempt + 1
             superseded = self._proofs.pop(run.run_id, None)
             if superseded is not None:

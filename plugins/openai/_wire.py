@@ -105,6 +105,7 @@ def reply(body: Mapping[str, Any]) -> ModelReply:
         usage(body.get("usage")),
         choice.get("finish_reason"),
         body.get("model"),
+        body.get("id") if isinstance(body.get("id"), str) else None,
     )
 
 
@@ -123,6 +124,7 @@ class StreamAssembler:
         self.finish_reason: str | None = None
         self.usage = Usage()
         self.model: str | None = None
+        self.id: str | None = None
 
     def feed(self, data: str) -> str:
         """Take one event's data, a JSON chunk or ``[DONE]``; return its text delta."""
@@ -136,6 +138,8 @@ class StreamAssembler:
     def feed_chunk(self, chunk: Mapping[str, Any]) -> str:
         """Take one chunk; return its text delta (possibly empty)."""
         self.model = chunk.get("model") or self.model
+        found = chunk.get("id")
+        self.id = found if isinstance(found, str) else self.id
         if chunk.get("usage"):
             self.usage = usage(chunk["usage"])
         delta_text = ""
@@ -162,7 +166,7 @@ class StreamAssembler:
             for index, slot in sorted(self.calls.items())
         )
         message = Message("assistant", "".join(self.text), tool_calls=calls)
-        return ModelReply(message, self.usage, self.finish_reason, self.model)
+        return ModelReply(message, self.usage, self.finish_reason, self.model, self.id)
 
 
 def context_limit(status: int, body: Mapping[str, Any]) -> tuple[bool, int | None, int | None]:

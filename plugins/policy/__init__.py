@@ -102,6 +102,23 @@ def soulacy_workspace_limit(config: Settings, declared: PolicyLimit) -> Limit[An
 
 
 @hookimpl
+def soulacy_policy_limits() -> Sequence[PolicyLimit]:
+    from soulacy.kernel.policy import PolicyLimit
+
+    return [
+        PolicyLimit(
+            "max_tool_result_chars",
+            "runtime.max_tool_result_chars",
+            100_000,
+            "characters of one tool result kept and sent to the model (an excerpt beyond)",
+            unlimited_at=0,
+            minimum=0,
+            meaning="0 (no cap) or a number of characters",
+        )
+    ]
+
+
+@hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     from soulacy.kernel import ConfigSection, Duration
 

@@ -47,6 +47,9 @@ class RuntimeConfig:
     # refused before it starts (HTTP 429 with Retry-After), never queued without bound.
     max_concurrent_sessions: int = 100
     max_concurrent_sessions_per_principal: int = 50
+    # Characters of one tool result kept (an excerpt beyond: its start and end, and how much
+    # was left out); the model sees what the store keeps. 0: no cap.
+    max_tool_result_chars: int = 100_000
 
 
 @attrs.frozen

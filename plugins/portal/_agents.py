@@ -1,6 +1,7 @@
-"""Reading, creating and editing agents for the portal's editor: changed fields only, by
-round-trip editing of SOUL.yaml (comments, key order, quoting and every key the editor does not
-show stay as they were), validated exactly as loading would before anything is written."""
+"""Reading, creating and editing agents for the portal's editor: changed fields only, merged
+into SOUL.yaml by the round-trip editing ``PATCH /config`` uses for config.yaml (the kernel's
+``apply_changes``): comments, key order, quoting and every line of a key the change does not
+touch stay byte-for-byte; validated exactly as loading would before anything is written."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any, Literal
 
 import attrs
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
 
 from soulacy.kernel import (
     AGENT_FILE,
@@ -23,11 +23,13 @@ from soulacy.kernel import (
     redact,
     structure,
 )
+
+# The one merge of the editors over HTTP (Settings' PATCH /config uses it for config.yaml); the
+# kernel does not export it yet.
+from soulacy.kernel.yamlio import apply_changes as _merge
 from soulacy.kernel.yamlio import atomic_write, dump_round_trip, parse_yaml, plain
 from soulacy.plugins.http import HttpError
 
-# Unicode line breaks YAML folds in plain and single-quoted scalars: written escaped instead.
-_LINE_BREAKS = re.compile("[\x85\u2028\u2029]")
 MAX_INT = 2**53  # the largest integer a JSON reader (the browser) keeps exactly
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 # Durations the API takes: hours, minutes, seconds (with a fraction), milliseconds, in that
@@ -38,10 +40,9 @@ OPERATORS = (  # the workflows plugin's builtin assertion operators
     *("eq", "ne", "gt", "ge", "lt", "le", "contains", "not_contains", "matches", "in"),
     *("exists", "truthy"),
 )
-# Sections whose members a change merges into (a null member removes it); any other value,
-# lists included, replaces what was there.
-MERGED = frozenset({"llm", "budget", "reasoning", "outcome"})
-# Original-system keys about permissions: kept in SOUL.yaml, shown, never written.
+# Original-system keys about permissions: shown in Permissions; those no loaded plugin implements
+# are kept in SOUL.yaml with no effect and never written, the others are edited as their own
+# fields (``confirm_tools``: the approvals plugin's).
 PERMISSION_KEYS = (
     *("system_tools", "allow_shell", "capabilities", "env", "confirm_tools", "unattended"),
     *("policy", "security", "execution", "dry_run", "builtins", "mcp_servers", "mcp_tools"),
@@ -117,6 +118,11 @@ class AgentChanges:
     no_progress_limit: int | None = None
     reasoning: ReasoningChanges | None = None
     outcome: OutcomeChanges | None = None
+    confirm_tools: list[str] | None = None
+
+
+# Fields of AgentChanges that only mean something while a loaded plugin implements the key.
+PLUGIN_KEYS = {"confirm_tools": "approvals"}
 
 
 @attrs.frozen
@@ -182,6 +188,9 @@ def _check_ranges(changes: Mapping[str, Any], prefix: str) -> None:
                 prefix + ".".join(path),
                 'expected a duration such as "90s", "15m", "1h30m" or "0" (no deadline)',
             )
+    for index, name in enumerate(at("confirm_tools") or ()):
+        if not name.strip():
+            raise _bad(f"{prefix}confirm_tools.{index}", "expected a tool name")
     for index, item in enumerate(at("outcome", "assertions") or ()):
         if isinstance(item, Mapping) and not _scalar_value(item.get("value")):
             raise _bad(
@@ -246,56 +255,11 @@ def parse_changes(data: Any, key: str = "changes") -> dict[str, Any]:
 # -- editing ------------------------------------------------------------------------------------
 
 
-def _differs(old: Any, new: Any) -> bool:
-    old = plain(old)
-    return bool(old != new or isinstance(old, bool) != isinstance(new, bool))
-
-
-def _styled(old: Any, new: Any) -> Any:
-    """A new value written the way the old one was: a quoted string stays quoted, a flow list
-    stays a flow list."""
-    if isinstance(new, str) and _LINE_BREAKS.search(new):
-        return DoubleQuotedScalarString(new)
-    if isinstance(old, ScalarString) and isinstance(new, str):
-        return type(old)(new)
-    if isinstance(new, list):
-        seq = CommentedSeq([_styled(None, v) for v in new])
-        if isinstance(old, CommentedSeq) and old.fa.flow_style():
-            seq.fa.set_flow_style()
-        return seq
-    if isinstance(new, Mapping):
-        node = CommentedMap()
-        for k, v in new.items():
-            node[k] = _styled(None, v)
-        return node
-    return new
-
-
-def apply_changes(doc: CommentedMap, changes: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Make ``doc`` say what ``changes`` say, in place; returns the dotted keys that changed."""
-    changed: list[str] = []
-    for key, value in changes.items():
-        path = prefix + key
-        if value is None:
-            if key in doc:
-                del doc[key]
-                changed.append(path)
-        elif isinstance(value, Mapping) and (prefix + key) in MERGED:
-            child = doc.get(key)
-            if not isinstance(child, CommentedMap):
-                if not any(v is not None for v in value.values()):
-                    continue  # nothing to write into a section that is not there
-                if key in doc and child is not None:
-                    changed.append(path)
-                child = doc[key] = CommentedMap()
-            inner = apply_changes(child, value, path + ".")
-            changed += inner
-            if not child and inner:  # emptied: the section says nothing, as when absent
-                del doc[key]
-        elif key not in doc or _differs(doc[key], value):
-            doc[key] = _styled(doc.get(key), value)
-            changed.append(path)
-    return changed
+def apply_changes(doc: CommentedMap, changes: Mapping[str, Any]) -> list[str]:
+    """Make ``doc`` say what ``changes`` say, in place; returns the dotted keys that changed.
+    Sections merge member by member, ``None`` removes a key (it inherits again), lists
+    replace; a section emptied by removals goes with them."""
+    return _merge(doc, changes, null_removes=True)
 
 
 def agent_file(kernel: Kernel, agent_id: str) -> Path:
@@ -310,7 +274,7 @@ def _forget(kernel: Kernel, agent_id: str) -> None:
 def _save(kernel: Kernel, agent_id: str, doc: CommentedMap, text: str) -> None:
     """Validate ``doc`` as loading would, then write it atomically (nothing on error)."""
     path = agent_file(kernel, agent_id)
-    new_text = dump_round_trip(doc, text)
+    new_text = dump_round_trip(doc, text, keep_unchanged_text=True)
     reread = parse_yaml(new_text, str(path))
     if plain(reread) != plain(doc):  # never write what would read back otherwise
         raise HttpError(
@@ -350,10 +314,32 @@ def _check_trust_root(
         )
 
 
+def implemented_by(kernel: Kernel) -> dict[str, str]:
+    """Each SOUL.yaml key a loaded plugin implements, with that plugin's name."""
+    return {
+        owned.section.key: owned.plugin
+        for owned in kernel.sections
+        if owned.section.scope == "agent" and owned.section.owns
+    }
+
+
+def _check_implemented(kernel: Kernel, changes: Mapping[str, Any], prefix: str) -> None:
+    """Refuse a change of a key no loaded plugin implements: it would be saved with no effect."""
+    implemented = implemented_by(kernel)
+    for key, plugin in PLUGIN_KEYS.items():
+        if key in changes and key not in implemented:
+            raise _bad(
+                prefix + key,
+                f"not implemented by any loaded plugin (the {plugin} plugin implements it):"
+                " it would be kept with no effect; nothing was saved",
+            )
+
+
 def update_agent(kernel: Kernel, agent_id: str, changes: Mapping[str, Any]) -> list[str]:
     path = agent_file(kernel, agent_id)
     text = path.read_text(encoding="utf-8")
     doc = parse_yaml(text, str(path))
+    _check_implemented(kernel, changes, "changes.")
     _check_trust_root(kernel, agent_id, changes, plain(doc), "changes.")
     changed = apply_changes(doc, changes)
     if changed:
@@ -385,7 +371,7 @@ def create_agent(kernel: Kernel, agent_id: str, data: Any) -> list[str]:
     doc["system_prompt"] = "You are a helpful assistant."
     llm = {k: v for k in ("provider", "model") if (v := getattr(default, k, None))}
     if llm:
-        doc["llm"] = _styled(None, llm)
+        apply_changes(doc, {"llm": llm})
     doc["tools"] = CommentedSeq()
     apply_changes(doc, data)
     _save(kernel, agent_id, doc, "")
@@ -415,6 +401,7 @@ def describe_agent(kernel: Kernel, agent_id: str) -> dict[str, Any]:
     """What the editor shows: the saved document, where each key is set, the resolved policy
     with its sources, the tools plugins offer, and the kept keys of the original system."""
     spec = kernel.agent(agent_id)
+    implemented = implemented_by(kernel)
     path = agent_file(kernel, agent_id)
     document = plain(parse_yaml(path.read_text(encoding="utf-8"), str(path)))
     contributed = []
@@ -434,7 +421,17 @@ def describe_agent(kernel: Kernel, agent_id: str) -> dict[str, Any]:
             {"path": k.path, "location": _relative(kernel, str(k.location))}
             for k in spec.settings.kept
         ],
-        "permissions": {k: redact(document[k], k) for k in PERMISSION_KEYS if k in document},
+        # kept with no effect: the permission keys no loaded plugin implements
+        "permissions": {
+            k: redact(document[k], k)
+            for k in PERMISSION_KEYS
+            if k in document and k not in implemented
+        },
+        # in effect: those a loaded plugin implements (confirm_tools has a field of its own)
+        "permissions_in_effect": {
+            k: redact(document[k], k) for k in PERMISSION_KEYS if k in document and k in implemented
+        },
+        "implemented_by": implemented,
         **_policy(kernel, agent_id),
         "tools_available": sorted(contributed, key=lambda t: t["name"]),
     }

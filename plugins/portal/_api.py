@@ -4,7 +4,7 @@ and documented in the HTTP plugin's OpenAPI document (plugins/http/openapi.json)
 | route | who | what |
 |---|---|---|
 | ``PUT /agents/{agent_id}`` | admins | create an agent (workspace provider and model, no limits) |
-| ``GET /agents/{agent_id}`` | admins | the saved SOUL.yaml, where each key is set, the policy |
+| ``GET /agents/{agent_id}`` | admins | SOUL.yaml, each key's source and plugin, the policy |
 | ``PATCH /agents/{agent_id}`` | admins | change fields of SOUL.yaml (``null`` removes a key) |
 | ``GET /config/sources`` | admins | where each configuration value is set; kept keys |
 | ``GET /plugins`` | admins | the loaded plugins, their hooks and configuration sections |

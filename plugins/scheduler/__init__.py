@@ -15,12 +15,15 @@ See docs/scheduling.md.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from soulacy.kernel import CliCommand, hookimpl, lazy_exports
+from soulacy.kernel import CliCommand, SoulacyError, hookimpl, lazy_exports
 
 from . import hookspecs
+
+log = logging.getLogger("soulacy.scheduler")
 
 if TYPE_CHECKING:
     import argparse
@@ -62,12 +65,17 @@ def schedules(kernel: Kernel) -> list[ScheduleEntry]:
     """Every enabled schedule: agents' ``schedule:`` keys and what plugins contribute."""
     from ._model import ScheduleEntry
 
-    found = [
-        ScheduleEntry(agent_id, agent_id, kernel.agent(agent_id).section("schedule"))
-        for agent_id in kernel.agent_ids()
-        if kernel.agent(agent_id).section("schedule") is not None
-        and kernel.agent(agent_id).section("enabled")
-    ]
+    found = []
+    for agent_id in kernel.agent_ids():
+        try:
+            agent = kernel.agent(agent_id)
+        except SoulacyError as exc:  # one broken SOUL.yaml stops no other agent's schedule
+            log.warning(
+                "agent %r has no schedule while its SOUL.yaml is invalid: %s", agent_id, exc
+            )
+            continue
+        if agent.section("schedule") is not None and agent.section("enabled"):
+            found.append(ScheduleEntry(agent_id, agent_id, agent.section("schedule")))
     for contributed in kernel.hook.soulacy_schedules(kernel=kernel):
         found.extend(cast("Sequence[ScheduleEntry]", contributed or ()))
     return [entry for entry in found if entry.schedule.enabled]

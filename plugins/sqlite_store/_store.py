@@ -49,9 +49,11 @@ from soulacy.kernel.store import (
     RunEvent,
     RunEventBatch,
     RunEvents,
+    RunIdTaken,
     RunRecord,
     StorageError,
     ToolRecord,
+    identity_differs,
     make_proof,
     run_as_read,
 )
@@ -532,8 +534,18 @@ class SQLiteStore:
 
         def write(conn: sqlite3.Connection) -> RunRecord:
             _check_fence(conn, fence)
-            row = conn.execute("SELECT attempt, metadata FROM runs WHERE run_id = ?", (run.run_id,))
+            # Insert-or-fail with the run's identity: read and written in one BEGIN IMMEDIATE
+            # transaction, so of two processes starting a fresh id exactly one owns it.
+            row = conn.execute(
+                "SELECT attempt, metadata, agent_id, session_id, user_id, principal FROM runs"
+                " WHERE run_id = ?",
+                (run.run_id,),
+            )
             previous = row.fetchone()
+            if previous:
+                differs = identity_differs(run, previous[2:])
+                if differs:  # another request's run id: nothing is written
+                    raise RunIdTaken(run.run_id, previous[5], differs)
             attempt = int(previous[0]) + 1 if previous else 1
             # A retry with the same run id is a new attempt: the last attempt's proof is kept
             # aside (never lost) and the new attempt gets its own.
@@ -1004,17 +1016,32 @@ class SQLiteStore:
                     " ORDER BY id DESC LIMIT 1",
                     (batch.run_id,),
                 ).fetchone()
-                if newest is not None and newest[0] != batch.principal:
-                    continue  # another principal's run: its events are never replaced
                 fence = batch.fence
-                if fence is not None and _stale_events(
-                    conn, batch.run_id, fence, newest[1] if newest else None
+                started = None  # the run as stored: (principal, lease_key, lease_token)
+                if fence is not None:
+                    started = conn.execute(
+                        "SELECT principal, lease_key, lease_token FROM runs WHERE run_id = ?",
+                        (batch.run_id,),
+                    ).fetchone()
+                    if started is not None and started[1] not in (None, fence.key):
+                        # another request's (its start of the stored id refused): never written
+                        if batch.run_id not in refused:
+                            refused.append(batch.run_id)
+                        continue
+                # Another principal's events: never replaced, unless this is the stored run's
+                # own batch and those were a refused request's, written before the run started.
+                replacing = newest is not None and newest[0] != batch.principal
+                if replacing and not (
+                    started is not None and fence is not None and started[0] == batch.principal
                 ):
+                    continue
+                written = None if replacing or newest is None else newest[1]
+                if fence is not None and _stale_events(conn, batch.run_id, fence, written, started):
                     if batch.run_id not in refused:
                         refused.append(batch.run_id)
                     continue  # an attempt a later one replaced: nothing of it is written
                 token = fence.token if fence is not None else None
-                if batch.restart:
+                if batch.restart or replacing:
                     conn.execute("DELETE FROM run_events WHERE run_id = ?", (batch.run_id,))
                 conn.executemany(
                     "INSERT OR REPLACE INTO run_events (run_id, id, name, data, principal,"
@@ -1366,17 +1393,21 @@ def _check_fence(conn: sqlite3.Connection, fence: Lease | None) -> None:
         raise LeaseLost(fence.key, fence.token, current)
 
 
-def _stale_events(conn: sqlite3.Connection, run_id: str, fence: Lease, written: int | None) -> bool:
+def _stale_events(
+    conn: sqlite3.Connection,
+    run_id: str,
+    fence: Lease,
+    written: int | None,
+    started: Sequence[Any] | None,
+) -> bool:
     """Inside the append's transaction: whether a later attempt of the run has begun under a
     later grant of the fence's key. Its newest stored event was written (``written``), or it
-    was started, under a greater token, or the run holds the key now under one (its next
-    attempt took the lease over, and has not started yet)."""
+    was started (``started``: the run's principal, lease_key, lease_token), under a greater
+    token, or the run holds the key now under one (its next attempt took the lease over, and
+    has not started yet)."""
     if written is not None and written > fence.token:
         return True
-    started = conn.execute(
-        "SELECT lease_key, lease_token FROM runs WHERE run_id = ?", (run_id,)
-    ).fetchone()
-    if started is not None and started[0] == fence.key and (started[1] or 0) > fence.token:
+    if started is not None and started[1] == fence.key and (started[2] or 0) > fence.token:
         return True
     held = conn.execute("SELECT holder, token FROM leases WHERE key = ?", (fence.key,)).fetchone()
     return held is not None and held[0] == run_id and int(held[1]) > fence.token

@@ -1116,7 +1116,7 @@ PROCESS_BUGS = {
 @pytest.mark.processes
 async def test_the_reference_multi_process_store_passes_the_process_kit(tmp_path: Path) -> None:
     result = await check_store_processes(f"{__name__}:PickledStore", str(tmp_path / "store.pickle"))
-    assert (result.skipped, result.not_run, len(result.passed)) == (None, (), 9)
+    assert (result.skipped, result.not_run, len(result.passed)) == (None, (), 10)
 
 
 @pytest.mark.processes

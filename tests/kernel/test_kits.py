@@ -92,6 +92,7 @@ def test_the_multi_process_checks_are_the_documented_ones() -> None:
         "counters",
         "cancel_requests",
         "run_events",
+        "run_id_race",
     )
 
 

@@ -106,19 +106,25 @@ export async function renderEditor(main, agentId, view = "everyday") {
   };
 
   // Tools: the ones plugins offer, as checkboxes, and any other entries (file.py:function).
+  // A list holding the original system's tool definitions ({name, python_file, ...}) is shown,
+  // not edited: the editor writes names only, and would lose the definitions.
   const listed = Array.isArray(doc.tools) ? doc.tools : [];
+  const definitions = listed.some((t) => typeof t !== "string");
   const offered = new Set(agent.tools_available.map((t) => t.name));
   const toolBoxes = agent.tools_available.map((tool) => {
-    const box = h("input", { type: "checkbox", id: `tool-${tool.name}`, value: tool.name, dataset: { tool: tool.name } });
+    const box = h("input", { type: "checkbox", id: `tool-${tool.name}`, value: tool.name, dataset: { tool: tool.name },
+      disabled: definitions });
     box.checked = listed.includes(tool.name);
     box.addEventListener("change", () => updatePending());
     return h("li", { class: "check" }, box, h("label", { for: box.id }, h("code", { text: tool.name }),
       tool.description ? ` — ${tool.description}` : ""));
   });
-  const otherTools = h("textarea", { id: "tools-other", rows: 3, "aria-describedby": "tools-other-help" });
-  otherTools.value = listed.filter((t) => !offered.has(t)).join("\n");
+  const otherTools = h("textarea", { id: "tools-other", rows: 3, "aria-describedby": "tools-other-help", readonly: definitions });
+  otherTools.value = listed.filter((t) => !offered.has(t))
+    .map((t) => (typeof t === "string" ? t : `${t.name} (defined in SOUL.yaml)`)).join("\n");
   otherTools.addEventListener("input", () => updatePending());
   const readTools = () => {
+    if (definitions) return listed;
     const chosen = [...main.querySelectorAll("input[data-tool]")].filter((b) => b.checked).map((b) => b.value);
     const others = otherTools.value.split("\n").map((s) => s.trim()).filter(Boolean);
     const all = [...chosen, ...others];
@@ -185,6 +191,8 @@ export async function renderEditor(main, agentId, view = "everyday") {
   });
 
   const permissions = Object.entries(agent.permissions || {});
+  const implemented = agent.implemented_by || {};
+  const inEffect = Object.entries(agent.permissions_in_effect || {}).filter(([k]) => k !== "confirm_tools");
   const kept = agent.kept || [];
   const form = h("form", { class: "editor", novalidate: true },
     section("Purpose", "everyday",
@@ -198,14 +206,29 @@ export async function renderEditor(main, agentId, view = "everyday") {
         help: "Empty: the provider's model, then the workspace default model.", inherits: "inherits" })),
     section("Tools", "everyday",
       h("p", { class: "note", text: "The agent is offered exactly the tools listed here." }),
+      definitions
+        ? h("p", { class: "note", text: "This list holds tool definitions in the original system's form: edit it in SOUL.yaml." })
+        : null,
       toolBoxes.length ? h("ul", { class: "tools" }, toolBoxes) : h("p", { class: "note", text: "No plugin offers tools by name." }),
       h("div", { class: "field" }, h("label", { for: "tools-other", text: "Other entries (one per line)" }), otherTools,
         h("p", { class: "help", id: "tools-other-help", text: "Such as file.py:function, a Python function in a file beside SOUL.yaml." }))),
     section("Permissions", "everyday",
       add({ key: "enabled", label: "Enabled (runs and schedules may use it)", type: "bool", fallback: true }),
       h("p", { class: "note", text: "What the agent may do is its tool list above; the workspace's budgets, quotas and ceilings apply to every run." }),
+      implemented.confirm_tools
+        ? add({ key: "confirm_tools", label: "Tools that wait for approval", type: "list", nullable: true, rows: 3,
+          help: "One tool name per line. Every call of a listed tool pauses its run until a person approves or denies it " +
+            "(in Chat, or soulacy runs approve|deny). Empty: no call waits.", inherits: "no call waits" })
+        : null,
+      inEffect.length
+        ? h("div", { class: "in-effect" },
+          h("p", { text: "Permission keys in this file that loaded plugins implement, in effect (edit them in SOUL.yaml):" }),
+          h("ul", {}, inEffect.map(([k, v]) => h("li", {}, h("code", { text: k }), ": ", h("code", { text: valueText(v) }),
+            ` (the ${implemented[k]} plugin)`))))
+        : null,
       permissions.length
-        ? h("div", { class: "kept" }, h("p", { text: "Permission keys of the original system in this file, kept with no effect:" }),
+        ? h("div", { class: "kept" },
+          h("p", { text: "Permission keys of the original system in this file that no loaded plugin implements, kept with no effect:" }),
           h("ul", {}, permissions.map(([k, v]) => h("li", {}, h("code", { text: k }), ": ", h("code", { text: valueText(v) })))))
         : null),
     section("Limits", "advanced",

@@ -13,7 +13,7 @@ import {
 } from "./chatstate.js";
 import { errorText, h, toast, uid } from "./dom.js";
 
-const ctx = { ns: null, state: null, main: null, agents: [], following: new Set(), saveTimer: null };
+const ctx = { ns: null, state: null, main: null, agents: [], following: new Set(), saveTimer: null, drawn: null };
 
 function persistSoon() {
   clearTimeout(ctx.saveTimer);
@@ -391,6 +391,13 @@ function drawReply(sessionId, runId) {
 function draw() {
   const main = ctx.main;
   const conv = current();
+  // A redraw replaces every element: the keyboard stays on the control it was on, and a draft
+  // being typed stays in the message box of the same conversation.
+  const focused = main.contains(document.activeElement) && document.activeElement.id ? document.activeElement.id : null;
+  const oldText = main.querySelector("#chat-text");
+  const draft = oldText && conv && ctx.drawn === conv.session_id
+    ? { value: oldText.value, start: oldText.selectionStart, end: oldText.selectionEnd }
+    : null;
   const conversations = Object.values(ctx.state.conversations)
     .filter((c) => c.messages.length || (conv && c.session_id === conv.session_id))
     .sort((a, b) => b.updated - a.updated);
@@ -450,7 +457,9 @@ function draw() {
     const value = text.value.trim();
     if (!value || !agentSelect.value) return;
     text.value = "";
-    send(value);
+    send(value); // redraws the page before it waits for the server
+    const box = ctx.main.querySelector("#chat-text");
+    if (box) box.focus({ preventScroll: true }); // the next message is typed where this one was
   });
   main.replaceChildren(h("div", { class: "chat" },
     h("aside", { class: "conversations card", "aria-labelledby": "conv-title" },
@@ -462,4 +471,11 @@ function draw() {
         conv ? h("span", { class: "muted session", text: `session ${conv.session_id}` }) : null),
       messages, composer)));
   messages.scrollTop = messages.scrollHeight;
+  if (draft) {
+    text.value = draft.value;
+    text.setSelectionRange(draft.start, draft.end);
+  }
+  ctx.drawn = conv ? conv.session_id : null;
+  const again = focused && document.getElementById(focused);
+  if (again && main.contains(again)) again.focus({ preventScroll: true });
 }

@@ -86,7 +86,7 @@ class Invalid extends Error {}
 
 function shown(type, value) {
   if (value === null || value === undefined) return "";
-  if (type === "list") return value.join("\n");
+  if (type === "list") return Array.isArray(value) ? value.join("\n") : String(value);
   return String(value);
 }
 
@@ -147,12 +147,28 @@ export class Field {
       this.input.addEventListener("input", onInput);
       this.input.addEventListener("change", onInput);
     }
+    // What the control showed when loaded, and the value it read as then: a field the person
+    // has not touched is never a change, however the saved value is spelled (Go's "" for an
+    // unset string reads as empty, as a missing key does).
+    this.initial = this.state();
+    try {
+      this.loaded = this.comparable(this.read());
+    } catch {
+      this.loaded = null; // not readable as loaded: any readable value is a change
+    }
+  }
+
+  state() {
+    return this.desc.type === "bool" ? this.input.checked : this.input.value;
   }
 
   read() {
     const { type, nullable } = this.desc;
     if (type === "bool") return this.input.checked;
-    if (type === "list") return this.input.value.split("\n").map((s) => s.trim()).filter(Boolean);
+    if (type === "list") {
+      const items = this.input.value.split("\n").map((s) => s.trim()).filter(Boolean);
+      return items.length || !nullable ? items : null;
+    }
     const raw = type === "textarea" ? this.input.value : this.input.value.trim();
     if (raw === "") {
       if (nullable || type === "text" || type === "textarea") return nullable ? null : "";
@@ -179,10 +195,11 @@ export class Field {
     return JSON.stringify(value);
   }
 
+  // Changed: the person changed what the control shows, to a value other than the loaded one.
   changed() {
-    if (this.desc.readonly) return false;
+    if (this.desc.readonly || this.state() === this.initial) return false;
     try {
-      return this.comparable(this.read()) !== this.comparable(this.original);
+      return this.comparable(this.read()) !== this.loaded;
     } catch {
       return true;
     }

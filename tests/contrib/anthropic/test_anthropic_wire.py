@@ -133,6 +133,7 @@ async def test_the_reply_skips_other_blocks_and_counts_cached_input(
         Answer(
             {
                 "type": "message",
+                "id": "msg_abc",
                 "role": "assistant",
                 "model": "claude-fake",
                 "content": [
@@ -153,7 +154,7 @@ async def test_the_reply_skips_other_blocks_and_counts_cached_input(
     reply = await make_provider().complete(ModelRequest([Message("user", "x")]))
     assert (reply.message.content, reply.message.tool_calls) == ("Hello there.", ())
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (115, 3)
-    assert (reply.finish_reason, reply.model) == ("max_tokens", "claude-fake")
+    assert (reply.finish_reason, reply.model, reply.id) == ("max_tokens", "claude-fake", "msg_abc")
 
 
 async def test_options_set_the_api_version(

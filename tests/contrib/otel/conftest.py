@@ -8,14 +8,23 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
+from _support.openai_server import FakeOpenAI, serve_asgi
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.metrics.export import MetricsData, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from soulacy.contrib.otel import Telemetry, start_telemetry
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.messages import ModelReply, ModelRequest
-from soulacy.kernel.providers import ProviderError, ProviderType
+from soulacy.kernel.messages import Message, ModelReply, ModelRequest, Usage
+from soulacy.kernel.providers import ProviderConfig, ProviderError, ProviderType
 from soulacy.testing import Workspace, throwaway_plugin
 
 PLUGIN = "soulacy.contrib.otel"
@@ -61,6 +70,37 @@ class Failing:
         return None
 
 
+@attrs.frozen
+class ReplyWithId(ModelReply):
+    """A reply that says the provider's id of the response (``ModelReply`` has no such field
+    yet; the plugin reads ``id`` when a reply has one)."""
+
+    id: str | None = None
+
+
+class Hosted:
+    """A provider of a hosted API that is never called over the network: its class names its
+    default endpoint, as the HTTP providers do (``default_base_url``), and its replies say the
+    model that answered and their id."""
+
+    name = "hosted"
+    default_base_url = "https://models.example.com/v1"
+
+    def __init__(self, config: ProviderConfig) -> None:
+        self.config = config
+
+    async def complete(self, request: ModelRequest, on_text: Any = None) -> ModelReply:
+        return ReplyWithId(
+            Message("assistant", "hello"), Usage(12, 3), "stop", "hosted-model-0613", id="resp_42"
+        )
+
+    def capacity(self, model: str | None) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
 def tools_plugin() -> Any:
     return throwaway_plugin(
         "test_tools",
@@ -71,7 +111,8 @@ def tools_plugin() -> Any:
             Tool.from_function(same),
         ],
         soulacy_provider_types=lambda: [
-            ProviderType("failing", lambda name, config, kernel: Failing())
+            ProviderType("failing", lambda name, config, kernel: Failing()),
+            ProviderType("hosted", lambda name, config, kernel: Hosted(config)),
         ],
     )
 
@@ -159,3 +200,103 @@ async def traced(
     yield make
     for kernel in kernels:
         await kernel.aclose()
+
+
+@pytest.fixture
+async def openai_server(nursery: trio.Nursery) -> AsyncIterator[FakeOpenAI]:
+    """A Chat Completions server on 127.0.0.1 answering from ``server.answers``."""
+    server = FakeOpenAI()
+    url, shutdown = await serve_asgi(nursery, server.app)
+    server.base_url = url + "/v1"
+    yield server
+    shutdown.set()
+
+
+# -- a real OTLP/HTTP receiver on loopback ---------------------------------------------------------
+
+
+@attrs.define
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    arrived: float = 0.0  # trio.current_time() when the request came in
+    answered: float = 0.0  # … and when it was answered
+
+
+@attrs.define
+class Receiver:
+    """A small OTLP/HTTP receiver: records each POST and answers 200 with an empty response,
+    ``delay`` seconds after it came in (a collector far away, or busy)."""
+
+    received: list[Received] = attrs.Factory(list)
+    delay: float = 0.0
+
+    async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        arrived = trio.current_time()
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        request = Received(scope["path"], headers, body, arrived)
+        self.received.append(request)
+        await trio.sleep(self.delay)
+        request.answered = trio.current_time()
+        answer = ExportTraceServiceResponse().SerializeToString()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/x-protobuf")],
+            }
+        )
+        await send({"type": "http.response.body", "body": answer})
+
+    def spans(self) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+        """(name, attributes, resource attributes) of every span received."""
+        found = []
+        for request in self.received:
+            if request.path != "/v1/traces":
+                continue
+            parsed = ExportTraceServiceRequest.FromString(request.body)
+            for resource_spans in parsed.resource_spans:
+                resource = _attributes(resource_spans.resource.attributes)
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        found.append((span.name, _attributes(span.attributes), resource))
+        return found
+
+    def metric_names(self) -> set[str]:
+        names = set()
+        for request in self.received:
+            if request.path == "/v1/metrics":
+                parsed = ExportMetricsServiceRequest.FromString(request.body)
+                for resource in parsed.resource_metrics:
+                    for scope in resource.scope_metrics:
+                        names.update(m.name for m in scope.metrics)
+        return names
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        value = pair.value
+        kind = value.WhichOneof("value")
+        out[pair.key] = (
+            [v.string_value for v in value.array_value.values]
+            if kind == "array_value"
+            else getattr(value, kind)
+        )
+    return out
+
+
+async def serve(nursery: trio.Nursery, app: Any) -> tuple[str, trio.Event]:
+    """Serve ``app`` on 127.0.0.1 (a free port): its URL, and the event that stops it."""
+    return await serve_asgi(nursery, app)

@@ -6,115 +6,15 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
 
-import attrs
 import httpx
-import hypercorn.config
-import hypercorn.trio
 import pytest
 import trio
-from conftest import ADD, ENABLE, tools_plugin
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from conftest import ADD, ENABLE, Receiver, serve, tools_plugin
 
 from soulacy.contrib.otel import telemetry
 from soulacy.kernel import Kernel, open_kernel
 from soulacy.testing import Workspace
-
-
-@attrs.define
-class Received:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-
-@attrs.define
-class Receiver:
-    """A small OTLP/HTTP receiver: records each POST and answers 200 with an empty response."""
-
-    received: list[Received] = attrs.Factory(list)
-
-    async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        self.received.append(Received(scope["path"], headers, body))
-        answer = ExportTraceServiceResponse().SerializeToString()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"application/x-protobuf")],
-            }
-        )
-        await send({"type": "http.response.body", "body": answer})
-
-    def spans(self) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-        """(name, attributes, resource attributes) of every span received."""
-        found = []
-        for request in self.received:
-            if request.path != "/v1/traces":
-                continue
-            parsed = ExportTraceServiceRequest.FromString(request.body)
-            for resource_spans in parsed.resource_spans:
-                resource = _attributes(resource_spans.resource.attributes)
-                for scope_spans in resource_spans.scope_spans:
-                    for span in scope_spans.spans:
-                        found.append((span.name, _attributes(span.attributes), resource))
-        return found
-
-    def metric_names(self) -> set[str]:
-        names = set()
-        for request in self.received:
-            if request.path == "/v1/metrics":
-                parsed = ExportMetricsServiceRequest.FromString(request.body)
-                for resource in parsed.resource_metrics:
-                    for scope in resource.scope_metrics:
-                        names.update(m.name for m in scope.metrics)
-        return names
-
-
-def _attributes(pairs: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        value = pair.value
-        kind = value.WhichOneof("value")
-        out[pair.key] = (
-            [v.string_value for v in value.array_value.values]
-            if kind == "array_value"
-            else getattr(value, kind)
-        )
-    return out
-
-
-async def serve(nursery: trio.Nursery, app: Any) -> tuple[str, trio.Event]:
-    config = hypercorn.config.Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.errorlog = None
-    config.graceful_timeout = 0.2
-    shutdown = trio.Event()
-    binds = await nursery.start(
-        lambda task_status: hypercorn.trio.serve(
-            app, config, shutdown_trigger=shutdown.wait, task_status=task_status
-        )
-    )
-    return binds[0], shutdown
 
 
 def free_port() -> int:

@@ -32,13 +32,13 @@ async def test_a_classic_run_is_a_span_with_a_child_per_model_and_tool_call(
     spans = t.spans()
     assert sorted(s.name for s in spans) == sorted(
         [
-            "invoke_agent adder",
+            "invoke_agent Adder",  # invoke_agent {gen_ai.agent.name}
             "chat agents/adder/script.yaml",
             "execute_tool add",
             "chat agents/adder/script.yaml",
         ]
     )
-    run = t.one("invoke_agent adder")
+    run = t.one("invoke_agent Adder")
     assert run.parent is None
     assert run.kind is SpanKind.INTERNAL
     assert {s.context.trace_id for s in spans if s.context} == {run.context.trace_id}

@@ -381,6 +381,7 @@ LIMIT_NAMES = {
     "max_build_cost_usd",
     "max_build_attempts",
     "max_build_elapsed",
+    "max_tool_result_chars",
     "context_window",
 }
 

@@ -79,10 +79,10 @@ def agent(workspace: Workspace) -> str:
 
 def test_the_builtin_plugins_declare_the_studio_and_http_limits(kernel: Kernel, agent: str) -> None:
     declared = declared_limits(kernel)
-    assert list(declared) == ["http_timeout", *STUDIO]
+    assert list(declared) == ["max_tool_result_chars", "http_timeout", *STUDIO]
     policy = kernel.resolve_policy(agent)
-    assert list(policy.extra) == ["http_timeout", *STUDIO]
-    assert list(policy.limits()) == [*CORE_LIMITS, "http_timeout", *STUDIO]
+    assert list(policy.extra) == ["max_tool_result_chars", "http_timeout", *STUDIO]
+    assert list(policy.limits()) == [*CORE_LIMITS, "max_tool_result_chars", "http_timeout", *STUDIO]
     assert policy.limit("http_timeout") is policy.extra["http_timeout"]
     assert policy.limit("max_turns") is policy.max_turns
     shown = policy.to_dict()
