@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         load_plugins,
     )
     from ._manager import BUILTIN_PLUGINS, PluginInfo, SoulacyPluginManager
-    from ._redact import redact, redact_text
+    from ._redact import redact, redact_arguments, redact_text
     from ._runs import RunHandle, RunRequest, RunResult
     from ._stash import Stash, StashKey
     from ._tools import Tool, file_functions
@@ -101,7 +101,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "._manager": ("BUILTIN_PLUGINS", "PluginInfo", "SoulacyPluginManager"),
     "._lazy": ("lazy_exports",),
-    "._redact": ("redact", "redact_text"),
+    "._redact": ("redact", "redact_arguments", "redact_text"),
     "._runs": ("RunHandle", "RunRequest", "RunResult"),
     "._stash": ("Stash", "StashKey"),
     "._tools": ("Tool", "file_functions"),
@@ -161,6 +161,7 @@ __all__ = [
     "open_kernel",
     "parse_scalar",
     "redact",
+    "redact_arguments",
     "redact_text",
     "structure",
 ]

@@ -9,6 +9,7 @@ returned, say) is scrubbed of bearer tokens and ``key=value`` secrets.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 MASK = "***"
@@ -22,7 +23,11 @@ _SECRET_WORDS = frozenset(
         "apikey",
         "password",
         "passwd",
+        "pwd",
         "passphrase",
+        "bearer",
+        "jwt",
+        "pat",
         "secret",
         "secrets",
         "cookie",
@@ -110,12 +115,23 @@ _IN_TEXT = re.compile(
     r"(?i)(" + _WORD_START + r"(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
     r"(?:(?:bearer|basic|token|digest)\s+)?)[^\s\"',;&]{4,}"
     r"|(" + _WORD_START + r"bearer\s+)[A-Za-z0-9._~+/=-]{4,}"
-    r"|(" + _WORD_START + r"(?:[a-z]+[_-])?(?:api[_-]?key|token|secret|password|passwd|key|sig"
-    r"|signature|auth)"
+    r"|("
+    + _WORD_START
+    + r"(?:[a-z]+[_-])?(?:api[_-]?key|token|key|sig|"
+    + "|".join(sorted(_SECRET_WORDS - {"authorization", "apikey", "dsn"}, key=len, reverse=True))
+    + r")"
     r"(?![A-Za-z0-9])[\"']?\s*[:=]\s*[\"']?)[^\s\"',;&]{4,}"
     r"|(" + _WORD_START + r"[a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+(?=@)"  # URL userinfo password
     r"|" + _WORD_START + r"(sk|pk|rk)-[A-Za-z0-9_-]{8,}"
 )
+
+
+def redact_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as events, history and proofs keep them: every secret-named
+    value masked, at any depth, and secrets in free text scrubbed (the tool itself gets the
+    real values). Ids (``session_id``, ``run_id``) stay visible."""
+    redacted: dict[str, Any] = redact(dict(arguments))
+    return redacted
 
 
 def redact_text(text: str) -> str:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+import attrs
 import trio
 
 from soulacy.kernel import (
@@ -26,6 +27,7 @@ from soulacy.kernel import (
     Tool,
     UsageError,
     json_encoder,
+    redact_arguments,
     redact_text,
 )
 from soulacy.kernel.approvals import (
@@ -622,7 +624,7 @@ class Engine:
                     "turn": result.turns,
                     "id": call.id,
                     "name": call.name,
-                    "arguments": dict(call.arguments),
+                    "arguments": redact_arguments(call.arguments),
                     "replayed": replayed,
                 },
             )
@@ -640,7 +642,7 @@ class Engine:
                     run.run_id,
                     call.id,
                     call.name,
-                    call.arguments,
+                    redact_arguments(call.arguments),  # proofs keep no secret
                     outcome.content,
                     outcome.is_error,
                 )
@@ -750,7 +752,7 @@ class Engine:
             run.run_id,
             call.id,
             call.name,
-            dict(call.arguments),
+            redact_arguments(call.arguments),  # what the person sees, and the digest binds
             run.agent_id,
             run.session_id,
             request.principal,
@@ -800,7 +802,11 @@ class Engine:
                 run.run_id,
                 f"approval:{call.id}",
                 APPROVAL_RECEIPT_TOOL,
-                {"call_id": call.id, "tool": call.name, "arguments": dict(call.arguments)},
+                {
+                    "call_id": call.id,
+                    "tool": call.name,
+                    "arguments": redact_arguments(call.arguments),
+                },
                 json.dumps(
                     {k: described[k] for k in APPROVAL_RECEIPT_FIELDS},
                     ensure_ascii=False,
@@ -858,7 +864,9 @@ class Engine:
         messages = run.messages[run.recorded :]
         if not messages and not run.pending_tools:
             return
-        await store.record_turn(run.record, messages, run.pending_tools, fence)
+        # The history keeps tool calls' arguments redacted; this run's model still reads them.
+        stored = [_redacted_calls(m) if m.tool_calls else m for m in messages]
+        await store.record_turn(run.record, stored, run.pending_tools, fence)
         run.recorded = len(run.messages)
         run.pending_tools = []
 
@@ -1039,3 +1047,16 @@ def _capped(outcome: ToolOutcome, policy: ExecutionPolicy) -> ToolOutcome:
         " (runtime.max_tool_result_chars)\n"
     )
     return ToolOutcome(head + marker + tail, outcome.is_error, outcome.value)
+
+
+def _redacted_calls(message: Message) -> Message:
+    """``message`` with its tool calls' arguments redacted (the same object when none is)."""
+    calls = tuple(
+        call
+        if (shown := redact_arguments(call.arguments)) == call.arguments
+        else attrs.evolve(call, arguments=shown)
+        for call in message.tool_calls
+    )
+    if all(a is b for a, b in zip(calls, message.tool_calls, strict=True)):
+        return message
+    return attrs.evolve(message, tool_calls=calls)

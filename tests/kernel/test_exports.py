@@ -67,6 +67,7 @@ SURFACE: dict[str, list[str]] = {
         "open_kernel",
         "parse_scalar",
         "redact",
+        "redact_arguments",
         "redact_text",
         "structure",
     ],
