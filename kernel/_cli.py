@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from ._errors import ConfigError, FrozenRecord, PluginError, SoulacyError, UsageError
 from ._manager import COMMAND_PLUGINS, PluginSelection, SoulacyPluginManager
@@ -184,6 +184,7 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pending: list[Callable[[_Parser], None]] = []
+        self._given: list[str] = []  # the arguments this parser was last asked to parse
 
     def defer(self, step: Callable[[_Parser], None]) -> None:
         """Configure this parser with ``step`` when it is first used."""
@@ -205,16 +206,25 @@ class _Parser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         self._configured()
+        self._given = list(args) if args is not None else []
         parsed, extras = super().parse_known_args(args, namespace)
         if extras and self.prog != "soulacy":
-            hint = ""
-            if any(extra.split("=")[0] in _GLOBAL_OPTIONS for extra in extras):
-                hint = "; global options (-w, -p, --debug) go before the command"
-            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        # Whatever the error ("unrecognized arguments", or "invalid choice" when a global
+        # option's value is taken for a subcommand: soulacy runs -w DIR), a global option given
+        # after the command gets the hint (issue 38).
+        if self.prog != "soulacy" and _GLOBAL_HINT not in message:
+            options = {arg.split("=")[0] for arg in self._given}
+            if options & _GLOBAL_OPTIONS - set(self._option_string_actions):
+                message = f"{message}; {_GLOBAL_HINT}"
+        super().error(message)
 
 
 _GLOBAL_OPTIONS = {"--workspace", "-w", "-p", "--debug", "--log-level", "--version"}
+_GLOBAL_HINT = "global options (-w, -p, --debug) go before the command"
 
 
 def _version() -> str:

@@ -126,9 +126,17 @@ class ConfigIssue(FrozenRecord):
         # key or a mapping of secrets anywhere in the path (server.api_keys.alice: 12345).
         from ._redact import MASK, is_secret_key, masks_members, redact
 
+        # A number or a boolean under a secret-looking name of its own is shown (bogus_key: 1,
+        # issue 38): only strings (and what a mapping or list holds) are masked by the name.
         parts = self.path.split(".")
         secret = any(is_secret_key(p) or masks_members(p) for p in parts[:-1])
-        shown = MASK if secret else redact(self.value, parts[-1]) if self.has_value else None
+        plain = isinstance(self.value, bool | int | float)
+        if secret:
+            shown: object = MASK
+        elif not self.has_value:
+            shown = None
+        else:
+            shown = self.value if plain else redact(self.value, parts[-1])
         got = f" (got {shown!r})" if self.has_value else ""
         where = f"{self.location}: " if self.location.file else ""
         key = f"{self.path}: " if self.path else ""

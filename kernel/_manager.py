@@ -77,7 +77,7 @@ ESSENTIAL_PLUGINS = frozenset({"core", "engine"})
 # --help``), the launcher imports these, not every builtin (decision 0036).
 # tests/kernel/test_startup.py checks the set against the hooks each builtin implements.
 COMMAND_PLUGINS = frozenset(
-    {"core", "policy", "workflows", "scheduler", "studio", "approvals", "mcp_server"}
+    {"core", "policy", "workflows", "scheduler", "studio", "approvals", "mcp", "mcp_server"}
 )
 
 

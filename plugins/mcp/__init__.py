@@ -36,33 +36,22 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+# Light names only: the launcher imports this module to list `soulacy --help` (the command
+# `mcp tools`, decision 0036), which imports neither attrs nor the configuration's machinery.
 from soulacy.kernel import (
+    CliCommand,
     ConfigIssue,
-    ConfigSection,
     Location,
-    Settings,
     StashKey,
-    Tool,
     UsageError,
     hookimpl,
     lazy_exports,
 )
 
-from ._model import (
-    MAX_SERVER_ID,
-    SEPARATOR,
-    SERVER_ID,
-    McpConfig,
-    McpServer,
-    server_of,
-    tool_name,
-)
-
 if TYPE_CHECKING:  # the service and the kernel import trio: registering does not (decision 0038)
-    from soulacy.kernel import AgentSpec, Kernel, Service
+    from soulacy.kernel import AgentSpec, ConfigSection, Kernel, Service, Settings, Tool
 
+    from ._model import McpConfig, McpServer, tool_name
     from ._service import (
         McpCallError,
         McpServerLost,
@@ -89,10 +78,17 @@ __all__ = [
 _FROM_SERVICE = frozenset(
     {"McpCallError", "McpServerLost", "McpService", "McpStartError", "McpToolError", "Statistics"}
 )
+_FROM_MODEL = frozenset({"McpConfig", "McpServer", "tool_name"})  # attrs: on first use too
 
 
 if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
-    __getattr__ = lazy_exports(__name__, {name: "._service" for name in _FROM_SERVICE})
+    __getattr__ = lazy_exports(
+        __name__,
+        {
+            **{name: "._service" for name in _FROM_SERVICE},
+            **{name: "._model" for name in _FROM_MODEL},
+        },
+    )
 
 
 logger = logging.getLogger("soulacy.mcp")
@@ -105,7 +101,25 @@ def service_of(kernel: Kernel) -> McpService | None:
 
 
 @hookimpl
+def soulacy_cli_commands() -> Sequence[CliCommand]:
+    # Declared by name (decision 0036): `soulacy --help` imports neither the SDK nor trio.
+    return [
+        CliCommand(
+            "mcp tools",
+            "the tools each configured MCP server offers (each server started once and asked)",
+            "soulacy.plugins.mcp._cli:list_tools",
+            "soulacy.plugins.mcp._cli:configure",
+            read_only=True,
+        )
+    ]
+
+
+@hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from soulacy.kernel import ConfigSection
+
+    from ._model import McpConfig
+
     return [
         ConfigSection("mcp", McpConfig, doc="MCP servers whose tools agents may use"),
         # A server is a command the kernel runs (with its environment and folder) or a URL it
@@ -130,6 +144,10 @@ def _where(settings: Settings, *paths: str) -> Location:
 
 @hookimpl
 def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
+    import attrs
+
+    from ._model import MAX_SERVER_ID, SEPARATOR, SERVER_ID, McpServer
+
     mcp: McpConfig = config.section("mcp")
     issues: list[ConfigIssue] = []
 
@@ -191,6 +209,8 @@ def _servers(kernel: Kernel) -> Mapping[str, McpServer]:
 
 @hookimpl
 def soulacy_validate_agent(kernel: Kernel, agent: AgentSpec) -> Sequence[ConfigIssue]:
+    from ._model import SEPARATOR, server_of
+
     servers = _servers(kernel)
     listed: list[str] = agent.section("mcp_servers") or []
     settings = agent.settings
@@ -300,6 +320,10 @@ def _unstarted_tools(agent: AgentSpec) -> list[Tool]:
     """For ``config validate``, which starts no server: a stand-in for each tool the agent
     names (in ``tools:`` or ``mcp_tools``) of a server it lists. Whether the server really
     offers it is known once it runs (``soulacy mcp tools``)."""
+    from soulacy.kernel import Tool
+
+    from ._model import server_of
+
     listed = set(agent.section("mcp_servers") or ())
     named = [*(agent.section("tools") or ()), *(agent.section("mcp_tools") or ())]
 
@@ -314,6 +338,10 @@ def _unstarted_tools(agent: AgentSpec) -> list[Tool]:
 
 
 def _tools_of(service: McpService, conn: ServerConnection, chosen: set[str] | None) -> list[Tool]:
+    from soulacy.kernel import Tool
+
+    from ._model import tool_name
+
     tools: list[Tool] = []
     seen: set[str] = set()
     for remote in conn.tools or ():

@@ -16,7 +16,7 @@ See docs/scheduling.md.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from soulacy.kernel import CliCommand, SoulacyError, hookimpl, lazy_exports
@@ -185,7 +185,7 @@ async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
     from datetime import datetime
     from zoneinfo import ZoneInfo
 
-    from ._service import next_tick, notes_key, state_key
+    from ._service import failure_reason, next_tick, notes_key, state_key
 
     kernel = ctx.kernel()
     config: SchedulerConfig = kernel.config.section("scheduler")
@@ -204,6 +204,7 @@ async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
                     "cron": entry.schedule.cron,
                     "next_run": next_tick(entry.schedule.cron, datetime.now(zone)).isoformat(),
                     "last_result": state.get("last_result"),
+                    "last_failure": _last_failure(state, failure_reason),
                     "failure_streak": state.get("failure_streak", 0),
                     "disabled": bool(state.get("disabled")),
                     "skipped": notes.get("skipped_count", 0),
@@ -229,7 +230,35 @@ async def _schedules(args: argparse.Namespace, ctx: CliContext) -> int:
             f"{row['id']} ({row['cron']}): {when}; last: {last.get('result', '-')}"
             f" ({last.get('status', '-')}); failure streak {row['failure_streak']}{owner}"
         )
+        failure = row["last_failure"]
+        if failure:
+            run = f" (run {failure['run_id']})" if failure.get("run_id") else ""
+            error = f": {' '.join(str(failure['error']).split())}" if failure.get("error") else ""
+            ctx.print(
+                f"  last failure: tick {failure.get('tick', '-')}{run}: status"
+                f" {failure['status']}, reason {failure['reason']}{error}"
+            )
     return 0
+
+
+def _last_failure(
+    state: Mapping[str, Any], reason_of: Callable[[Mapping[str, Any]], str]
+) -> dict[str, Any] | None:
+    """The last failed tick: its tick, run, status, reason and error (issue 38). A state
+    recorded before ``last_failure`` existed still has it when its last result failed."""
+    failure = state.get("last_failure")
+    if failure is None:
+        last = state.get("last_result") or {}
+        failure = last if last.get("result") == "failed" else None
+    if not failure:
+        return None
+    return {
+        "tick": failure.get("tick"),
+        "run_id": failure.get("run_id"),
+        "status": failure.get("status") or "failed",
+        "reason": failure.get("reason") or reason_of(failure),
+        "error": failure.get("error"),
+    }
 
 
 def _owner(lease: Lease | None) -> dict[str, Any] | None:

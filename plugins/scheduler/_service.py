@@ -55,6 +55,19 @@ def next_tick(cron: str, after: datetime) -> datetime:
     return next(iter(CronSim(cron, after)))
 
 
+def failure_reason(outcome: Mapping[str, Any]) -> str:
+    """Why a failed tick failed, in one word: the run's incomplete reason, else
+    ``verification_failed``, ``delivery_failed``, ``error`` or the run's status."""
+    reason = outcome.get("incomplete_reason")
+    if reason:
+        return str(reason)
+    if outcome.get("verification") == "failed":
+        return "verification_failed"
+    if isinstance(outcome.get("delivered"), str):
+        return "delivery_failed"
+    return "error" if outcome.get("error") else str(outcome.get("status") or "failed")
+
+
 def state_key(entry: ScheduleEntry) -> str:
     return f"schedule:{entry.id}"
 
@@ -255,6 +268,8 @@ class ScheduleLoop:
             state["failure_streak"] = 0
             state.pop("retry_at", None)
         else:
+            # Kept past later successes: `soulacy schedules` shows why the last failure failed.
+            state["last_failure"] = {**outcome, "reason": failure_reason(outcome)}
             streak = int(state.get("failure_streak", 0)) + 1
             state["failure_streak"] = streak
             backoff = self.config.backoff[min(streak, len(self.config.backoff)) - 1]
@@ -296,14 +311,7 @@ class ScheduleLoop:
             logger.info("%s succeeded", head)
             return
         status = outcome.get("status") or "failed"
-        reason = outcome.get("incomplete_reason")
-        if not reason:
-            if outcome.get("verification") == "failed":
-                reason = "verification_failed"
-            elif isinstance(outcome.get("delivered"), str):
-                reason = "delivery_failed"
-            else:
-                reason = "error" if outcome.get("error") else status
+        reason = failure_reason(outcome)
         error = outcome.get("error")
         why = f" ({' '.join(str(error).split())})" if error else ""  # one line, always
         then = f"failure streak {state.get('failure_streak', 0)}"
