@@ -665,6 +665,7 @@ async def open_kernel(
                     started = await nursery.start(_serve, service, grace, stopped)
                     kernel.started[service.name] = started
                     running.append(service)
+                    log.info("service %r started", service.name)
                 yield kernel
             finally:
                 kernel.stopping.set()
@@ -728,3 +729,4 @@ async def _serve(
         raise
     finally:
         stopped.one()
+        log.info("service %r stopped", service.name)
