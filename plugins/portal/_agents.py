@@ -17,15 +17,16 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from soulacy.kernel import (
     AGENT_FILE,
     AGENTS_DIR,
+    AgentSpec,
     ConfigError,
     ConfigSection,
     Kernel,
+    UsageError,
     redact,
     structure,
 )
 
-# The one merge of the editors over HTTP (Settings' PATCH /config uses it for config.yaml); the
-# kernel does not export it yet.
+# The one merge of the editors over HTTP (Settings' PATCH /config uses it for config.yaml).
 from soulacy.kernel.yamlio import apply_changes as _merge
 from soulacy.kernel.yamlio import atomic_write, dump_round_trip, parse_yaml, plain
 from soulacy.plugins.http import HttpError
@@ -281,16 +282,32 @@ def _save(kernel: Kernel, agent_id: str, doc: CommentedMap, text: str) -> None:
             422, "invalid agent; nothing was saved", {"body": "not representable in YAML"}
         )
     try:
-        kernel.check_agent(agent_id, reread, path)
+        spec = kernel.check_agent(agent_id, reread, path)
     except ConfigError as exc:
         raise HttpError(
             422,
             "invalid agent; nothing was saved",
             {issue.path: issue.message for issue in exc.issues},
         ) from None
+    _check_provider(kernel, spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, new_text)
     _forget(kernel, agent_id)
+
+
+def _check_provider(kernel: Kernel, spec: AgentSpec) -> None:
+    """A provider the agent names must exist: an agent saved with a misspelt one would fail
+    every chat (a provider it does not name is the workspace default's, checked where it is
+    set)."""
+    name = getattr(spec.section("llm"), "provider", None)
+    if not name:
+        return
+    try:
+        kernel.provider_config(name)
+    except UsageError as exc:
+        raise HttpError(
+            422, "invalid agent; nothing was saved", {"llm.provider": str(exc)}
+        ) from None
 
 
 def _check_trust_root(

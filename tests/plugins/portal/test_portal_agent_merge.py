@@ -195,3 +195,22 @@ def test_untouched_keys_keep_the_text_ruamel_would_rewrite() -> None:
         "# head\n---\ntools: [ ]\nllm:\n  provider:   x   # c\n  model: m\n"
         "budget: {max_tokens:  5}\nmax_turns: 3\n"
     )
+
+
+async def test_an_agent_naming_an_unknown_provider_is_refused_and_nothing_is_saved(
+    keyed: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    """Issue 38 (first day) and 39 (obs. 4): a misspelt provider saved from the portal made
+    every later chat of the agent fail; it is refused, naming the field, with a suggestion."""
+    path = keyed.write_agent("helper", HAND_WRITTEN)
+    async with open_server(make_kernel) as server, server.client("root") as root:
+        answer = await root.patch(
+            "/agents/helper", json={"changes": {"llm": {"provider": "scriptd"}}}
+        )
+        assert answer.status_code == 422, answer.text
+        assert "llm.provider" in answer.json()["fields"]
+        assert "scriptd" in answer.json()["fields"]["llm.provider"]
+        made = await root.put("/agents/other", json={"name": "Other", "llm": {"provider": "locl"}})
+        assert made.status_code == 422, made.text
+    assert path.read_text() == HAND_WRITTEN
+    assert not (keyed.path / "agents" / "other").exists()
