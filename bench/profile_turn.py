@@ -202,7 +202,7 @@ VARIANTS = {
     "no:costs": ["no:costs"],
     "no:http": ["no:http"],
     "no:approvals": ["no:approvals"],
-    # (progress cannot be blocked: nobody else answers soulacy_make_progress_detector)
+    # (progress cannot be blocked: nobody else answers soulacy_progress_detector)
     "all four blocked": ["no:compaction", "no:costs", "no:http", "no:approvals"],
 }
 

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Location,
         PluginError,
         RunIdInUse,
+        RunNotContinuable,
         SoulacyError,
         UsageError,
     )
@@ -85,6 +86,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Location",
         "PluginError",
         "RunIdInUse",
+        "RunNotContinuable",
         "SoulacyError",
         "UsageError",
     ),
@@ -138,6 +140,7 @@ __all__ = [
     "PluginsConfig",
     "RunHandle",
     "RunIdInUse",
+    "RunNotContinuable",
     "RunRequest",
     "RunResult",
     "Scope",

@@ -147,7 +147,7 @@ class ConfigSection:
         the agent editor take them) that touch the trust root, each with the reason: the one
         check of every editor outside the trust root. ``sections`` are the kernel's
         (``kernel.sections``), ``saved`` the file's document as it is now."""
-        from ._config_edit import trust_root_changes
+        from ._trust_root import trust_root_changes
 
         return trust_root_changes(
             sections, changes, scope, aliases=aliases, saved=saved, kernel=kernel, agent_id=agent_id

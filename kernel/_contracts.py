@@ -33,7 +33,7 @@ class Verdict:
 
 
 class ProgressDetector(Protocol):
-    """Judges every tool result of one run (``soulacy_make_progress_detector``).
+    """Judges every tool result of one run (``soulacy_progress_detector``).
 
     It may also define ``observe_reply(text) -> Verdict``, which the tool loop calls for each
     reply that is not an answer (empty, or only saying it is working on it): a ``stalled``
@@ -49,7 +49,7 @@ class ProgressDetector(Protocol):
 
 class Compactor(Protocol):
     """Builds the message list sent to the model under an input allowance in tokens
-    (``soulacy_make_compactor``); ``None`` means the allowance is unknown.
+    (``soulacy_compactor``); ``None`` means the allowance is unknown.
 
     It must not mutate ``messages`` (the run's own record). When what must be kept (system
     instructions and ``tools`` schemas) cannot fit, it raises :class:`ContextOverflow`. It may
@@ -137,3 +137,19 @@ class RunParticipant:
         """Once, after the run's outcome was stored (``run.result`` says how it ended),
         before its terminal event. Errors are logged, never change the outcome."""
         return None
+
+
+class ApprovalKeeper(Protocol):
+    """Obtains a person's decision on a tool call that needs one (``soulacy_approval_keeper``;
+    the builtin ``approvals`` plugin keeps them durably in the store).
+
+    Which calls need a decision is the participants' ``needs_approval``; how it is asked,
+    waited for and recorded is the keeper's, through the run's :meth:`Run.save`,
+    :meth:`Run.wait_for_decision` and :meth:`Run.add_receipt`
+    (docs/decisions/0069-approvals-are-a-plugin.md)."""
+
+    async def ask(self, run: Run, call: ToolCall, reasons: Sequence[str]) -> Refusal:
+        """Decide ``call`` (``reasons``: why it needs a person): None when it may run, else
+        the refusal the model gets as its result (``error: <refusal>``). It may raise
+        :class:`RunStop` to end the run instead."""
+        ...

@@ -171,6 +171,23 @@ class RunIdInUse(UsageError):
         super().__init__(f"run {run_id!r} is still running; wait for it or use another run id")
 
 
+class RunNotContinuable(UsageError):
+    """A run asked to continue that cannot: only a run stored as ended ``incomplete`` (a limit,
+    a stall, a timeout) continues in place; ``status`` is what the store says of it (None: no
+    such run)."""
+
+    def __init__(self, run_id: str, status: str | None) -> None:
+        self.run_id = run_id
+        self.status = status
+        if status is None:
+            message = f"no run {run_id!r}"
+        else:
+            message = f"run {run_id!r} is {status}: only a run that ended incomplete continues" + (
+                " (it is still running)" if status == "running" else ""
+            )
+        super().__init__(message)
+
+
 class CapacityError(SoulacyError):
     """Too many runs at once (``runtime.max_concurrent_sessions`` or the per-principal cap).
 

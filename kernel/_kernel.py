@@ -15,8 +15,14 @@ import attrs
 import trio
 
 from ._config import OwnedSection, Settings, load_settings
-from ._config_edit import apply_changes
-from ._errors import ConfigError, ConfigIssue, Location, PluginError, UsageError
+from ._errors import (
+    ConfigError,
+    ConfigIssue,
+    Location,
+    PluginError,
+    RunNotContinuable,
+    UsageError,
+)
 from ._events import EventStream
 from ._loading import (
     AGENT_FILE,
@@ -31,7 +37,7 @@ from ._runs import ConversationKey, LeaseKeeper, RunHandle, Runner, RunRequest, 
 from ._stash import Stash
 from ._store import LeaseOwner, Store, canonical_json
 from ._tools import Tool
-from ._yamlio import atomic_write, dump_round_trip, load_yaml_file, parse_yaml
+from ._yamlio import load_yaml_file
 from .policy import ModelCapacity
 
 DEFAULT_GRACE_PERIOD = 5.0
@@ -233,19 +239,15 @@ class Kernel:
         ``changes`` maps dotted keys (or nested mappings) to values; a mapping merges into the
         saved section instead of replacing it, so a basic edit never resets other saved values.
         Everything is validated before writing; the write is atomic, and on any error the file
-        stays byte-for-byte as it was.
+        stays byte-for-byte as it was. The ``soulacy_save_config`` hook writes (the builtin
+        ``core`` plugin, with :mod:`soulacy.plugins.yamledit`).
         """
-        try:
-            text = self.config_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            text = ""
-        doc = parse_yaml(text, str(self.config_file))
-        changed = apply_changes(doc, changes, self.config.aliases)
-        if not changed:
-            return []
-        # Validate the file alone: an environment override must not hide a bad saved value.
-        self.config = _revalidated(self, doc)
-        atomic_write(self.config_file, dump_round_trip(doc, text, keep_unchanged_text=True))
+        changed: list[str] | None = self.hook.soulacy_save_config(kernel=self, changes=changes)
+        if changed is None:
+            raise PluginError(
+                "no plugin saves the configuration (hook soulacy_save_config; the builtin"
+                " 'core' answers): is it disabled?"
+            )
         return changed
 
     # -- agents ------------------------------------------------------------------------------
@@ -333,6 +335,42 @@ class Kernel:
         honest status rather than an exception; a parent's cancellation still propagates.
         """
         return await self.runner().run(RunRequest(agent_id, text, **options))
+
+    async def continue_run(
+        self,
+        run_id: str,
+        text: str = "",
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        stream: bool = False,
+        reservation: RunHandle | None = None,
+    ) -> RunResult:
+        """Continue a run that ended ``incomplete`` (a limit, a stall, a timeout) in place,
+        rather than starting over: the same run id as its next attempt, its conversation and
+        tool records as they are (nothing re-executed), ``text`` as a steering message (when
+        the conversation ends with the agent's reply and no text is given, ``Continue.``),
+        and the limits of ``overrides`` (more turns, budget or time) for this attempt.
+
+        Raises :class:`RunNotContinuable` for a run that is not stored or not incomplete.
+        Whose run it is, is the caller's to check (a transport compares principals first).
+        """
+        stored = await self.store().get_run(run_id)
+        if stored is None or stored.status != "incomplete":
+            raise RunNotContinuable(run_id, None if stored is None else stored.status)
+        return await self.runner().run(
+            RunRequest(
+                stored.agent_id,
+                text,
+                session_id=stored.session_id,
+                run_id=run_id,
+                user_id=stored.user_id,
+                principal=stored.principal,
+                overrides=dict(overrides or {}),
+                stream=stream,
+                continues=True,
+                reservation=reservation,
+            )
+        )
 
     def runner(self) -> Runner:
         """What runs this kernel's runs (``soulacy_runner``: the essential ``engine`` plugin),
@@ -624,11 +662,6 @@ async def call_each(callers: Iterable[Callable[..., Sequence[Any]]], **kwargs: A
             failure = failure or exc
     if failure is not None:
         raise failure
-
-
-def _revalidated(kernel: Kernel, doc: Mapping[str, Any]) -> Settings:
-    kernel.validate_config(doc, environ={})
-    return kernel.validate_config(doc)
 
 
 @asynccontextmanager

@@ -10,16 +10,16 @@ The kernel defines what a run is and asks a plugin to run it, as pytest's ``main
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import attrs
 import trio
 
 from ._json import json_encoder
-from ._store import Lease, LeaseLost
+from ._store import Lease, LeaseLost, ToolRecord
 
 if TYPE_CHECKING:
     from ._contracts import ProgressDetector
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 Status = Literal["completed", "incomplete", "failed", "cancelled", "interrupted"]
 SHUTDOWN = "shutdown"  # the reason of a run interrupted because its kernel stops
 VerificationStatus = Literal["verified", "unverified", "failed"]
+
+T = TypeVar("T")
 
 # Made once: every run makes its conversation's lease key (json.dumps(..., ensure_ascii=False)).
 _lease_key_json = json_encoder(ensure_ascii=False)
@@ -88,6 +90,9 @@ class RunRequest:
     # "classic": strategies other than the tool loop pass (a workflow's model-turn step uses
     # it), so the default strategy, the builtin ``classic`` plugin's tool loop, drives the run.
     mode: Literal["auto", "classic"] = "auto"
+    # Continue the stored ``incomplete`` run of ``run_id`` in place (``Kernel.continue_run``):
+    # its messages as they are, ``text`` (if any) as a steering message, the next attempt.
+    continues: bool = False
     # A run id reserved beforehand (``Kernel.reserve_run``), so that a transport can answer
     # 409/404/429 before it promises a stream; None: the run reserves its own.
     reservation: RunHandle | None = attrs.field(default=None, eq=False, repr=False)
@@ -259,6 +264,22 @@ class Run(Protocol):
     async def emit(self, type: str, data: Mapping[str, Any]) -> None:
         """Publish an event of this run (``kernel.events``); it must be awaited."""
 
+    async def save(self) -> None:
+        """Store what the run did so far (its messages and pending tool records) under its
+        fence, now rather than at the next turn: what led here outlives this process."""
+
+    def add_receipt(self, record: ToolRecord) -> None:
+        """Store ``record`` with the run's next save, as a receipt of its proof (an approval
+        plugin's decision, say: call id ``approval:<call id>``)."""
+
+    async def wait_for_decision(
+        self, call_id: str, decision: Awaitable[T], *, counts_against_timeout: bool = True
+    ) -> T:
+        """Await ``decision``, a person's on call ``call_id``, as the run's ``awaiting
+        approval`` state: the step's deadline does not run meanwhile, the run's timeout only
+        when ``counts_against_timeout``. A run stopped while it waits is suspended (its
+        process stopping) or cancelled, and a stored decision resumes it by a same-id retry."""
+
 
 class HeldLease:
     """A lease held through the runner's :class:`LeaseKeeper`: ``lease`` is the current one
@@ -339,6 +360,10 @@ class Runner(Protocol):
 
     def statistics(self) -> dict[str, int]:
         """Counts of what runs now (``runs``: reserved runs, queued ones included)."""
+
+    def awaiting_decisions(self) -> frozenset[str]:
+        """Ids of this kernel's runs waiting for a person's decision
+        (:meth:`Run.wait_for_decision`): a server draining to stop need not wait for them."""
 
     async def aclose(self) -> None:
         """One last attempt at what the store refused, then stop. Never raises."""

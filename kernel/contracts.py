@@ -8,6 +8,7 @@ name has one public home, where its implementers look for it.
 """
 
 from ._contracts import (
+    ApprovalKeeper,
     Compactor,
     ContextOverflow,
     ProgressDetector,
@@ -20,6 +21,7 @@ from ._contracts import (
 )
 
 __all__ = [
+    "ApprovalKeeper",
     "Compactor",
     "ContextOverflow",
     "ProgressDetector",

@@ -9,6 +9,11 @@ Conventions, as in pytest and pluggy:
   (``-p no:NAME``). The builtin defaults of the roles a run needs (run strategy, tool loop,
   compactor, stores) answer ``trylast``; a role nobody answers is a ``PluginError`` naming its
   hook, never a silent fallback;
+* a *factory* hook — a ``firstresult`` hook returning the object that plays a role — is named
+  by that role, never by a verb: ``soulacy_runner``, ``soulacy_store``, ``soulacy_compactor``,
+  ``soulacy_progress_detector``, ``soulacy_run_strategy``, ``soulacy_tool_loop``,
+  ``soulacy_approval_keeper``, ``soulacy_provider_registry`` (the two ``soulacy_make_*`` names
+  are deprecated aliases for one release);
 * the other hooks collect contributions: the kernel gets a list with one result per plugin;
 * hooks are synchronous and cheap; asynchronous work lives in the objects they return (stores,
   providers, services), which the kernel drives in its nursery. Where a hook says so, the kernel
@@ -25,7 +30,14 @@ import pluggy
 if TYPE_CHECKING:
     from ._cli import CliCommand
     from ._config import ConfigSection, Settings
-    from ._contracts import Compactor, ProgressDetector, RunParticipant, RunStrategy, ToolLoop
+    from ._contracts import (
+        ApprovalKeeper,
+        Compactor,
+        ProgressDetector,
+        RunParticipant,
+        RunStrategy,
+        ToolLoop,
+    )
     from ._errors import ConfigIssue
     from ._events import Event
     from ._kernel import AgentSpec, Kernel, Service
@@ -99,6 +111,19 @@ def soulacy_validate_config(kernel: Kernel, config: Settings) -> Sequence[Config
     Called when the kernel loads and before ``update_config`` writes anything; every plugin's
     issues are collected and reported together as one ``ConfigError``. Use
     ``config.source_of(path)`` to point an issue at its line.
+    """
+
+
+@hookspec(firstresult=True)
+def soulacy_save_config(kernel: Kernel, changes: Mapping[str, Any]) -> list[str] | None:
+    """Save changed fields of the workspace's configuration (``Kernel.update_config``: ``soulacy
+    config set``, ``PATCH /config``) and return the dotted keys that changed.
+
+    Validate everything before writing (``kernel.validate_config``), write atomically, then
+    set ``kernel.config``; on any error nothing is saved. The builtin ``core`` plugin writes
+    config.yaml with :mod:`soulacy.plugins.yamledit`, keeping comments and untouched lines;
+    a deployment whose configuration lives elsewhere answers with ``tryfirst=True``. First
+    result wins.
     """
 
 
@@ -300,7 +325,7 @@ def soulacy_admit_model_call(kernel: Kernel, run: Run) -> Awaitable[str | None] 
 
 
 @hookspec(firstresult=True)
-def soulacy_make_compactor(kernel: Kernel, run: Run) -> Compactor | None:
+def soulacy_compactor(kernel: Kernel, run: Run) -> Compactor | None:
     """Return the compactor of one run: the object that turns the run's message list into the
     list sent to the model under an input allowance.
 
@@ -317,7 +342,7 @@ def soulacy_make_compactor(kernel: Kernel, run: Run) -> Compactor | None:
 
 
 @hookspec(firstresult=True)
-def soulacy_make_progress_detector(kernel: Kernel, run: Run) -> ProgressDetector | None:
+def soulacy_progress_detector(kernel: Kernel, run: Run) -> ProgressDetector | None:
     """Return the progress detector of one run, which gives a verdict on every tool result
     (progress, repeated, stalled) and, through its optional ``observe_reply``, on replies that
     are not answers (the tool loop's idle stop).
@@ -325,6 +350,28 @@ def soulacy_make_progress_detector(kernel: Kernel, run: Run) -> ProgressDetector
     Called once per run; the first non-None result wins. With no answer, a run whose policy
     sets ``no_progress_limit`` fails with a PluginError: the limit would not be enforced.
     """
+
+
+@hookspec(
+    firstresult=True,
+    warn_on_impl=DeprecationWarning(
+        "soulacy_make_compactor is renamed soulacy_compactor (factory hooks are named by the"
+        " role they return); the old name is still asked, first, for one release"
+    ),
+)
+def soulacy_make_compactor(kernel: Kernel, run: Run) -> Compactor | None:
+    """Deprecated name of ``soulacy_compactor``."""
+
+
+@hookspec(
+    firstresult=True,
+    warn_on_impl=DeprecationWarning(
+        "soulacy_make_progress_detector is renamed soulacy_progress_detector (factory hooks are"
+        " named by the role they return); the old name is still asked, first, for one release"
+    ),
+)
+def soulacy_make_progress_detector(kernel: Kernel, run: Run) -> ProgressDetector | None:
+    """Deprecated name of ``soulacy_progress_detector``."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -371,6 +418,19 @@ def soulacy_run_participants(kernel: Kernel, run: Run) -> Sequence[RunParticipan
     do in this run (its configuration, the agent's keys), so that a turn calls only what
     takes part. Every implementation is called. The builtins ``costs`` (prices, budgets,
     quotas), ``approvals`` (``confirm_tools``) and ``http`` (its shared event logs) answer.
+    """
+
+
+@hookspec(firstresult=True)
+def soulacy_approval_keeper(kernel: Kernel) -> ApprovalKeeper | None:
+    """Return what obtains a person's decision on a tool call that a participant's
+    ``needs_approval`` gave a reason for: stores the request, waits for the decision (through
+    :meth:`Run.wait_for_decision`) and records it (see
+    :class:`soulacy.kernel.contracts.ApprovalKeeper`).
+
+    Asked once per kernel, when a call first needs a decision. The builtin ``approvals``
+    plugin answers (durably, in the store; docs/approvals.md); without an answer such a call
+    is refused, never run unapproved. First result wins.
     """
 
 

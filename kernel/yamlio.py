@@ -1,9 +1,9 @@
-"""Public round-trip YAML helpers: edit a person's file so that only what changed differs.
+"""Public round-trip YAML reading: a person's file with its comments, quoting and key order,
+and every key's line and column for error messages.
 
-``parse_yaml`` keeps comments, quoting and key order; ``apply_changes`` merges changed fields
-into a parsed document (a mapping merges, never replaces); ``dump_round_trip`` writes with the
-file's own indentation; ``atomic_write`` replaces a file whole or not at all; ``plain`` turns a
-parsed document into plain dicts, lists and scalars for comparisons.
+``parse_yaml`` and ``load_yaml_file`` read; ``plain`` turns a parsed document into plain dicts,
+lists and scalars for comparisons. Writing a file back so that only what changed differs
+(``apply_changes``, ``dump_round_trip``, ``atomic_write``) is :mod:`soulacy.plugins.yamledit`.
 """
 
 from __future__ import annotations
@@ -11,21 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from ._config import _plain
-from ._config_edit import apply_changes
-from ._yamlio import atomic_write, dump_round_trip, guess_indentation, load_yaml_file, parse_yaml
+from ._yamlio import load_yaml_file, parse_yaml
 
-__all__ = [
-    "apply_changes",
-    "atomic_write",
-    "dump_round_trip",
-    "guess_indentation",
-    "load_yaml_file",
-    "parse_yaml",
-    "plain",
-]
+__all__ = ["load_yaml_file", "parse_yaml", "plain"]
 
 
 def plain(node: Any) -> Any:
     """``node`` as plain dicts, lists and scalars: ruamel's round-trip types (``CommentedMap``,
     ``ScalarFloat``, …) become ``dict``, ``list``, ``bool``, ``str``, ``int`` and ``float``."""
     return _plain(node)
+

@@ -124,6 +124,17 @@ def chat(body: dict[str, Any]) -> Call[ChatResponse]:
     return Call(Request("POST", f"{PREFIX}/chat", body), lambda b: ChatResponse.from_json(_dict(b)))
 
 
+def continue_run(
+    run_id: str, text: str = "", overrides: Mapping[str, Any] | None = None
+) -> Call[ChatResponse]:
+    """``POST /runs/{run_id}/continue``: an incomplete run goes on in place."""
+    body: dict[str, Any] = {"text": text}
+    if overrides is not None:
+        body["overrides"] = dict(overrides)
+    request = Request("POST", f"{PREFIX}/runs/{segment(run_id)}/continue", body)
+    return Call(request, lambda b: ChatResponse.from_json(_dict(b)))
+
+
 def chat_stream(body: dict[str, Any]) -> Request:
     return Request("POST", f"{PREFIX}/chat/stream", body, {"accept": "text/event-stream"})
 

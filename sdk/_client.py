@@ -69,6 +69,16 @@ class Client(ClientBase[httpx.BaseTransport, httpx.Client, "EventStream"], Closi
         body = _calls.chat_body(agent_id, text, session_id, run_id, user_id, overrides)
         return self._call(_calls.chat(body))
 
+    def continue_run(
+        self, run_id: str, text: str = "", *, overrides: Mapping[str, Any] | None = None
+    ) -> ChatResponse:
+        """Continue a run that ended ``incomplete`` (a limit, a stall, a timeout) in place:
+        the same run id as its next attempt, its conversation and tool results as they are,
+        ``text`` as an optional steering message, ``overrides`` the limits of this attempt
+        (``{"max_turns": 50}``). A run that is not incomplete is a SoulacyError with status
+        409; another principal's, 404."""
+        return self._call(_calls.continue_run(run_id, text, overrides))
+
     def confirm(
         self,
         run_id: str,

@@ -1,4 +1,4 @@
-"""``check_compactor``: the conformance kit of a compactor (what ``soulacy_make_compactor``
+"""``check_compactor``: the conformance kit of a compactor (what ``soulacy_compactor``
 returns)."""
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ COMPACTOR_CHECK_NAMES: tuple[str, ...] = tuple(name for name, _ in COMPACTOR_CHE
 
 
 def check_compactor(make: CompactorFactory, *, only: str | Iterable[str] | None = None) -> None:
-    """``make()`` returns a fresh compactor (what ``soulacy_make_compactor`` returns).
+    """``make()`` returns a fresh compactor (what ``soulacy_compactor`` returns).
 
     Under its allowance (or with none) the view is the messages; over it, the view is shorter
     and keeps the system instructions, the goal, the latest request and the most recent tool

@@ -1,5 +1,5 @@
 """``check_progress_detector``: the conformance kit of a progress detector (what
-``soulacy_make_progress_detector`` returns)."""
+``soulacy_progress_detector`` returns)."""
 
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ def _keys(cell: str) -> set[str]:
 
 def test_sdk_md_lists_every_key_of_the_tool_approval_event() -> None:
     from soulacy.kernel.store import ApprovalRequest
-    from soulacy.plugins.engine._engine import _approval_event
+    from soulacy.plugins.approvals._keeper import approval_event as _approval_event
 
     request = ApprovalRequest("r1", "c1", "delete_file", {"path": "x"}, "a", "s")
     run: Any = SimpleNamespace(result=SimpleNamespace(turns=1))  # the event reads its turns

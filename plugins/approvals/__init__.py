@@ -27,18 +27,43 @@ from soulacy.kernel import CliCommand, StashKey, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
     from soulacy.kernel import AgentSpec, ConfigSection, Kernel, Service
-    from soulacy.kernel.contracts import RunParticipant
+    from soulacy.kernel.contracts import ApprovalKeeper, RunParticipant
     from soulacy.kernel.engine import Run
 
+    from ._keeper import (
+        EXPIRED_APPROVER,
+        ApprovalClosed,
+        ApprovalMismatch,
+        Approvals,
+        Decided,
+        approval_store,
+        approvals_of,
+        expiry,
+        wait_counts_against_timeout,
+    )
     from ._settings import ApprovalsConfig
 
-__all__ = ["ApprovalsConfig"]
+__all__ = [
+    "EXPIRED_APPROVER",
+    "ApprovalClosed",
+    "ApprovalMismatch",
+    "Approvals",
+    "ApprovalsConfig",
+    "Decided",
+    "approval_store",
+    "approvals_of",
+    "expiry",
+    "wait_counts_against_timeout",
+]
 
 _HERE = "soulacy.plugins.approvals"
 
 
 if not TYPE_CHECKING:  # imported on first use (PEP 562): registering the plugin stays light
-    __getattr__ = lazy_exports(__name__, {"ApprovalsConfig": "._settings"})
+    __getattr__ = lazy_exports(
+        __name__,
+        {name: "._settings" if name == "ApprovalsConfig" else "._keeper" for name in __all__},
+    )
 
 
 @hookimpl
@@ -85,6 +110,13 @@ def soulacy_run_participants(kernel: Kernel, run: Run) -> list[RunParticipant] |
     from ._participant import Confirm
 
     return [Confirm(names)]
+
+
+@hookimpl
+def soulacy_approval_keeper(kernel: Kernel) -> ApprovalKeeper:
+    from ._keeper import approvals_of
+
+    return approvals_of(kernel)
 
 
 @hookimpl

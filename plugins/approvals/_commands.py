@@ -12,8 +12,9 @@ import getpass
 import time
 
 from soulacy.kernel import CliContext, UsageError
-from soulacy.kernel.approvals import ApprovalClosed, approval_store, approvals_of
 from soulacy.kernel.store import AlreadyDecided, ApprovalRequest
+
+from ._keeper import ApprovalClosed, approval_store, approvals_of
 
 ENDED = frozenset({"completed", "incomplete", "failed", "cancelled"})  # how runs end
 

@@ -9,10 +9,10 @@ from typing import Any
 import attrs
 
 from soulacy.kernel import ConfigError, Kernel, structure
-from soulacy.kernel.approvals import ApprovalClosed, ApprovalMismatch, approvals_of
 from soulacy.kernel.store import EVERY_PRINCIPAL, AlreadyDecided
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, HttpRoute
 
+from ._keeper import ApprovalClosed, ApprovalMismatch, approvals_of
 from ._service import resume_service
 
 _ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")  # as the HTTP plugin's run and session ids

@@ -9,8 +9,9 @@ from typing import Any
 import trio
 
 from soulacy.kernel import Kernel, StashKey, redact_text
-from soulacy.kernel.approvals import approvals_of
 from soulacy.kernel.store import ApprovalRequest
+
+from ._keeper import approvals_of
 
 log = logging.getLogger("soulacy.approvals")
 

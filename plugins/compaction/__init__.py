@@ -72,7 +72,7 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 
 
 @hookimpl
-def soulacy_make_compactor(kernel: Kernel, run: Run) -> ExtractiveCompactor:
+def soulacy_compactor(kernel: Kernel, run: Run) -> ExtractiveCompactor:
     config: CompactionConfig = kernel.config.section("compaction")
     counter: TokenCounter | None = kernel.hook.soulacy_compaction_token_counter(
         kernel=kernel, run=run

@@ -12,7 +12,7 @@ def soulacy_compaction_token_counter(kernel: Any, run: Any) -> Any:
     """Return the token counter of one run's builtin compactor: a callable ``(text) -> int``,
     such as an exact tokenizer for the run's model, or None to leave it to others.
 
-    Called once per run, next to ``soulacy_make_compactor``; the first non-None result wins.
+    Called once per run, next to ``soulacy_compactor``; the first non-None result wins.
     Without one, the compactor estimates ``ceil(characters / compaction.chars_per_token)``.
     Either way a message also costs ``compaction.message_overhead_tokens``, and the estimate is
     calibrated against the provider's reported input tokens. Mark an implementation

@@ -1,4 +1,4 @@
-"""The builtin pass-through compactor: the ``trylast`` default of ``soulacy_make_compactor``.
+"""The builtin pass-through compactor: the ``trylast`` default of ``soulacy_compactor``.
 
 It sends the run's messages as they are. It is its own builtin plugin (``passthrough``), not a
 part of ``compaction``, so that blocking the extractive compactor (``-p no:compaction``) leaves
@@ -34,5 +34,5 @@ _PASS_THROUGH = PassThrough()  # stateless: one serves every run
 
 
 @hookimpl(trylast=True)
-def soulacy_make_compactor(kernel: Kernel, run: Run) -> PassThrough:
+def soulacy_compactor(kernel: Kernel, run: Run) -> PassThrough:
     return _PASS_THROUGH

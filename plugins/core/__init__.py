@@ -2,9 +2,11 @@
 
 It is written exactly like any other plugin, through the same hooks, and cannot be blocked
 (``-p no:core`` is an error): it declares the ``plugins`` section, the agent keys every run
-reads (``id``, ``name``, ``description``, ``system_prompt``, ``llm``, ``tools``, ``enabled``)
-and the subcommands ``serve``, ``plugins``, ``config show|get|set|validate``, ``run``,
-``demo``, ``plugin new``, ``agents list|new``, ``history``, ``runs`` and ``runs show``.
+reads (``id``, ``name``, ``description``, ``system_prompt``, ``llm``, ``tools``, ``enabled``),
+saves config.yaml (``soulacy_save_config``, with :mod:`soulacy.plugins.yamledit`) and the
+subcommands ``serve``, ``plugins``, ``config show|get|set|validate``, ``run``,
+``demo``, ``plugin new``, ``agents list|new``, ``history``, ``runs``, ``runs show``,
+``runs continue`` and ``runs cancel``.
 
 The provider configuration (``llm.default``, ``llm.providers``) and the model capacity are the
 builtin ``providers`` plugin's (:mod:`soulacy.plugins.providers`).
@@ -12,13 +14,14 @@ builtin ``providers`` plugin's (:mod:`soulacy.plugins.providers`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from soulacy.kernel import CliCommand, hookimpl, lazy_exports
 
 from ._args import (
     _configure_cancel,
+    _configure_continue,
     _configure_demo,
     _configure_get,
     _configure_history,
@@ -33,7 +36,7 @@ from ._args import (
 )
 
 if TYPE_CHECKING:
-    from soulacy.kernel import ConfigSection
+    from soulacy.kernel import ConfigSection, Kernel
 
     from ._commands import new_agent
     from ._run import RUN_EXIT_CODES
@@ -76,6 +79,13 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
         ConfigSection("tools", list[str], scope="agent", default=list),
         ConfigSection("enabled", bool, scope="agent", default=True),
     ]
+
+
+@hookimpl
+def soulacy_save_config(kernel: Kernel, changes: Mapping[str, Any]) -> list[str]:
+    from soulacy.plugins.yamledit import save_config_changes
+
+    return save_config_changes(kernel, changes)
 
 
 @hookimpl
@@ -154,6 +164,12 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
             _COMMANDS + "_run_show",
             _configure_show,
             read_only=True,
+        ),
+        CliCommand(
+            "runs continue",
+            "continue a run that ended incomplete, in place, with more turns or time",
+            _RUN + "_continue",
+            _configure_continue,
         ),
         CliCommand(
             "runs cancel",

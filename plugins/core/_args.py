@@ -70,6 +70,17 @@ def _configure_cancel(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reason", default="cancelled", help="why (default: cancelled)")
 
 
+def _configure_continue(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="the id of a run that ended incomplete")
+    parser.add_argument(
+        "text", nargs="?", default="", help="a steering message for the agent (optional)"
+    )
+    parser.add_argument("--max-turns", type=int, help="turns allowed to this attempt")
+    parser.add_argument("--run-timeout", help="this attempt's run timeout, such as 30m")
+    parser.add_argument("--stream", action="store_true", help="print the reply as it arrives")
+    parser.add_argument("--json", action="store_true", help="print reply and metadata as JSON")
+
+
 def _configure_plugin_new(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="plugin name: lowercase letters, digits, underscores")
     parser.add_argument("--dest", help="folder to create (default: ./soulacy-NAME)")

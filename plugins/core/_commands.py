@@ -21,7 +21,7 @@ import attrs
 from ruamel.yaml import YAML
 
 from soulacy.kernel import CliContext, UsageError, converter, parse_scalar, redact
-from soulacy.kernel.yamlio import atomic_write
+from soulacy.plugins.yamledit import atomic_write
 
 if TYPE_CHECKING:  # the kernel and its store import trio: `soulacy plugins` needs neither
     from soulacy.kernel import Kernel

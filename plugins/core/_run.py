@@ -28,6 +28,7 @@ from soulacy.kernel import (
     DEFAULT_GRACE_PERIOD,
     CliContext,
     Kernel,
+    RunNotContinuable,
     RunResult,
     UsageError,
     open_kernel,
@@ -183,6 +184,33 @@ async def _run(args: argparse.Namespace, ctx: CliContext) -> int:
         session_id=args.session,
         run_id=args.run_id,
         stream=args.stream,
+    )
+
+
+async def _continue(args: argparse.Namespace, ctx: CliContext) -> int:
+    kernel = ctx.kernel()
+    overrides: dict[str, Any] = {}
+    if args.max_turns is not None:
+        overrides["max_turns"] = args.max_turns
+    if args.run_timeout is not None:
+        overrides["run_timeout"] = args.run_timeout
+    stored = await kernel.store().get_run(args.run_id)
+    if stored is None or stored.status != "incomplete":
+        await kernel.aclose()
+        raise RunNotContinuable(args.run_id, None if stored is None else stored.status)
+    return await _run_and_print(
+        kernel,
+        ctx,
+        stored.agent_id,
+        args.text,
+        json_out=args.json,
+        session_id=stored.session_id,
+        run_id=stored.run_id,
+        user_id=stored.user_id,
+        principal=stored.principal,
+        overrides=overrides,
+        stream=args.stream,
+        continues=True,
     )
 
 

@@ -11,7 +11,6 @@ terminal event that says honestly how the run ended. A role no plugin answers is
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ import trio
 
 from soulacy.kernel import (
     RunHandle,
+    RunNotContinuable,
     RunRequest,
     RunResult,
     Tool,
@@ -30,13 +30,13 @@ from soulacy.kernel import (
     redact_arguments,
     redact_text,
 )
-from soulacy.kernel.approvals import (
-    EXPIRED_APPROVER,
-    approvals_of,
-    expiry,
-    wait_counts_against_timeout,
+from soulacy.kernel.contracts import (
+    ApprovalKeeper,
+    Compactor,
+    ContextOverflow,
+    RunStrategy,
+    Verdict,
 )
-from soulacy.kernel.contracts import Compactor, ContextOverflow, RunStrategy, Verdict
 from soulacy.kernel.engine import (
     SHUTDOWN,
     RunStop,
@@ -48,7 +48,6 @@ from soulacy.kernel.engine import (
 from soulacy.kernel.messages import Message, ModelRequest, ToolCall
 from soulacy.kernel.providers import ContextLengthExceeded, ProviderError
 from soulacy.kernel.store import (
-    ApprovalRequest,
     ConversationKey,
     ConversationStore,
     LeaseLost,
@@ -79,9 +78,13 @@ YIELD_INTERVAL = 0.001  # seconds a run may keep the Trio thread without a check
 
 
 class _IdentityRefused(Exception):
-    def __init__(self, message: str, differs: list[str]) -> None:
+    """The run id names another request (``identity_mismatch``), or a run that cannot
+    continue (``not_continuable``): refused before its first turn, nothing of it stored."""
+
+    def __init__(self, message: str, differs: list[str], reason: str = "identity_mismatch"):
         super().__init__(message)
         self.differs = differs
+        self.reason = reason
 
 
 def _seconds(limit: Limit[float]) -> float:
@@ -139,6 +142,8 @@ class Engine:
         # The reservation caps of one configuration: ``config`` is replaced, never changed,
         # when the configuration changes (update_config), so they are read again then.
         self._caps: tuple[Settings, Capacity] | None = None
+        self._keeper: ApprovalKeeper | Literal[False] | None = None  # asked on first use
+        self.waiting_runs: set[str] = set()  # ids of runs waiting for a person's decision
 
     # -- the runner's reservations -----------------------------------------------------------
 
@@ -168,6 +173,9 @@ class Engine:
 
     def statistics(self) -> dict[str, int]:
         return self.conversations.statistics()
+
+    def awaiting_decisions(self) -> frozenset[str]:
+        return frozenset(self.waiting_runs)
 
     async def aclose(self) -> None:
         for workers in (self._shared, self._detached):
@@ -307,13 +315,8 @@ class Engine:
             lost = isinstance(exc, LeaseLost)
             self._finish(run, "failed", "lease_lost" if lost else "storage_error", error=str(exc))
         except _IdentityRefused as exc:
-            self._finish(
-                run,
-                "failed",
-                "identity_mismatch",
-                error=str(exc),
-                evidence={"differs": exc.differs},
-            )
+            evidence = {"differs": exc.differs} if exc.differs else None
+            self._finish(run, "failed", exc.reason, error=str(exc), evidence=evidence)
         except BaseException as exc:
             if run.result.finished_at == 0.0:
                 if run.held is not None and run.held.lost:
@@ -358,10 +361,10 @@ class Engine:
         # Tool calls already executed under this run id (a retry after a crash) replay.
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
-        run.detector = kernel.hook.soulacy_make_progress_detector(kernel=kernel, run=run)
+        run.detector = _role(kernel, "soulacy_progress_detector", run)
         if run.detector is None and policy.no_progress_limit.value is not None:
             # The policy sets a stall limit: running without a detector would ignore it.
-            required(None, "soulacy_make_progress_detector", "progress detection", "progress")
+            required(None, "soulacy_progress_detector", "progress detection", "progress")
         key = handle.conversation  # the principal and user are part of the conversation
         history = await store.load_history(key.agent_id, key.session_id, key.principal, key.user_id)
         prompt = agent.section("system_prompt")
@@ -372,7 +375,10 @@ class Engine:
         run.first_new = run.recorded = len(messages)
         if history:
             answer_loaded(run)
-        messages.append(Message("user", request.text))
+        if not request.continues:
+            messages.append(Message("user", request.text))
+        elif request.text or _ends_with_a_reply(messages):  # something to go on from
+            messages.append(Message("user", request.text or CONTINUE_TEXT))
 
         events = kernel.events
         if events.wants("run.started"):
@@ -432,6 +438,10 @@ class Engine:
         as free here may still be taken before the first turn (another process's request
         started it meanwhile): the store's ``start_run`` refuses it then (see ``_record``)."""
         existing = await store.get_run(run.run_id)
+        if run.request.continues and (existing is None or existing.status != "incomplete"):
+            # Read again here, under the conversation's lease: continued elsewhere meanwhile.
+            refused = RunNotContinuable(run.run_id, None if existing is None else existing.status)
+            raise _IdentityRefused(str(refused), [], "not_continuable")
         if existing is None:
             return
         run.retry = True
@@ -460,8 +470,8 @@ class Engine:
             kernel = self.kernel
             provider_name, model = kernel.model_of(run.agent)
             compactor: Compactor = required(
-                kernel.hook.soulacy_make_compactor(kernel=kernel, run=run),
-                "soulacy_make_compactor",
+                _role(kernel, "soulacy_compactor", run),
+                "soulacy_compactor",
                 "the compactor",
                 "passthrough",
             )
@@ -698,7 +708,7 @@ class Engine:
             refused = await parts.refusal(parts.before_tool_call, run, call)
             if refused:
                 return ToolOutcome(f"error: {refused}", True)
-        refusal = await self._approve(run, call) if parts.needs_approval else None
+        refusal = await self._ask_person(run, call) if parts.needs_approval else None
         if refusal is not None:
             return refusal
         timeout, clock = run.policy.tool_timeout, run.clock
@@ -731,102 +741,29 @@ class Engine:
         assert scope.cancelled_caught
         return ToolOutcome(f"error: tool {call.name!r} timed out after {timeout.value}s", True)
 
-    async def _approve(self, run: EngineRun, call: ToolCall) -> ToolOutcome | None:
-        """Whether a person must approve the call (``soulacy_tool_approval``); if so, wait
-        for the decision, durably. None: the call may run; else the refusal the model gets.
-
-        The decision goes into the proof as a receipt of its own (call id
-        ``approval:<call id>``, tool ``soulacy.approval``), just before the call's.
-        """
-        kernel = self.kernel
+    async def _ask_person(self, run: EngineRun, call: ToolCall) -> ToolOutcome | None:
+        """A participant's reasons for a person to decide the call: the approval keeper
+        (``soulacy_approval_keeper``) obtains the decision. None: the call may run; else the
+        refusal the model gets. No keeper: refused, never run unapproved."""
         found = (ask(run, call) for ask in run.participants.needs_approval)
         reasons = [str(reason) for reason in found if reason]
         if not reasons:
             return None
-        # What led to this call is stored before the run waits: a retry in another process
-        # (this one may die while it waits) replays up to here.
-        await self._record(run)
-        gate = approvals_of(kernel)
-        request = run.request
-        asked = ApprovalRequest(
-            run.run_id,
-            call.id,
-            call.name,
-            redact_arguments(call.arguments),  # what the person sees, and the digest binds
-            run.agent_id,
-            run.session_id,
-            request.principal,
-            request.user_id,
-            {"text": request.text, "overrides": dict(request.overrides), "mode": request.mode},
-            tuple(reasons),
-        )
-        stored = await gate.request(asked, run.fence())
-        if stored.digest != asked.digest:
-            # A retry's call under this id is not the call that was put to a person: their
-            # decision is for what they were shown, never for this.
+        keeper = self._keeper
+        if keeper is None:
+            answer: ApprovalKeeper | None = self.kernel.hook.soulacy_approval_keeper(
+                kernel=self.kernel
+            )
+            keeper = self._keeper = False if answer is None else answer
+        if keeper is False:
             return ToolOutcome(
-                f"error: the call of tool {call.name!r} has other arguments than the approval"
-                f" request stored for call id {call.id!r} (arguments_sha256"
-                f" {stored.digest}); it did not run. Call the tool again under a new id.",
+                f"error: the call of tool {call.name!r} needs a person's approval"
+                f" ({'; '.join(reasons)}) but no plugin keeps approvals (the builtin"
+                " 'approvals' is not loaded); it did not run",
                 True,
             )
-        if stored.pending:  # a retry may find the decision made while no process waited
-            await self._emit(run, "tool.approval", _approval_event(run, stored))
-            # Deadlines the wait does not use up move by it: the step's always, the run's
-            # unless approvals.wait_counts_against_timeout.
-            paused = []
-            if run.timeout_scope is not None and not wait_counts_against_timeout(kernel):
-                paused.append(run.timeout_scope)
-            began, deadlines = trio.current_time(), [s.deadline for s in paused]
-            step, run.clock.step = run.clock.step, INF
-            for scope in paused:
-                scope.deadline = math.inf
-            run.awaiting = call.id  # left set when the wait is cancelled: see _guarded
-            run.move(S.AWAITING_APPROVAL)
-            try:
-                stored = await gate.wait_decision(run.run_id, call.id)
-            finally:
-                waited = trio.current_time() - began
-                for scope, deadline in zip(paused, deadlines, strict=True):
-                    scope.deadline = deadline + waited
-                if run.clock.step == INF:  # unless the strategy started a step meanwhile
-                    run.clock.set_step(step + waited)
-            run.awaiting = None
-            run.move(S.RUNNING)
-        decision = stored.decision
-        assert decision is not None
-        await self._emit(run, "tool.approval", _approval_event(run, stored))
-        described = stored.describe()
-        run.pending_tools.append(
-            ToolRecord(
-                run.run_id,
-                f"approval:{call.id}",
-                APPROVAL_RECEIPT_TOOL,
-                {
-                    "call_id": call.id,
-                    "tool": call.name,
-                    "arguments": redact_arguments(call.arguments),
-                },
-                json.dumps(
-                    {k: described[k] for k in APPROVAL_RECEIPT_FIELDS},
-                    ensure_ascii=False,
-                    sort_keys=True,
-                ),
-                not decision.approved,
-            )
-        )
-        if decision.approved:
-            return None
-        if decision.approver == EXPIRED_APPROVER and expiry(kernel)[1] == "cancel":
-            raise RunStop("cancelled", "approval_expired", error=decision.note)
-        by = decision.approver
-        if decision.decided_by and decision.decided_by != decision.approver:
-            by += f" (principal {decision.decided_by})"
-        note = f": {decision.note}" if decision.note else ""
-        return ToolOutcome(
-            f"error: the call of tool {call.name!r} was denied by {by}{note}; it did not run",
-            True,
-        )
+        refused = await keeper.ask(run, call, reasons)
+        return None if refused is None else ToolOutcome(f"error: {refused}", True)
 
     # -- endings ---------------------------------------------------------------------------
 
@@ -962,20 +899,25 @@ class Engine:
         await self.kernel.events.emit(type, data, run_id=run.run_id)
 
 
-APPROVAL_RECEIPT_TOOL = "soulacy.approval"  # the tool name of a decision's proof receipt
-APPROVAL_RECEIPT_FIELDS = ("status", "approver", "decided_by", "note", "reasons", "decided_at")
+# What a continued run is told when its conversation ends with the agent's reply and the
+# caller gave no steering text (a model API wants a turn to answer).
+CONTINUE_TEXT = "Continue."
 
 
-def _approval_event(run: EngineRun, request: ApprovalRequest) -> dict[str, Any]:
-    """The data of a ``tool.approval`` event: the call, why it waits, and its status
-    (``pending``, then ``approved`` or ``denied`` with who decided)."""
-    described = request.describe()
-    return {
-        "turn": run.result.turns,
-        "id": request.call_id,
-        "name": request.tool,
-        **{k: v for k, v in described.items() if k not in ("call_id", "tool")},
-    }
+def _ends_with_a_reply(messages: Sequence[Message]) -> bool:
+    last = messages[-1] if messages else None
+    return last is None or (last.role == "assistant" and not last.tool_calls)
+
+
+def _role(kernel: Kernel, hook: str, run: EngineRun) -> Any:
+    """The answer of a per-run factory hook; a plugin still implementing its deprecated
+    ``soulacy_make_*`` name is asked first, as it was written to answer (for one release)."""
+    old = getattr(kernel.hook, hook.replace("soulacy_", "soulacy_make_", 1))
+    if old.get_hookimpls():
+        answer = old(kernel=kernel, run=run)
+        if answer is not None:
+            return answer
+    return getattr(kernel.hook, hook)(kernel=kernel, run=run)
 
 
 def _conversation(request: RunRequest, session_id: str) -> ConversationKey:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 import trio
@@ -19,6 +20,7 @@ from soulacy.kernel.store import Lease, RunRecord, ToolRecord
 from ._deadlines import INF, RunClock
 from ._participants import NO_PARTICIPANTS, Participants
 from ._states import Life, RunState
+from ._states import RunState as S
 
 if TYPE_CHECKING:
     from soulacy.kernel import AgentSpec
@@ -195,6 +197,46 @@ class EngineRun:
     async def emit(self, type: str, data: Mapping[str, Any]) -> None:
         await self._engine._emit(self, type, data)
 
+    async def save(self) -> None:
+        """Store what the run did so far under its fence (what led to a wait outlives us)."""
+        await self._engine._record(self)
+
+    def add_receipt(self, record: ToolRecord) -> None:
+        """Store ``record`` with the next save, as a receipt of the run's proof."""
+        self.pending_tools.append(record)
+
+    async def wait_for_decision(
+        self, call_id: str, decision: Awaitable[T], *, counts_against_timeout: bool = True
+    ) -> T:
+        """Await a person's decision on ``call_id`` as state ``awaiting approval``. Deadlines
+        the wait does not use up move by its length: the step's always, the run's unless
+        ``counts_against_timeout``."""
+        paused = []
+        if self.timeout_scope is not None and not counts_against_timeout:
+            paused.append(self.timeout_scope)
+        began, deadlines = trio.current_time(), [s.deadline for s in paused]
+        step, self.clock.step = self.clock.step, INF
+        for scope in paused:
+            scope.deadline = math.inf
+        self.awaiting = call_id  # left set when the wait is cancelled: the run is suspended
+        self.move(S.AWAITING_APPROVAL)
+        waiting = self._engine.waiting_runs
+        waiting.add(self.run_id)
+        try:
+            answer = await decision
+        finally:
+            waiting.discard(self.run_id)
+            waited = trio.current_time() - began
+            for scope, deadline in zip(paused, deadlines, strict=True):
+                scope.deadline = deadline + waited
+            if self.clock.step == INF:  # unless the strategy started a step meanwhile
+                self.clock.set_step(step + waited)
+        self.awaiting = None
+        self.move(S.RUNNING)
+        return answer
+
+
+T = TypeVar("T")
 
 _NO_STEP_SCOPE = (
     "Run.step_scope is gone (docs/decisions/0046): time a step with run.start_step(seconds)"

@@ -28,12 +28,13 @@ from soulacy.kernel import (
     Kernel,
     PluginError,
     RunIdInUse,
+    RunNotContinuable,
+    RunRequest,
     UsageError,
     redact,
     redact_text,
     structure,
 )
-from soulacy.kernel.approvals import approvals_of
 from soulacy.kernel.store import (
     RunEvents,
     RunRecord,
@@ -102,6 +103,15 @@ class ChatBody:
     session_id: str | None = None
     run_id: str | None = None
     user_id: str | None = None
+    overrides: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ContinueBody:
+    """``POST /runs/{run_id}/continue``: an optional steering message and the limits of the
+    continued attempt (the overrides a chat takes)."""
+
+    text: str = ""
     overrides: dict[str, Any] | None = None
 
 
@@ -183,6 +193,8 @@ class Api:
             Route("GET", re.compile(run), self.run, "key"),
             Route("GET", re.compile(run + "/events"), self.events, "key or token"),
             Route("POST", re.compile(run + "/token"), self.issue_token, "key"),
+            Route("POST", re.compile(run + "/continue"), self.continue_run, "key"),
+            Route("POST", re.compile(run + "/continue/stream"), self.continue_stream, "key"),
             Route("GET", re.compile(r"/agents"), self.agents, "key"),
             Route(
                 "GET",
@@ -453,7 +465,7 @@ class Api:
         tool call: it could not end without one, and stopping leaves it resumable as ever."""
         stop_watching = self.kernel.events.observe(self._wake_drain, ("tool.approval",))
         try:
-            while self._live - {run_id for run_id, _ in approvals_of(self.kernel).waiting()}:
+            while self._live - self.kernel.runner().awaiting_decisions():
                 if self._quiet is None:
                     self._quiet = trio.Event()
                 await self._quiet.wait()
@@ -473,11 +485,39 @@ class Api:
                 headers={"retry-after": str(SHUTDOWN_RETRY_AFTER)},
             )
 
+    async def _continued(self, request: Request) -> tuple[ChatBody, str | None]:
+        """The chat that continues ``run_id`` (``POST /runs/{run_id}/continue``), and whose it
+        is: 404 for a run the caller does not see, 409 unless it ended incomplete."""
+        run_id = request.params["run_id"]
+        _check_id("run_id", run_id)
+        extra: ContinueBody = parse(await self._json(request), ContinueBody)
+        stored = await self.kernel.store().get_run(run_id)
+        if stored is None or not self._visible(stored.principal, request):
+            raise HttpError(404, f"no run {run_id!r}")
+        if stored.status != "incomplete":
+            raise HttpError(409, str(RunNotContinuable(run_id, stored.status)))
+        body = ChatBody(
+            stored.agent_id,
+            extra.text,
+            stored.session_id,
+            run_id,
+            stored.user_id,
+            extra.overrides,
+        )
+        return body, stored.principal  # the run stays its owner's, whoever continues it
+
     async def _start(
-        self, request: Request, before_reserve: Callable[[], object] | None = None
+        self,
+        request: Request,
+        before_reserve: Callable[[], object] | None = None,
+        *,
+        continues: bool = False,
     ) -> tuple[RunLog, float]:
         self._refuse_when_stopping()
-        body: ChatBody = parse(await self._json(request), ChatBody)
+        if continues:
+            body, principal = await self._continued(request)
+        else:
+            body, principal = parse(await self._json(request), ChatBody), request.principal
         _check_id("run_id", body.run_id)
         _check_id("session_id", body.session_id)
         # Only the workspace's agents: a request's agent id never reaches the file system.
@@ -489,7 +529,6 @@ class Api:
         policy = self.kernel.resolve_policy(body.agent_id, body.overrides or {})
         run_id = body.run_id or uuid.uuid4().hex
         session_id = body.session_id or uuid.uuid4().hex
-        principal = request.principal
         current = self.logs.get(run_id)  # a finished run's log still names its owner
         if current is not None and not self._visible(current.principal, request):
             raise HttpError(404, f"no run {run_id!r}")  # another principal's: not confirmed
@@ -514,7 +553,9 @@ class Api:
             raise
         assert self.runs is not None
         self._live.add(run_id)  # counted from here: a drain that begins now waits for it
-        self.runs.start_soon(self._execute, body, run_id, session_id, principal, log, handle)
+        self.runs.start_soon(
+            self._execute, body, run_id, session_id, principal, log, handle, continues
+        )
         return log, chat_deadline(policy)
 
     def _reserve(
@@ -547,18 +588,22 @@ class Api:
         principal: str | None,
         log: RunLog,
         handle: RunHandle,
+        continues: bool = False,
     ) -> None:
         try:
-            await self.kernel.run(
-                body.agent_id,
-                body.text,
-                session_id=session_id,
-                run_id=run_id,
-                user_id=body.user_id,
-                principal=principal,
-                overrides=body.overrides or {},
-                stream=True,
-                reservation=handle,
+            await self.kernel.runner().run(
+                RunRequest(
+                    body.agent_id,
+                    body.text,
+                    session_id=session_id,
+                    run_id=run_id,
+                    user_id=body.user_id,
+                    principal=principal,
+                    overrides=body.overrides or {},
+                    stream=True,
+                    continues=continues,
+                    reservation=handle,
+                )
             )
         except Exception as exc:  # one run's failure must never take the server down
             import logging  # this function's alone here; the module keeps no other logger
@@ -595,8 +640,8 @@ class Api:
                 self._quiet.set()
                 self._quiet = None
 
-    async def chat(self, request: Request) -> None:
-        log, deadline = await self._start(request)
+    async def chat(self, request: Request, *, continues: bool = False) -> None:
+        log, deadline = await self._start(request, continues=continues)
         with trio.move_on_after(deadline):
             while not log.finished:
                 await log.changed.wait()
@@ -617,15 +662,25 @@ class Api:
         headers = self._token_header(log.run_id, request.principal)
         await send_json(request.send, 200, result, headers)
 
-    async def chat_stream(self, request: Request) -> None:
+    async def chat_stream(self, request: Request, *, continues: bool = False) -> None:
         with ExitStack() as slot:
             # The stream's place is taken once the request is found valid, just before its
             # run is reserved: a request refused for it starts no run.
             log, deadline = await self._start(
-                request, lambda: slot.enter_context(self.streams.take(request.principal))
+                request,
+                lambda: slot.enter_context(self.streams.take(request.principal)),
+                continues=continues,
             )
             headers = self._token_header(log.run_id, request.principal)
             await self._stream(request, log, 0, deadline, headers)
+
+    async def continue_run(self, request: Request) -> None:
+        """Continue an incomplete run in place and answer as ``/chat`` does."""
+        await self.chat(request, continues=True)
+
+    async def continue_stream(self, request: Request) -> None:
+        """Continue an incomplete run in place and stream it as ``/chat/stream`` does."""
+        await self.chat_stream(request, continues=True)
 
     async def issue_token(self, request: Request) -> None:
         run_id = request.params["run_id"]

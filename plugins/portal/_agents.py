@@ -27,8 +27,9 @@ from soulacy.kernel import (
 )
 
 # The one merge of the editors over HTTP (Settings' PATCH /config uses it for config.yaml).
-from soulacy.kernel.yamlio import apply_changes as _merge
-from soulacy.kernel.yamlio import atomic_write, dump_round_trip, parse_yaml, plain
+from soulacy.kernel.yamlio import parse_yaml, plain
+from soulacy.plugins.yamledit import apply_changes as _merge
+from soulacy.plugins.yamledit import atomic_write, dump_round_trip
 from soulacy.plugins.http import HttpError
 
 MAX_INT = 2**53  # the largest integer a JSON reader (the browser) keeps exactly

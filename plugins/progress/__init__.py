@@ -71,7 +71,7 @@ def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
 
 
 @hookimpl
-def soulacy_make_progress_detector(kernel: Kernel, run: Run) -> SignatureDetector:
+def soulacy_progress_detector(kernel: Kernel, run: Run) -> SignatureDetector:
     config: ProgressConfig = kernel.config.section("progress")
     # The volatile field set of this configuration object, made once: every run asks (a
     # replaced configuration is another object, read again).

@@ -16,8 +16,8 @@ import trio
 from soulacy.kernel import ConfigError, Kernel, SoulacyError, UsageError
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, Usage
 from soulacy.kernel.providers import Provider, ProviderError
-from soulacy.kernel.yamlio import atomic_write
 from soulacy.kernel.yamlio import parse_yaml as parse
+from soulacy.plugins.yamledit import atomic_write
 
 from ._allowances import Allowances, resolve_allowances
 from ._checks import CheckResult, run_check

@@ -13,9 +13,9 @@ from typing import Any
 import attrs
 from ruamel.yaml.comments import CommentedMap
 
-from soulacy.kernel.yamlio import dump_round_trip as dump
 from soulacy.kernel.yamlio import parse_yaml as parse
 from soulacy.kernel.yamlio import plain
+from soulacy.plugins.yamledit import dump_round_trip as dump
 
 from ._spec import LIMIT_PATHS, BuildSpec
 

@@ -285,7 +285,7 @@ async def test_a_stalled_verdict_ends_the_run_as_incomplete_with_evidence(
             return Verdict("repeated", warning="nothing new")
 
     detector = throwaway_plugin(
-        "detector", soulacy_make_progress_detector=lambda kernel, run: CountingDetector()
+        "detector", soulacy_progress_detector=lambda kernel, run: CountingDetector()
     )
     workspace.scripted_agent(
         "a", [{"tool": "same", "arguments": {"n": 1}}], repeat=True, tools=ALL_TOOLS

@@ -47,6 +47,7 @@ SURFACE: dict[str, list[str]] = {
         "PluginError",
         "PluginInfo",
         "RunIdInUse",
+        "RunNotContinuable",
         "RunRequest",
         "RunResult",
         "Scope",
@@ -71,19 +72,9 @@ SURFACE: dict[str, list[str]] = {
         "redact_text",
         "structure",
     ],
-    "soulacy.kernel.approvals": [
-        "EXPIRED_APPROVER",
-        "ApprovalClosed",
-        "ApprovalMismatch",
-        "Approvals",
-        "Decided",
-        "approval_store",
-        "approvals_of",
-        "expiry",
-        "wait_counts_against_timeout",
-    ],
     "soulacy.kernel.cli": ["main"],
     "soulacy.kernel.contracts": [
+        "ApprovalKeeper",
         "Compactor",
         "ContextOverflow",
         "ProgressDetector",
@@ -218,14 +209,15 @@ SURFACE: dict[str, list[str]] = {
     ],
     # the opt-in pytest plugin: its fixtures
     "soulacy.testing.pytest_plugin": ["hook_recorder", "kernel", "make_kernel", "workspace"],
-    "soulacy.kernel.yamlio": [
+    "soulacy.kernel.yamlio": ["load_yaml_file", "parse_yaml", "plain"],
+    # a library under plugins/, as providerkit is: what every editor of a person's file shares
+    "soulacy.plugins.yamledit": [
         "apply_changes",
         "atomic_write",
         "dump_round_trip",
         "guess_indentation",
-        "load_yaml_file",
-        "parse_yaml",
-        "plain",
+        "keep_unchanged_lines",
+        "save_config_changes",
     ],
 }
 # Deprecated modules that re-export another public module's names for one release: each name
@@ -233,7 +225,7 @@ SURFACE: dict[str, list[str]] = {
 RE_EXPORTS = {"soulacy.kernel.testing": "soulacy.testing"}
 # Public modules with no star-export surface: the hook specifications (read by pluggy and by
 # hookdoc; their markers are exported from soulacy.kernel) and the docs generator.
-WITHOUT_ALL = ["soulacy.kernel.hookspecs", "soulacy.kernel.hookdoc"]
+WITHOUT_ALL = ["soulacy.kernel.hookspecs", "soulacy.testing.hookdoc"]
 
 
 @pytest.mark.parametrize("module_name", sorted(SURFACE))
@@ -271,7 +263,8 @@ def test_every_public_module_is_pinned() -> None:
         if not info.name.startswith("_")
     }
     pinned = {name for name in SURFACE if name.startswith("soulacy.kernel.")}
-    assert public == pinned | set(RE_EXPORTS) | set(WITHOUT_ALL)
+    kernel_without_all = {name for name in WITHOUT_ALL if name.startswith("soulacy.kernel.")}
+    assert public == pinned | set(RE_EXPORTS) | kernel_without_all
     for module_name in WITHOUT_ALL:
         assert not hasattr(importlib.import_module(module_name), "__all__"), module_name
 

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pluggy
 
-from soulacy.kernel import hookdoc, hookspecs
+from soulacy.kernel import hookspecs
+from soulacy.testing import hookdoc
 
 DOC = Path(__file__).parents[2] / "docs" / "hooks.md"
 
 
 def test_the_hook_reference_is_up_to_date() -> None:
     assert DOC.read_text() == hookdoc.render(), (
-        "docs/hooks.md is stale: run `python -m soulacy.kernel.hookdoc > docs/hooks.md`"
+        "docs/hooks.md is stale: run `python -m soulacy.testing.hookdoc > docs/hooks.md`"
     )
 
 

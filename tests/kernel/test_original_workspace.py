@@ -826,8 +826,8 @@ def test_the_documented_example_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_setting_a_new_name_edits_the_old_names_line_in_place(
     original: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
-    from soulacy.kernel._config_edit import apply_changes
-    from soulacy.kernel._yamlio import dump_round_trip, parse_yaml
+    from soulacy.kernel.yamlio import parse_yaml
+    from soulacy.plugins.yamledit import apply_changes, dump_round_trip
 
     text = "llm:\n  default_provider: nvidia   # from the portal\n"
     doc = parse_yaml(text, "config.yaml")

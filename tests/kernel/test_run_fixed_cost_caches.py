@@ -16,7 +16,7 @@ from soulacy.kernel.policy import ModelCapacity
 from soulacy.kernel.providers import ProviderConfig
 from soulacy.kernel.store import LeaseOwner, RunRecord
 from soulacy.plugins.memory_store._store import MemoryStore
-from soulacy.plugins.progress import soulacy_make_progress_detector
+from soulacy.plugins.progress import soulacy_progress_detector
 from soulacy.testing import Workspace
 
 Make = Callable[..., Kernel]
@@ -78,19 +78,19 @@ async def test_changed_volatile_fields_reach_the_next_runs_detector(
     workspace: Workspace, make_kernel: Make
 ) -> None:
     kernel = make_kernel(plugins=["no:sqlite_store"])
-    first = soulacy_make_progress_detector(kernel=kernel, run=_Run)  # type: ignore[arg-type]
-    again = soulacy_make_progress_detector(kernel=kernel, run=_Run)  # type: ignore[arg-type]
+    first = soulacy_progress_detector(kernel=kernel, run=_Run)  # type: ignore[arg-type]
+    again = soulacy_progress_detector(kernel=kernel, run=_Run)  # type: ignore[arg-type]
     assert first.volatile is again.volatile  # one set for every run of one configuration
     assert "zz" not in first.volatile
     kernel.update_config({"progress.volatile_fields": ["zz"]})
-    changed = soulacy_make_progress_detector(kernel=kernel, run=_Run)  # type: ignore[arg-type]
+    changed = soulacy_progress_detector(kernel=kernel, run=_Run)  # type: ignore[arg-type]
     assert changed.volatile == frozenset({"zz"})
     other = make_kernel(plugins=["no:sqlite_store"])  # another kernel, the same workspace file
     other.update_config({"progress.volatile_fields": ["id", "zz"]})
-    assert soulacy_make_progress_detector(  # type: ignore[arg-type]
+    assert soulacy_progress_detector(  # type: ignore[arg-type]
         kernel=other, run=_Run
     ).volatile == frozenset({"id", "zz"})
-    assert soulacy_make_progress_detector(  # type: ignore[arg-type]
+    assert soulacy_progress_detector(  # type: ignore[arg-type]
         kernel=kernel, run=_Run
     ).volatile == frozenset({"zz"})
     await kernel.aclose()

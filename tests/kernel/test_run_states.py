@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from soulacy.kernel import Event, Kernel, Tool, open_kernel
-from soulacy.kernel.approvals import approvals_of
+from soulacy.plugins.approvals import approvals_of
 from soulacy.plugins.engine import _states
 from soulacy.plugins.engine._states import TRANSITIONS, Life, RunState
 from soulacy.testing import Workspace, throwaway_plugin

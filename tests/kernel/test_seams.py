@@ -164,7 +164,7 @@ async def test_a_replacement_compactor_builds_every_view(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
     compactor = LastTwo()
-    plugin = throwaway_plugin("lasttwo", soulacy_make_compactor=lambda run: compactor)
+    plugin = throwaway_plugin("lasttwo", soulacy_compactor=lambda run: compactor)
     steps: list[dict[str, Any]] = [{"tool": "read", "arguments": {"path": "x"}}, {"text": "done"}]
     workspace.scripted_agent("a", steps, tools=["read"])
     kernel = make_kernel(
@@ -174,12 +174,37 @@ async def test_a_replacement_compactor_builds_every_view(
     assert (result.status, result.reply, compactor.calls) == ("completed", "done", 2)
 
 
+async def test_a_compactor_under_the_deprecated_factory_name_is_still_asked_first(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    compactor = LastTwo()
+    plugin = throwaway_plugin("old", soulacy_make_compactor=lambda run: compactor)
+    workspace.scripted_agent("a", [{"text": "hi"}])
+    with pytest.warns(DeprecationWarning, match="renamed soulacy_compactor"):
+        kernel = make_kernel(plugins=[MEMORY], extra_plugins=[plugin])  # compaction loaded
+    result = await kernel.run("a", "go")
+    assert (result.status, compactor.calls) == ("completed", 1)
+
+
+def test_factory_hooks_are_named_by_their_role() -> None:
+    """One naming rule (docs/hooks.md's conventions): a hook returning the object that plays
+    a role is named by the role, never by a verb; the old verbs are deprecated aliases."""
+    from soulacy.kernel import hookspecs
+
+    verbs = re.compile(r"^soulacy_(make|get|create|build|new)_")
+    named = [name for name in vars(hookspecs) if verbs.match(name)]
+    assert sorted(named) == ["soulacy_make_compactor", "soulacy_make_progress_detector"]
+    for name in named:  # pluggy keeps a spec's options as <project>_spec
+        assert getattr(hookspecs, name).soulacy_spec["warn_on_impl"], name
+        assert hasattr(hookspecs, name.replace("_make_", "_", 1)), name
+
+
 async def test_without_a_compactor_the_run_fails_naming_the_hook(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
     workspace.scripted_agent("a", [{"text": "hi"}])
     kernel = make_kernel(plugins=["no:compaction", "no:passthrough", MEMORY])
-    with pytest.raises(PluginError, match=no_answer("soulacy_make_compactor")):
+    with pytest.raises(PluginError, match=no_answer("soulacy_compactor")):
         await kernel.run("a", "go")
 
 
@@ -208,7 +233,7 @@ async def test_a_replacement_detector_owns_the_idle_stop(
     workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
     detector = TwoIdleReplies()
-    plugin = throwaway_plugin("idle", soulacy_make_progress_detector=lambda run: detector)
+    plugin = throwaway_plugin("idle", soulacy_progress_detector=lambda run: detector)
     # The policy's no_progress_limit (20 by default) is the builtin detector's threshold, not
     # this one's: it stops at the second idle reply.
     workspace.scripted_agent("a", [{"text": "Let me check."}], repeat=True, max_turns=-1)
@@ -236,7 +261,7 @@ async def test_without_a_detector_a_stall_limit_cannot_be_enforced(
 ) -> None:
     workspace.scripted_agent("a", [{"text": "hi"}])
     kernel = make_kernel(plugins=["no:progress", MEMORY])
-    with pytest.raises(PluginError, match=no_answer("soulacy_make_progress_detector")):
+    with pytest.raises(PluginError, match=no_answer("soulacy_progress_detector")):
         await kernel.run("a", "go")
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from soulacy.kernel.yamlio import dump_round_trip, parse_yaml
+from soulacy.kernel.yamlio import parse_yaml
+from soulacy.plugins.yamledit import dump_round_trip
 
 SPELLINGS = """\
 # nulls, every way a person writes them

@@ -32,6 +32,8 @@ def test_the_page_has_examples_of_every_part() -> None:
     assert len(EXAMPLES) >= 10
     for call in ("chat(", "chat_response(", "stream(", "events(", "cancel(", "history("):
         assert call in code
+    for call in ("continue_run(", "confirm("):
+        assert call in code
     assert "AsyncClient" in code
     assert "asyncio.run" in code
     assert "trio.run" in code
@@ -59,6 +61,7 @@ OUTPUTS = {  # a line unique to one example -> what it prints, as the page says
     'client.stream("researcher", "Survey the field.")': "status: cancelled",
     'Client(api_key="not-a-key")': "401 missing or invalid bearer token",
     "print(client.health())": "{'status': 'ok'}",
+    "client.continue_run(response.run_id": "completed 2",
 }
 
 

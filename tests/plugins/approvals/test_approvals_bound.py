@@ -15,8 +15,8 @@ from _support.http_server import open_server
 from test_approvals_http import _start_waiting, ran, until_completed, workspace_with_keys
 
 from soulacy.kernel import Kernel, Tool
-from soulacy.kernel.approvals import EXPIRED_APPROVER, approval_store
 from soulacy.kernel.store import ApprovalDecision, ApprovalRequest, canonical_json
+from soulacy.plugins.approvals import EXPIRED_APPROVER, approval_store
 from soulacy.testing import Workspace, throwaway_plugin
 
 __all__ = ["workspace_with_keys"]  # the fixture, used by name

@@ -14,9 +14,9 @@ import pytest
 import trio
 
 from soulacy.kernel import Event, Kernel, Tool
-from soulacy.kernel.approvals import ApprovalClosed, approvals_of
 from soulacy.kernel.messages import ToolCall
 from soulacy.kernel.store import AlreadyDecided
+from soulacy.plugins.approvals import ApprovalClosed, approvals_of
 from soulacy.testing import Workspace, participant_plugin, throwaway_plugin
 
 

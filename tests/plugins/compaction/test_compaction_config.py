@@ -35,7 +35,7 @@ def test_the_section_reaches_the_runs_compactor(
     workspace.write_agent("a", {"id": "a"})
     kernel = make_kernel()
     run = types.SimpleNamespace(policy=kernel.resolve_policy("a", None), first_new=0)
-    compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run)
+    compactor = kernel.hook.soulacy_compactor(kernel=kernel, run=run)
     assert isinstance(compactor, ExtractiveCompactor)
     assert compactor.config == CompactionConfig(3.0, 0, 3, 200, 2)
 

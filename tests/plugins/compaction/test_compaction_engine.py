@@ -57,7 +57,7 @@ class Capture:
         self.made: list[Any] = []
 
     @hookimpl(wrapper=True)
-    def soulacy_make_compactor(self, kernel: Kernel, run: Any) -> Any:
+    def soulacy_compactor(self, kernel: Kernel, run: Any) -> Any:
         compactor = yield
         self.made.append(compactor)
         return compactor
@@ -183,7 +183,7 @@ class Replacement:
         self.compactor = compactor
 
     @hookimpl(tryfirst=True)
-    def soulacy_make_compactor(self, kernel: Kernel, run: Any) -> Any:
+    def soulacy_compactor(self, kernel: Kernel, run: Any) -> Any:
         return self.compactor
 
 

@@ -71,7 +71,7 @@ def test_a_plugin_supplies_the_counter_through_its_hook(
     )
     kernel = make_kernel(extra_plugins=[tokenizer])
     run = types.SimpleNamespace(policy=kernel.resolve_policy("a", None), first_new=0)
-    compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run)
+    compactor = kernel.hook.soulacy_compactor(kernel=kernel, run=run)
     assert asked == [run]
     assert compactor.measure.counter is words
     assert compactor.estimate([Message("user", "a b c")]) == 4 + 3
@@ -84,7 +84,7 @@ def test_without_a_counter_plugin_the_configured_estimate_is_used(
     workspace.write_config("compaction:\n  chars_per_token: 3.0\n")
     kernel = make_kernel()
     run = types.SimpleNamespace(policy=kernel.resolve_policy("a", None), first_new=0)
-    compactor = kernel.hook.soulacy_make_compactor(kernel=kernel, run=run)
+    compactor = kernel.hook.soulacy_compactor(kernel=kernel, run=run)
     assert compactor.measure.counter == CharEstimate(3.0)
 
 

@@ -179,8 +179,9 @@ async def test_without_the_approvals_plugin_confirm_tools_is_kept_and_not_change
 def test_untouched_keys_keep_the_text_ruamel_would_rewrite() -> None:
     """The document start, spacing inside flow collections and after colons, a last line
     without a newline: what ruamel writes its own way stays as written when untouched."""
-    from soulacy.kernel.yamlio import dump_round_trip, parse_yaml
+    from soulacy.kernel.yamlio import parse_yaml
     from soulacy.plugins.portal._agents import apply_changes
+    from soulacy.plugins.yamledit import dump_round_trip
 
     text = (
         "# head\n---\ntools: [ ]\nllm:\n  provider:   x   # c\n  model:  ~\n"

@@ -156,7 +156,7 @@ async def test_a_trivial_detector_plugin_replaces_the_builtin(
             self.seen += 1
             return Verdict("stalled" if self.seen == 3 else "progress", evidence={"n": 3})
 
-    plugin = throwaway_plugin("mine", soulacy_make_progress_detector=lambda run: StopAtThree())
+    plugin = throwaway_plugin("mine", soulacy_progress_detector=lambda run: StopAtThree())
     workspace.scripted_agent(
         "a", [{"tool": "read", "arguments": {"q": n}} for n in range(9)], tools=["read"]
     )

@@ -1,7 +1,7 @@
 """The hook reference (docs/hooks.md), generated from the hook specifications: the kernel's,
 those the builtin plugins define for others, and the types hooks receive.
 
-    python -m soulacy.kernel.hookdoc > docs/hooks.md
+    python -m soulacy.testing.hookdoc > docs/hooks.md
 
 A test regenerates it and compares, so a hook added, removed or changed without the docs
 following fails the suite.
@@ -15,7 +15,7 @@ import inspect
 import sys
 from types import ModuleType
 
-from . import hookspecs
+from soulacy.kernel import hookspecs
 
 BANNER = "# " + "-" * 92
 
@@ -60,7 +60,7 @@ def render(module: ModuleType = hookspecs, source: str | None = None) -> str:
     out = [
         "# Hook reference",
         "",
-        "Generated from `kernel/hookspecs.py` by `python -m soulacy.kernel.hookdoc`; a test",
+        "Generated from `kernel/hookspecs.py` by `python -m soulacy.testing.hookdoc`; a test",
         "fails when a hook changes without this page following. Implement a hook with",
         "`@hookimpl` from `soulacy.kernel` (or a plain function named `soulacy_*`), taking only",
         "the arguments you need. *First result* hooks stop at the first non-None answer; the",
@@ -98,7 +98,7 @@ def _hook(name: str, signature: str, flags: dict[str, bool], doc: str) -> list[s
 
 def _plugin_hooks() -> list[str]:
     """The hooks builtin plugins define for other plugins (their ``hookspecs`` modules)."""
-    from ._manager import BUILTIN_PLUGINS
+    from soulacy.kernel import BUILTIN_PLUGINS
 
     out: list[str] = []
     for plugin, package in BUILTIN_PLUGINS:

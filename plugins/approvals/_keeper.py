@@ -1,6 +1,7 @@
 """Human approval of tool calls: a run's durable wait for a decision, and the decision.
 
-A run whose tool call needs approval (``soulacy_tool_approval``) stores an
+The plugin's approval keeper (``soulacy_approval_keeper``). A run whose tool call needs
+approval (a participant's ``needs_approval``) stores an
 :class:`ApprovalRequest` (the store's approval role), emits ``tool.approval`` and waits. The
 wait is durable: the request outlives the process, and a decision can be made in any process
 sharing the store. A decision made in this kernel wakes its waiter at once; one made in
@@ -14,18 +15,26 @@ docs/decisions/0034-durable-tool-approvals.md.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
 
-from ._durations import format_duration
-from ._errors import PluginError, SoulacyError
-from ._stash import StashKey
-from ._store import (
+from soulacy.kernel import (
+    PluginError,
+    RunRequest,
+    SoulacyError,
+    StashKey,
+    format_duration,
+    redact_arguments,
+)
+from soulacy.kernel.engine import RunStop
+from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
     AlreadyDecided,
     ApprovalDecision,
@@ -34,18 +43,22 @@ from ._store import (
     EveryPrincipal,
     Lease,
     StorageError,
+    ToolRecord,
 )
 
 if TYPE_CHECKING:
-    from ._kernel import Kernel
-    from ._runs import RunRequest, RunResult
+    from soulacy.kernel import Kernel, RunResult
+    from soulacy.kernel.engine import Run
+    from soulacy.kernel.messages import ToolCall
 
-log = logging.getLogger("soulacy.kernel.approvals")
+log = logging.getLogger("soulacy.approvals")
 
 FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
 
 
 EXPIRED_APPROVER = "soulacy (expired)"  # who decided a request nobody decided in time
+RECEIPT_TOOL = "soulacy.approval"  # the tool name of a decision's proof receipt
+RECEIPT_FIELDS = ("status", "approver", "decided_by", "note", "reasons", "decided_at")
 
 
 class ApprovalMismatch(SoulacyError):
@@ -104,11 +117,77 @@ def wait_counts_against_timeout(kernel: Kernel) -> bool:
 
 
 class Approvals:
-    """A kernel's approvals (:func:`approvals_of`): its waiting runs, and decisions."""
+    """A kernel's approvals (:func:`approvals_of`): the approval keeper its runs ask
+    (:meth:`ask`), their waits, and decisions."""
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self._waiting: dict[tuple[str, str], trio.Event] = {}
+
+    async def ask(self, run: Run, call: ToolCall, reasons: Sequence[str]) -> str | None:
+        """Obtain a person's decision on ``call``, durably: None when it may run, else the
+        refusal the model gets. The decision goes into the proof as a receipt of its own
+        (call id ``approval:<call id>``, tool ``soulacy.approval``), just before the call's."""
+        # What led to this call is stored before the run waits: a retry in another process
+        # (this one may die while it waits) replays up to here.
+        await run.save()
+        request = run.request
+        asked = ApprovalRequest(
+            run.run_id,
+            call.id,
+            call.name,
+            redact_arguments(call.arguments),  # what the person sees, and the digest binds
+            run.agent_id,
+            run.session_id,
+            request.principal,
+            request.user_id,
+            {"text": request.text, "overrides": dict(request.overrides), "mode": request.mode},
+            tuple(reasons),
+        )
+        stored = await self.request(asked, run.fence())
+        if stored.digest != asked.digest:
+            # A retry's call under this id is not the call that was put to a person: their
+            # decision is for what they were shown, never for this.
+            return (
+                f"the call of tool {call.name!r} has other arguments than the approval request"
+                f" stored for call id {call.id!r} (arguments_sha256 {stored.digest}); it did"
+                " not run. Call the tool again under a new id."
+            )
+        if stored.pending:  # a retry may find the decision made while no process waited
+            stored = await run.wait_for_decision(
+                call.id,
+                self._announce_and_wait(run, stored),
+                counts_against_timeout=wait_counts_against_timeout(self.kernel),
+            )
+        decision = stored.decision
+        assert decision is not None
+        await run.emit("tool.approval", approval_event(run, stored))
+        described = stored.describe()
+        receipt = {k: described[k] for k in RECEIPT_FIELDS}
+        run.add_receipt(
+            ToolRecord(
+                run.run_id,
+                f"approval:{call.id}",
+                RECEIPT_TOOL,
+                {"call_id": call.id, "tool": call.name, "arguments": asked.arguments},
+                json.dumps(receipt, ensure_ascii=False, sort_keys=True),
+                not decision.approved,
+            )
+        )
+        if decision.approved:
+            return None
+        if decision.approver == EXPIRED_APPROVER and expiry(self.kernel)[1] == "cancel":
+            raise RunStop("cancelled", "approval_expired", error=decision.note)
+        by = decision.approver
+        if decision.decided_by and decision.decided_by != decision.approver:
+            by += f" (principal {decision.decided_by})"
+        note = f": {decision.note}" if decision.note else ""
+        return f"the call of tool {call.name!r} was denied by {by}{note}; it did not run"
+
+    async def _announce_and_wait(self, run: Run, stored: ApprovalRequest) -> ApprovalRequest:
+        # Announced once the run waits (a server draining to stop sees it waiting).
+        await run.emit("tool.approval", approval_event(run, stored))
+        return await self.wait_decision(run.run_id, stored.call_id)
 
     def waiting(self) -> list[tuple[str, str]]:
         """(run id, call id) of the calls this kernel's runs are waiting on."""
@@ -211,8 +290,6 @@ class Approvals:
 
     def retry_request(self, request: ApprovalRequest, *, stream: bool = False) -> RunRequest:
         """The same-id retry of the run that asked for ``request``."""
-        from ._runs import RunRequest
-
         original: dict[str, Any] = dict(request.request)
         mode = original.get("mode", "auto")
         return RunRequest(
@@ -254,3 +331,15 @@ def approvals_of(kernel: Kernel) -> Approvals:
     if found is None:
         found = kernel.stash[_approvals_key] = Approvals(kernel)
     return found
+
+
+def approval_event(run: Run, request: ApprovalRequest) -> dict[str, Any]:
+    """The data of a ``tool.approval`` event: the call, why it waits, and its status
+    (``pending``, then ``approved`` or ``denied`` with who decided)."""
+    described = request.describe()
+    return {
+        "turn": run.result.turns,
+        "id": request.call_id,
+        "name": request.tool,
+        **{k: v for k, v in described.items() if k not in ("call_id", "tool")},
+    }
