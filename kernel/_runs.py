@@ -93,6 +93,9 @@ class RunRequest:
     # Continue the stored ``incomplete`` run of ``run_id`` in place (``Kernel.continue_run``):
     # its messages as they are, ``text`` (if any) as a steering message, the next attempt.
     continues: bool = False
+    # The caller's W3C trace context (``traceparent``, ``tracestate``), which a tracing plugin
+    # continues: the HTTP transport passes the request's headers on (it is in ``run.started``).
+    trace: Mapping[str, str] = attrs.field(factory=dict)
     # A run id reserved beforehand (``Kernel.reserve_run``), so that a transport can answer
     # 409/404/429 before it promises a stream; None: the run reserves its own.
     reservation: RunHandle | None = attrs.field(default=None, eq=False, repr=False)

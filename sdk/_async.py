@@ -115,6 +115,11 @@ class AsyncClient(
         """``{"status": "ok"}`` when the server answers."""
         return await self._call(_calls.health())
 
+    async def ready(self) -> dict[str, Any]:
+        """``{"status": "ready", ...}`` when the server takes requests; a SoulacyError with
+        status 503 while its store does not answer or it stops."""
+        return await self._call(_calls.ready())
+
     async def config(self) -> dict[str, Any]:
         """The server's configuration, secrets redacted (admins only)."""
         return await self._call(_calls.config())

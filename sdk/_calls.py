@@ -191,6 +191,10 @@ def health() -> Call[dict[str, Any]]:
     return Call(Request("GET", f"{PREFIX}/health"), _dict)
 
 
+def ready() -> Call[dict[str, Any]]:
+    return Call(Request("GET", f"{PREFIX}/ready"), _dict)
+
+
 def config() -> Call[dict[str, Any]]:
     return Call(Request("GET", f"{PREFIX}/config"), lambda b: dict(_dict(b)["config"]))
 

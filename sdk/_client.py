@@ -122,6 +122,11 @@ class Client(ClientBase[httpx.BaseTransport, httpx.Client, "EventStream"], Closi
         """``{"status": "ok"}`` when the server answers (no key needed)."""
         return self._call(_calls.health())
 
+    def ready(self) -> dict[str, Any]:
+        """``{"status": "ready", ...}`` when the server takes requests (no key needed); a
+        :class:`SoulacyError` with status 503 while its store does not answer or it stops."""
+        return self._call(_calls.ready())
+
     def config(self) -> dict[str, Any]:
         """The server's configuration, secrets redacted (admin principals only)."""
         return self._call(_calls.config())

@@ -34,6 +34,7 @@ from typing import Any
 from opentelemetry import trace as trace_api
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
 from soulacy.kernel import Event, Kernel, redact, redact_text
@@ -48,6 +49,9 @@ Server = tuple[str, int | None]  # server.address, server.port
 FINISHED_KEPT = 1024  # span contexts of ended runs kept, to link a later attempt to
 NS = 1_000_000_000
 DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+_W3C = TraceContextTextMapPropagator()  # the caller's traceparent (RunRequest.trace)
 
 
 class Pending:
@@ -241,6 +245,9 @@ class Observer:
             return
         agent_id, run_id = state.agent_id, state.run_id
         parent, parent_run = self._parent_of(run_id)
+        carrier = data.get("trace")
+        if parent is None and isinstance(carrier, Mapping):  # the caller's trace goes on
+            parent = _W3C.extract(carrier={str(k): str(v) for k, v in carrier.items()})
         attributes: Attributes = {
             n.OPERATION: n.INVOKE_AGENT,
             n.AGENT_ID: agent_id,

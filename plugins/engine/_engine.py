@@ -391,6 +391,7 @@ class Engine:
                     "user_id": request.user_id,
                     "principal": request.principal,
                     "text": request.text,
+                    **({"trace": dict(request.trace)} if request.trace else {}),
                 },
             )
         if events.wants("run.limits"):

@@ -11,7 +11,7 @@ import re
 import time
 import urllib.parse
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
@@ -123,6 +123,24 @@ class CancelBody:
 @attrs.frozen
 class ConfigPatch:
     changes: dict[str, Any]
+
+
+# W3C Trace Context: a traceparent this server can continue (version 00's shape; an invalid
+# one is ignored, as the recommendation says, and the run starts a trace of its own).
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def trace_context(headers: Mapping[str, str]) -> dict[str, str]:
+    """The caller's ``traceparent`` (and ``tracestate``) for the run, when well formed: a
+    tracing plugin continues the caller's trace (``RunRequest.trace``)."""
+    parent = headers.get("traceparent", "").strip()
+    if not _TRACEPARENT.fullmatch(parent) or parent.startswith("ff"):
+        return {}
+    found = {"traceparent": parent}
+    state = headers.get("tracestate", "").strip()
+    if state and len(state) <= 512:
+        found["tracestate"] = state
+    return found
 
 
 def _fields(error: ConfigError, key: str) -> dict[str, str]:
@@ -441,7 +459,15 @@ class Api:
     async def ready(self, request: Request) -> None:
         """Readiness: whether the store answers a read and a write (checked at most once a
         second, whoever asks). No key needed, as for ``/health``: load balancers probe without
-        one, and the answer holds nothing of any principal."""
+        one, and the answer holds nothing of any principal. A server draining to stop is not
+        ready: a load balancer sends new requests elsewhere while its runs finish."""
+        if self.kernel.stopping.is_set():
+            raise HttpError(
+                503,
+                "not ready: the server is shutting down (its runs are finishing); use another",
+                headers={"retry-after": str(SHUTDOWN_RETRY_AFTER)},
+                extra={"draining": True},
+            )
         failed = await self.store_status.check(self.background)
         name = self.store_status.name
         store: dict[str, Any] = {"name": name, "available": failed is None}
@@ -553,9 +579,20 @@ class Api:
             raise
         assert self.runs is not None
         self._live.add(run_id)  # counted from here: a drain that begins now waits for it
-        self.runs.start_soon(
-            self._execute, body, run_id, session_id, principal, log, handle, continues
+        run = RunRequest(
+            body.agent_id,
+            body.text,
+            session_id=session_id,
+            run_id=run_id,
+            user_id=body.user_id,
+            principal=principal,
+            overrides=body.overrides or {},
+            stream=True,
+            continues=continues,
+            trace=trace_context(request.headers),
+            reservation=handle,
         )
+        self.runs.start_soon(self._execute, run, log)
         return log, chat_deadline(policy)
 
     def _reserve(
@@ -580,31 +617,10 @@ class Api:
         except CapacityError as exc:
             raise _capacity(exc) from None
 
-    async def _execute(
-        self,
-        body: ChatBody,
-        run_id: str,
-        session_id: str,
-        principal: str | None,
-        log: RunLog,
-        handle: RunHandle,
-        continues: bool = False,
-    ) -> None:
+    async def _execute(self, run: RunRequest, log: RunLog) -> None:
+        run_id, session_id, principal = str(run.run_id), str(run.session_id), run.principal
         try:
-            await self.kernel.runner().run(
-                RunRequest(
-                    body.agent_id,
-                    body.text,
-                    session_id=session_id,
-                    run_id=run_id,
-                    user_id=body.user_id,
-                    principal=principal,
-                    overrides=body.overrides or {},
-                    stream=True,
-                    continues=continues,
-                    reservation=handle,
-                )
-            )
+            await self.kernel.runner().run(run)
         except Exception as exc:  # one run's failure must never take the server down
             import logging  # this function's alone here; the module keeps no other logger
             import traceback
@@ -613,7 +629,7 @@ class Api:
             logging.getLogger("soulacy.http").error(
                 "run %s of agent %r failed: %s",
                 run_id,
-                body.agent_id,
+                run.agent_id,
                 redact_text("".join(traceback.format_exception(exc)).rstrip()),
                 # whose run it is: a support bundle shows the record to that principal only
                 extra={"soulacy_principal": principal, "soulacy_run_id": run_id},

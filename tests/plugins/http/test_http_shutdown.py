@@ -77,6 +77,7 @@ async def test_a_stopping_server_drains_then_interrupts_what_still_runs_resumabl
     held: list[Any] = []
     finishing: list[Any] = []
     refused: dict[str, httpx.Response] = {}
+    alive: dict[str, httpx.Response] = {}
     url = ""
 
     async with httpx.AsyncClient(timeout=60) as client:
@@ -87,6 +88,8 @@ async def test_a_stopping_server_drains_then_interrupts_what_still_runs_resumabl
                 refused[path] = await client.post(
                     url + path, json={"agent_id": "quick", "text": "one more"}
                 )
+            refused["/ready"] = await client.get(url + "/ready")  # not ready while draining
+            alive["/health"] = await client.get(url + "/health")  # but alive
             (quick / "release").touch()  # the quick run ends within the grace
 
         async with trio.open_nursery() as nursery, open_kernel(kernel=kernel):
@@ -105,6 +108,8 @@ async def test_a_stopping_server_drains_then_interrupts_what_still_runs_resumabl
         assert answer.status_code == 503, (path, answer.text)
         assert answer.headers["retry-after"].isdigit()
         assert "shutting down" in answer.json()["error"]
+    assert refused["/ready"].json()["draining"] is True
+    assert alive["/health"].status_code == 200
 
     assert finishing[-1]["event"] == "result"
     assert finishing[-1]["data"]["status"] == "completed"

@@ -36,3 +36,14 @@ async def test_the_async_client_continues_and_another_principal_cannot(
         with pytest.raises(SoulacyError) as again:
             await alice.continue_run("cont-2")
         assert again.value.status == 409
+
+
+async def test_ready_says_the_server_takes_requests(server: LiveServer) -> None:
+    def call() -> dict[str, object]:
+        with server.client(None) as client:  # no key needed, as for health
+            return client.ready()
+
+    answer = await in_thread(call)
+    assert answer["status"] == "ready"
+    async with server.async_client(None) as client:
+        assert (await client.ready())["status"] == "ready"
