@@ -425,11 +425,11 @@ class Api:
         check_json_type(request.headers)
         server: ServerConfig = self.kernel.config.section("server")  # a PATCH applies
         raw = await request.body(
-            self.config.max_body_bytes,
+            server.max_body_bytes,
             within=float(server.body_timeout.seconds),
             min_rate=server.body_min_rate,
         )
-        check_depth(raw, self.config.max_json_depth)
+        check_depth(raw, server.max_json_depth)
         data = parse_json(raw)
         check_unicode(data)
         return data

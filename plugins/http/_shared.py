@@ -116,9 +116,10 @@ def _unshare(run_log: RunLog, why: str) -> None:
 
 
 def _unshare_refused(logs: list[RunLog], batches: list[RunEventBatch], refused: set[str]) -> None:
-    """Stop sharing the logs whose batches the store refused: a later attempt of their run
-    began elsewhere. Only a fenced batch is refused; of two logs of one run in a flush (a
-    retry in this process), the earlier attempt's (the smaller token) is; a log alone is."""
+    """Stop sharing the logs whose batches the store refused: their fence is stale (a later
+    attempt of their run began elsewhere, or another request owns the run id). Only a fenced
+    batch is refused; of two logs of one run in a flush (a retry in this process), the
+    earlier attempt's (the smaller token) is; a log alone is."""
     tokens: dict[str, set[int]] = {}
     for batch in batches:
         if batch.run_id in refused and batch.fence is not None:
@@ -128,7 +129,11 @@ def _unshare_refused(logs: list[RunLog], batches: list[RunEventBatch], refused: 
         if found is None or batch.fence is None or run_log.unshared:
             continue
         if len(found) == 1 or batch.fence.token < max(found):
-            _unshare(run_log, "the store refused them: a later attempt of the run began")
+            _unshare(
+                run_log,
+                "the store refused them: the run's lease is no longer this attempt's (a later"
+                " attempt began elsewhere, or another request owns the run id)",
+            )
 
 
 def _json(event: SseEvent) -> str | None:
