@@ -10,9 +10,10 @@ it has got, and keeps pip's whole output in ``.venv/pip-install.log``. Then:
 - ``test``: ``python -m pytest`` in parallel workers (pytest-xdist; arguments are passed on,
   and ``-n 0`` runs in one process), after making sure the browser the portal and EventSource
   tests drive is there (Debian's ``chromium``, installed with apt-get when running as root;
-  otherwise those tests say they were skipped and why). ``test --quick`` is the inner loop: it
-  leaves out the browser, PostgreSQL, multi-process and benchmark tests. Bytecode is cached
-  for the tests' child processes even where PYTHONDONTWRITEBYTECODE is set (in .venv);
+  otherwise those tests say they were skipped and why), and, where npm is, the npm packages
+  some tests drive (the official AG-UI client, axe-core; in ``.venv``). ``test --quick`` is the
+  inner loop: it leaves out the browser, PostgreSQL, multi-process and benchmark tests. Bytecode
+  is cached for the tests' child processes even where PYTHONDONTWRITEBYTECODE is set (in .venv);
 - ``lint``: ``ruff check``, ``ruff format --check`` and ``mypy --strict``, as CI runs them.
 
 Standard library only: it runs before anything is installed.
@@ -195,6 +196,41 @@ def ensure_browser() -> None:
             return
 
 
+# Tests that check against JavaScript packages from npm: the official AG-UI client (pinned by
+# its package-lock.json) and axe-core for the portal's accessibility; installed in .venv.
+AGUI_CLIENT = ROOT / "tests" / "plugins" / "agui" / "js"
+AXE = "axe-core@4.14.1"
+
+
+def ensure_node_packages() -> None:
+    """Install the npm packages some tests drive, where npm is; without it those tests skip."""
+    npm = shutil.which("npm")
+    if npm is None:
+        say("no npm: the AG-UI client and axe-core tests will be skipped (install Node.js 20+)")
+        return
+    client = VENV / "agui-client"
+    if not (client / "node_modules" / "@ag-ui" / "client").is_dir():
+        client.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(AGUI_CLIENT / name, client / name)
+        say("installing the official AG-UI client for its tests (npm ci)")
+        npm_quietly(npm, "ci", "--prefix", str(client))
+    axe = VENV / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+    if not axe.exists():
+        say(f"installing {AXE} for the portal's accessibility test (npm install)")
+        npm_quietly(npm, "install", "--no-save", "--prefix", str(VENV / "axe"), AXE)
+    if axe.exists():
+        os.environ.setdefault("SOULACY_AXE_JS", str(axe))
+
+
+def npm_quietly(npm: str, *args: str) -> None:
+    done = subprocess.run(
+        [npm, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+    )
+    if done.returncode != 0:
+        say(f"npm {args[0]} failed (its tests will be skipped): {done.stderr.decode()[-300:]}")
+
+
 def pytest_args(rest: list[str]) -> list[str]:
     """pytest's arguments for ``test``: parallel unless told otherwise, ``--quick`` as markers."""
     args = [arg for arg in rest if arg != "--quick"]
@@ -239,6 +275,7 @@ def main(argv: list[str]) -> int:
         return replace_with(BIN / "soulacy", "demo", *rest)
     if command == "test":
         ensure_browser()
+        ensure_node_packages()
         cache_bytecode()
         return replace_with(PYTHON, "-m", "pytest", *pytest_args(rest))
     checks: list[list[str | Path]] = [

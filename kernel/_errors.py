@@ -176,16 +176,25 @@ class RunNotContinuable(UsageError):
     a stall, a timeout) continues in place; ``status`` is what the store says of it (None: no
     such run)."""
 
-    def __init__(self, run_id: str, status: str | None) -> None:
+    def __init__(self, run_id: str, status: str | None, why: str | None = None) -> None:
         self.run_id = run_id
         self.status = status
         if status is None:
             message = f"no run {run_id!r}"
+        elif why is not None:
+            message = f"run {run_id!r} does not continue: {why}"
         else:
             message = f"run {run_id!r} is {status}: only a run that ended incomplete continues" + (
                 " (it is still running)" if status == "running" else ""
             )
         super().__init__(message)
+
+    @classmethod
+    def workflow(cls, run_id: str, status: str) -> RunNotContinuable:
+        """A workflow's run: it keeps checkpoints of its steps and is bound to its input, so it
+        resumes by a same-id retry with that input, not by a continuation (a steering text)."""
+        why = "it is a workflow's (it keeps step checkpoints): retry it with its run id instead"
+        return cls(run_id, status, why)
 
 
 class CapacityError(SoulacyError):

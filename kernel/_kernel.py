@@ -354,10 +354,13 @@ class Kernel:
         Raises :class:`RunNotContinuable` for a run that is not stored or not incomplete.
         Whose run it is, is the caller's to check (a transport compares principals first).
         """
-        stored = await self.store().get_run(run_id)
+        store = self.store()
+        stored = await store.get_run(run_id)
         if stored is None or stored.status != "incomplete":
             raise RunNotContinuable(run_id, None if stored is None else stored.status)
-        return await self.runner().run(
+        if await store.load_checkpoints(run_id):
+            raise RunNotContinuable.workflow(run_id, stored.status)
+        result = await self.runner().run(
             RunRequest(
                 stored.agent_id,
                 text,
@@ -371,6 +374,10 @@ class Kernel:
                 reservation=reservation,
             )
         )
+        if result.incomplete_reason == "not_continuable":  # continued elsewhere meanwhile
+            found = await store.get_run(run_id)
+            raise RunNotContinuable(run_id, None if found is None else found.status)
+        return result
 
     def runner(self) -> Runner:
         """What runs this kernel's runs (``soulacy_runner``: the essential ``engine`` plugin),

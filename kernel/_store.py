@@ -452,10 +452,16 @@ class CheckpointStore(Protocol):
         """A plugin's small durable state (a schedule's last tick, its failure streak)."""
 
     async def save_state(
-        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        fence: Lease | None = None,
+        *,
+        run_id: str | None = None,
     ) -> None:
         """Replace the state of ``key`` with ``value`` (JSON), committed before returning;
-        under ``fence`` only while its token holds."""
+        under ``fence`` only while its token holds. With ``run_id`` the state belongs to that
+        run: a store that prunes runs (:class:`RetentionStore`) deletes it with the run."""
 
 
 class LeaseStore(Protocol):
@@ -824,6 +830,57 @@ class ProofStore(Protocol):
     async def get_proof(self, run_id: str) -> ProofRecord | None:
         """The current attempt's proof, or None (unknown run, not finalized, or a retry
         started)."""
+
+
+@attrs.frozen
+class RetentionLimits:
+    """How long a store keeps what runs leave, in seconds by its own clock; None keeps it for
+    ever. Only what finished runs (and runs of no record) left is ever deleted, and each row
+    with its own run's principal: a run that is not finished keeps everything.
+
+    ``history``: conversation entries older than this. ``run_events``: the stream events of
+    finished runs. ``proofs``: proofs (and the proofs of earlier attempts). ``runs``: finished
+    runs with everything they left (history, tool records, proofs, events, checkpoints,
+    decided approvals, their plugin state). ``leases``: lease rows released, or expired for
+    longer than this, the token high-water mark kept. ``batch``: rows
+    of one table deleted per transaction, so that a prune never holds a writer long.
+    """
+
+    history: float | None = None
+    run_events: float | None = None
+    proofs: float | None = None
+    runs: float | None = None
+    leases: float | None = 86400.0
+    batch: int = 500
+
+
+@attrs.frozen
+class Pruned:
+    """What one :meth:`RetentionStore.prune` deleted, by kind (rows)."""
+
+    history: int = 0
+    run_events: int = 0
+    proofs: int = 0
+    runs: int = 0
+    state: int = 0
+    leases: int = 0
+
+    def total(self) -> int:
+        return sum(attrs.astuple(self))
+
+
+class RetentionStore(Protocol):
+    """A store that deletes what runs left once it is older than a workspace's limits
+    (docs/storage.md, Retention); the ``retention`` plugin calls it on a schedule."""
+
+    async def prune(self, limits: RetentionLimits) -> Pruned:
+        """Delete, committed before returning, what ``limits`` no longer keeps: never a row
+        of a run that is not finished (status ``running``, whatever its lease says, or
+        waiting for an approval), never another principal's rows under a run's id. Lease
+        rows go with their token kept as a high-water mark: a pruned key granted again gets
+        a token above every token ever granted for it. Safe to run from several processes
+        at once and beside runs; each kind is deleted in transactions of ``limits.batch``
+        rows at most (until none is left)."""
 
 
 class Store(

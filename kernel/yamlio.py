@@ -20,4 +20,3 @@ def plain(node: Any) -> Any:
     """``node`` as plain dicts, lists and scalars: ruamel's round-trip types (``CommentedMap``,
     ``ScalarFloat``, …) become ``dict``, ``list``, ``bool``, ``str``, ``int`` and ``float``."""
     return _plain(node)
-

@@ -40,6 +40,8 @@ from soulacy.kernel.store import (
     Lease,
     LeaseLost,
     LeaseOwner,
+    Pruned,
+    RetentionLimits,
     RunEvent,
     RunEventBatch,
     RunIdTaken,
@@ -1944,6 +1946,194 @@ async def _approvals_fenced(store: Any) -> None:
 APPROVAL_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (_approvals, _approvals_fenced)
 
 
+# -- retention: stores with a ``prune`` (RetentionStore); others have nothing to check --------
+
+
+def _prunes(store: Any) -> bool:
+    return callable(getattr(store, "prune", None))
+
+
+async def _pruned(store: Any, limits: RetentionLimits) -> Pruned:
+    pruned = await store.prune(limits)
+    expect_that(isinstance(pruned, Pruned), "prune's answer", "a Pruned", pruned)
+    return pruned  # type: ignore[no-any-return]
+
+
+async def _prune_keeps_tokens_growing(store: Any) -> None:
+    """Released and long-expired lease rows are pruned, live ones kept; a pruned key granted
+    again gets a token above every token ever granted for it (a high-water mark)."""
+    if not _prunes(store):
+        return
+    a, b = live_owner("kit-a"), live_owner("kit-b")
+    tokens = []
+    for owner in (a, b, a):
+        grant = await store.acquire_lease("kit-pruned", owner, LONG_TTL, holder="h")
+        tokens.append(grant.lease.token)
+        await store.release_lease(grant.lease)
+    live = (await store.acquire_lease("kit-live", a, LONG_TTL, holder="h")).lease
+    lapsed = (await store.acquire_lease("kit-lapsed", a, SHORT_TTL, holder="h")).lease
+    await trio.sleep(EXPIRY_WAIT)
+    pruned = await _pruned(store, RetentionLimits(leases=3600.0))
+    expect(pruned.leases, 1, "prune(leases=1h): lease rows pruned (one released, none else)")
+    expect(who(await store.get_lease("kit-live")), who(live), "a live lease after a prune")
+    expect(
+        who(await store.get_lease("kit-lapsed")),
+        who(lapsed),
+        "a lease expired for less than the limit, after a prune",
+    )
+    renewed = await store.renew_leases([live], LONG_TTL)
+    expect(len(renewed), 1, "renew_leases of a live lease after a prune: leases renewed")
+    await store.save_state("kit-fenced", {"ok": True}, fence=live)
+    again = await store.acquire_lease("kit-pruned", b, LONG_TTL, holder="h")
+    expect_that(
+        again.acquired and again.lease.token > max(tokens),
+        "the token of a pruned key granted again",
+        f"acquired, above every token granted for it ({tokens})",
+        again,
+    )
+    pruned = await _pruned(store, RetentionLimits(leases=0.0))
+    expect(pruned.leases, 1, "prune(leases=0): the expired lease's row pruned")
+    retaken = await store.acquire_lease("kit-lapsed", b, LONG_TTL, holder="h")
+    expect_that(
+        retaken.acquired and retaken.lease.token > lapsed.token,
+        "the token of a pruned expired lease's key granted again",
+        f"acquired, above {lapsed.token}",
+        retaken,
+    )
+    await expect_lease_lost(
+        "save_state under the pruned lease",
+        lambda: store.save_state("kit-x", {}, fence=lapsed),
+        lapsed,
+        retaken.lease,
+    )
+
+
+async def _finished_run(
+    store: Any, run_id: str, principal: str | None, session: str = "kit-s"
+) -> RunRecord:
+    """A finished run of ``principal`` with history, a tool record, a proof, events and a
+    plugin state of its own (``state:RUN``)."""
+    run = RunRecord(run_id, "agent", session, principal=principal)
+    stored, lease = await _leased_run(store, run, live_owner("kit"))
+    tool = ToolRecord(run_id, "c1", "weather", {"city": "Oslo"}, "sunny", False)
+    calls = (ToolCall("c1", "weather", {"city": "Oslo"}),)
+    turn = [
+        Message("user", f"hi from {run_id}"),
+        Message("assistant", "", calls),
+        Message("tool", "sunny", (), "c1", "weather"),
+    ]
+    await store.record_turn(stored, turn, [tool], fence=lease)
+    await store.append_run_events(
+        [RunEventBatch(run_id, principal, _events(1, 2), restart=True, fence=lease)], 100
+    )
+    await store.save_state(f"state:{run_id}", {"of": run_id}, run_id=run_id)
+    metadata = run_metadata(stored, "completed")
+    await store.finish_run(run_id, metadata, fence=lease)
+    await store.finalize_proof(run_id, metadata, fence=lease)
+    await store.release_lease(lease)
+    return stored
+
+
+async def _running_run(
+    store: Any, run_id: str, principal: str | None, session: str = "kit-s"
+) -> RunRecord:
+    """A run still running (its lease held), with history, events and a state of its own."""
+    run = RunRecord(run_id, "agent", session, principal=principal)
+    stored, lease = await _leased_run(store, run, live_owner("kit"))
+    await store.record_turn(stored, [Message("user", f"hi from {run_id}")], [], fence=lease)
+    await store.append_run_events(
+        [RunEventBatch(run_id, principal, _events(1), restart=True, fence=lease)], 100
+    )
+    await store.save_state(f"state:{run_id}", {"of": run_id}, run_id=run_id)
+    return stored
+
+
+async def _prune_finished_runs_only(store: Any) -> None:
+    """``runs``: a finished run goes with everything it left, its plugin state included; a
+    run that is not finished, another principal's conversation in the same session and a
+    state of no run stay. Default limits delete nothing a run left."""
+    if not _prunes(store):
+        return
+    await _finished_run(store, "kit-done-a", "alice")
+    await store.save_state("kit-no-run", {"kept": True})
+    await _running_run(store, "kit-going-b", "bob")  # the same session and agent, bob's
+    await _running_run(store, "kit-going-a", "alice")
+    nothing = await _pruned(store, RetentionLimits())
+    expect(
+        (nothing.runs, nothing.history, nothing.proofs, nothing.run_events, nothing.state),
+        (0, 0, 0, 0, 0),
+        "prune with the default limits: (runs, history, proofs, run events, state) deleted",
+    )
+    pruned = await _pruned(store, RetentionLimits(runs=0.0))
+    expect((pruned.runs, pruned.state), (1, 1), "prune(runs=0): (runs, their states) deleted")
+    expect(await store.get_run("kit-done-a"), None, "get_run of a pruned run")
+    expect(await store.get_proof("kit-done-a"), None, "get_proof of a pruned run")
+    expect(await store.run_events("kit-done-a", 0), None, "run_events of a pruned run")
+    expect(await store.load_state("state:kit-done-a"), None, "the state of a pruned run")
+    expect(await store.load_tool_records("kit-done-a"), {}, "the tool records of a pruned run")
+    expect(
+        _contents(await store.load_history("agent", "kit-s", "alice")),
+        ["hi from kit-going-a"],
+        "alice's conversation after her finished run was pruned (her running run's entry)",
+    )
+    expect(
+        _contents(await store.load_history("agent", "kit-s", "bob")),
+        ["hi from kit-going-b"],
+        "bob's conversation in the same session after alice's run was pruned",
+    )
+    for run_id in ("kit-going-a", "kit-going-b"):
+        kept = await store.get_run(run_id)
+        expect(kept and kept.status, "running", f"the run {run_id} (running) after a prune")
+        expect(
+            await store.load_state(f"state:{run_id}"),
+            {"of": run_id},
+            f"the state of the running run {run_id} after a prune",
+        )
+        events = await store.run_events(run_id, 0)
+        expect(events and len(events.events), 1, f"the events of the running run {run_id}")
+    expect(await store.load_state("kit-no-run"), {"kept": True}, "a state of no run")
+
+
+async def _prune_by_age(store: Any) -> None:
+    """``history``, ``proofs`` and ``run_events`` delete what finished runs left and keep
+    their records; a running run keeps its entries and events."""
+    if not _prunes(store):
+        return
+    await _finished_run(store, "kit-old", "alice")
+    await _running_run(store, "kit-now", "alice")
+    pruned = await _pruned(store, RetentionLimits(history=0.0, proofs=0.0, run_events=0.0))
+    expect(
+        (pruned.runs, pruned.proofs, pruned.run_events),
+        (0, 1, 2),
+        "prune(history=0, proofs=0, run_events=0): (runs, proofs, events) deleted",
+    )
+    expect_that(
+        pruned.history >= 3,
+        "prune(history=0): history rows deleted",
+        "the finished run's three entries (and its tool records, where kept apart)",
+        pruned.history,
+    )
+    expect(await store.load_tool_records("kit-old"), {}, "the finished run's tool records")
+    kept = await store.get_run("kit-old")
+    expect(kept and kept.status, "completed", "the finished run's record after a prune")
+    expect(await store.get_proof("kit-old"), None, "the finished run's proof after a prune")
+    expect(await store.run_events("kit-old", 0), None, "the finished run's events")
+    expect(
+        _contents(await store.load_history("agent", "kit-s", "alice")),
+        ["hi from kit-now"],
+        "the conversation after its old entries were pruned (the running run's entry stays)",
+    )
+    events = await store.run_events("kit-now", 0)
+    expect(events and len(events.events), 1, "the running run's events after a prune")
+
+
+RETENTION_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
+    _prune_keeps_tokens_growing,
+    _prune_finished_runs_only,
+    _prune_by_age,
+)
+
+
 STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _declares_multi_process,
     _history_round_trip,
@@ -1970,6 +2160,7 @@ STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _run_events,
     _run_events_fenced,
     *APPROVAL_CHECKS,
+    *RETENTION_CHECKS,
 )
 FAILURES_RAISE = "failures_raise"  # the check of the ``failing`` store
 STORE_CHECK_NAMES: tuple[str, ...] = (*map(check_name, STORE_CHECKS), FAILURES_RAISE)
@@ -2036,7 +2227,8 @@ async def check_store(
     A store that serves ``soulacy_store`` must pass: history, runs and attempts, tool records,
     proofs, checkpoints and plugin state, leases (exclusive, renewed, released, tokens never
     reused, takeover after expiry or of an owner provably gone, queues), fenced writes,
-    interrupted runs, counters, cancellation requests and run events, in one process (the
+    interrupted runs, counters, cancellation requests, run events and, for a store with a
+    ``prune`` (``RetentionStore``), retention, in one process (the
     checks that need several are :func:`check_store_processes`'s). A failure raises
     AssertionError naming the check, what was expected and what came back. ``failing``, when
     given, makes a store whose storage fails on every call (for a file store, a file that is

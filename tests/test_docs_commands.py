@@ -6,10 +6,37 @@ A block is marked by an HTML comment on the line right before its fence::
     <!-- runnable exit=2 -->     the block ends with exit code 2
     <!-- runnable venv -->       in a venv of its own that sees this environment's packages, so
                                  that a block which pip-installs something leaves this one alone
+    <!-- runnable needs=sqlite3 -->  skipped where the command sqlite3 is not installed
+    <!-- runnable files -->      first writes the page's earlier ```yaml and ```python blocks
+                                 whose first line names a file (``# agents/a/SOUL.yaml``,
+                                 ``# tools.py: what it is``) to it: the sample runs what is shown
+    <!-- runnable files=a.py,b/c.yaml -->  only those of them
 
     ```sh
     soulacy demo
     ```
+
+A marker may hold a setup script, run first under ``bash -e`` and not shown on the page: for what
+the page only describes in words ("config.yaml: leases: {ttl: 10s, heartbeat: 6s}")::
+
+    <!-- runnable
+    printf 'leases: {ttl: 10s, heartbeat: 6s}\\n' > config.yaml
+    -->
+
+A marked ```console block is a transcript whose output is checked, not only run:
+
+- each ``$ COMMAND`` line runs in one bash session (no ``-e``: a failing command is shown, and
+  ``$?`` reaches the next one), stdout and stderr merged as a terminal shows them;
+- the lines after it up to the next ``$`` are what it prints, compared line by line with trailing
+  blanks and trailing empty lines ignored; ``…`` inside a line stands for any text (ids,
+  timestamps, durations), and a line that is only ``…`` for any number of lines;
+- it must exit 0, unless its comment says ``exit N`` (``$ soulacy run a  # exit 2: unknown``);
+- ``$ cat PATH`` of a file that does not exist yet first writes the lines shown to it, so a
+  transcript can show the files it works on without a setup repeating them;
+- ``/tmp/acme`` stands for the block's folder, in commands and in what they print (another
+  name with ``<!-- runnable workspace=/tmp/orig -->``, for a block another test reads too);
+- a ```console block without any ``$`` line is what the page's previous ```python block prints,
+  run as ``python sample.py`` in the block's folder (with ``/tmp/acme`` replaced the same way).
 
 Each block runs in a fresh temporary folder, with ``soulacy`` and ``python`` on PATH from the
 interpreter running the tests and no SOULACY_* variables. Keep marked blocks fast and offline:
@@ -18,8 +45,11 @@ the scripted model only, no network.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +58,25 @@ import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"^<!--\s*runnable(?P<options>(\s+[\w=]+)*)\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*runnable(?P<options>(\s+[\w=.,/-]+)*)\s*(?P<close>-->)?\s*$")
 FENCE = re.compile(r"^```(sh|bash|shell)\s*$")
+CONSOLE_FENCE = re.compile(r"^```console\s*$")
+ANY_FENCE = re.compile(r"^```(?P<lang>\S*)")
+# ``# PATH`` or ``# PATH: what it is`` on the first line of a yaml or python block
+NAMED_FILE = re.compile(r"^# (?P<path>[\w./-]+\.(?:yaml|yml|py))(?:[:;,]?\s.*)?$")
+EXIT_COMMENT = re.compile(r"#.*\bexit (?P<code>\d+)\b")
+CAT_FILE = re.compile(r"^cat (?P<path>[\w./-]+)$")
+WORKSPACE = "/tmp/acme"  # how pages name the folder a transcript runs in
+ELLIPSIS = "…"
 TIMEOUT = 240  # seconds per block, on a slow shared machine
+
+
+@attrs.frozen
+class Command:
+    line: int  # 1-based, in the page
+    text: str
+    output: tuple[str, ...]
+    exit: int
 
 
 @attrs.frozen
@@ -40,6 +86,11 @@ class Block:
     script: str
     exit: int = 0
     venv: bool = False
+    setup: str = ""
+    files: tuple[tuple[str, str], ...] = ()  # (path, text) written before the setup
+    transcript: tuple[Command, ...] | None = None  # a ```console block
+    needs: str = ""  # a command that must be on PATH, else the block is skipped
+    workspace: str = WORKSPACE  # how the page names the block's folder
 
     @property
     def where(self) -> str:
@@ -47,9 +98,47 @@ class Block:
         return f"{shown}:{self.line}"
 
 
+@attrs.frozen
+class Fenced:
+    """A fenced block of a page: its language, first line of content (1-based) and lines."""
+
+    lang: str
+    line: int
+    body: tuple[str, ...]
+
+
+def fenced_blocks(lines: list[str]) -> list[Fenced]:
+    found, n = [], 0
+    while n < len(lines):
+        opening = ANY_FENCE.match(lines[n])
+        if opening is None:
+            n += 1
+            continue
+        end = n + 1
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        found.append(Fenced(opening["lang"], n + 2, tuple(lines[n + 1 : end])))
+        n = end + 1
+    return found
+
+
+def parse_transcript(body: list[str], first: int) -> tuple[Command, ...]:
+    commands: list[Command] = []
+    for n, line in enumerate(body):
+        if line.startswith("$ "):
+            text = line[2:]
+            code = EXIT_COMMENT.search(text)
+            commands.append(Command(first + n, text, (), int(code["code"]) if code else 0))
+        elif commands:
+            last = commands[-1]
+            commands[-1] = attrs.evolve(last, output=(*last.output, line))
+    return tuple(commands)
+
+
 def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
     """The marked blocks of a markdown file, and the problems of markers that mark nothing."""
     lines = path.read_text(encoding="utf-8").splitlines()
+    fenced = {block.line: block for block in fenced_blocks(lines)}
     found, problems = [], []
     for n, line in enumerate(lines):
         marker = MARKER.match(line)
@@ -59,31 +148,74 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
         for option in marker["options"].split():
             key, _, value = option.partition("=")
             options[key] = value
-        unknown = set(options) - {"exit", "venv"}
+        unknown = set(options) - {"exit", "venv", "files", "needs", "workspace"}
         if unknown:
             problems.append(f"{path}:{n + 1}: unknown runnable option(s) {sorted(unknown)}")
             continue
-        if n + 1 >= len(lines) or not FENCE.match(lines[n + 1]):
-            problems.append(f"{path}:{n + 1}: <!-- runnable --> is not right before a ```sh fence")
+        setup: list[str] = []
+        fence = n + 1
+        if marker["close"] is None:  # a setup script up to the line "-->"
+            while fence < len(lines) and lines[fence].strip() != "-->":
+                setup.append(lines[fence])
+                fence += 1
+            fence += 1
+        if fence >= len(lines) or not (
+            FENCE.match(lines[fence]) or CONSOLE_FENCE.match(lines[fence])
+        ):
+            problems.append(
+                f"{path}:{n + 1}: <!-- runnable --> is not right before a ```sh or ```console fence"
+            )
             continue
         body = []
-        for end in range(n + 2, len(lines)):
+        for end in range(fence + 1, len(lines)):
             if lines[end].strip() == "```":
                 break
             body.append(lines[end])
         else:
-            problems.append(f"{path}:{n + 2}: the runnable block's fence is never closed")
+            problems.append(f"{path}:{fence + 1}: the runnable block's fence is never closed")
             continue
+        earlier = [b for start, b in fenced.items() if start < fence]
+        files = tuple(_named_files(earlier, options["files"])) if "files" in options else ()
+        transcript = None
+        script = "\n".join(body) + "\n"
+        if CONSOLE_FENCE.match(lines[fence]):
+            transcript = parse_transcript(body, fence + 2)
+            if not transcript:  # the output of the page's previous python sample
+                samples = [b for b in earlier if b.lang == "python"]
+                if not samples:
+                    problems.append(f"{path}:{fence + 1}: an output block with no python sample")
+                    continue
+                files = (*files, ("sample.py", "\n".join(samples[-1].body) + "\n"))
+                transcript = (Command(fence + 1, "python sample.py", tuple(body), 0),)
         found.append(
             Block(
                 path,
-                n + 3,
-                "\n".join(body) + "\n",
+                fence + 2,
+                script,
                 int(options.get("exit") or 0),
                 "venv" in options,
+                "\n".join(setup) + "\n" if setup else "",
+                files,
+                transcript,
+                options.get("needs", ""),
+                options.get("workspace") or WORKSPACE,
             )
         )
     return found, problems
+
+
+def _named_files(blocks: list[Fenced], only: str) -> list[tuple[str, str]]:
+    wanted = set(only.split(",")) if only else None
+    files = []
+    for block in blocks:
+        if block.lang not in ("yaml", "python") or not block.body:
+            continue
+        named = NAMED_FILE.match(block.body[0])
+        if named is not None:
+            path = named["path"].removeprefix(WORKSPACE + "/")
+            if wanted is None or path in wanted:
+                files.append((path, "\n".join(block.body) + "\n"))
+    return files
 
 
 def documents() -> list[Path]:
@@ -99,6 +231,8 @@ def _environment(tmp: Path, venv: bool) -> dict[str, str]:
         env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_BUILD_ISOLATION="0")
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["HOME"] = str(tmp / ".home")  # nothing of the user's own configuration
+    # as on a terminal: stderr and stdout in the order written, help wrapped at 80 columns
+    env.update(PYTHONUNBUFFERED="1", COLUMNS="80")
     return env
 
 
@@ -126,15 +260,30 @@ def _isolated_venv(venv: Path) -> Path:
     return venv / "bin"
 
 
-def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
-    """Run one block in ``tmp`` (a fresh folder) and return what it did."""
+def _prepare(block: Block, tmp: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh folder with the block's files, its setup run; raises when the setup fails."""
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / ".home").mkdir(exist_ok=True)
     env = _environment(tmp, block.venv)
     work = tmp / "work"
     work.mkdir()
+    for name, text in block.files:
+        target = work / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text.replace(block.workspace, str(work)), encoding="utf-8")
+    if block.setup:
+        done = _bash(block.setup.replace(block.workspace, str(work)), work, env)
+        assert done.returncode == 0, (
+            f"{block.where}: expected the marker's setup to exit 0, got {done.returncode}\n"
+            f"--- setup ---\n{block.setup}--- stdout ---\n{done.stdout[-3000:]}"
+            f"--- stderr ---\n{done.stderr[-3000:]}"
+        )
+    return work, env
+
+
+def _bash(script: str, work: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", block.script],
+        ["bash", "-e", "-o", "pipefail", "-c", script],
         cwd=work,
         env=env,
         capture_output=True,
@@ -144,12 +293,124 @@ def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """Run one ```sh block in ``tmp`` (a fresh folder) and return what it did."""
+    work, env = _prepare(block, tmp)
+    return _bash(block.script, work, env)
+
+
+# between two commands of a transcript: the status of the one before, on a line of its own
+STATUS = "@@soulacy-doc-transcript-status"
+
+
+def run_transcript(block: Block, tmp: Path) -> list[tuple[Command, int | None, list[str]]]:
+    """Run a ```console transcript in ``tmp``: each command, its status (None: never reached)
+    and the lines it printed, with the folder shown as /tmp/acme."""
+    assert block.transcript is not None
+    work, env = _prepare(block, tmp)
+    script = []
+    for command in block.transcript:
+        shown = CAT_FILE.match(command.text)
+        if shown is not None:  # a file shown before anything wrote it: the page's text is it
+            path = shlex.quote(shown["path"])
+            text = "\n".join(command.output)
+            script.append(
+                f'[ -e {path} ] || {{ mkdir -p "$(dirname {path})"; '
+                f"cat > {path} <<'__SOULACY_DOC_EOF__'\n{text}\n__SOULACY_DOC_EOF__\n}}"
+            )
+        script.append(command.text.replace(block.workspace, str(work)))
+        # keep $? for a following `echo $?`
+        script.append(f"__status=$?; printf '\\n{STATUS} %s\\n' \"$__status\"; (exit $__status)")
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(script) + "\n"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    parts = re.split(rf"\n{STATUS} (\d+)\n", done.stdout.replace(str(work), block.workspace))
+    results: list[tuple[Command, int | None, list[str]]] = []
+    for n, command in enumerate(block.transcript):
+        if 2 * n + 1 < len(parts):
+            results.append((command, int(parts[2 * n + 1]), _lines(parts[2 * n])))
+        else:
+            results.append((command, None, _lines(parts[-1]) if n == len(parts) // 2 else []))
+    return results
+
+
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _line_pattern(line: str) -> re.Pattern[str]:
+    return re.compile(".*?".join(re.escape(part) for part in line.split(ELLIPSIS)))
+
+
+def output_matches(expected: list[str], actual: list[str]) -> bool:
+    """Whether ``actual`` is what ``expected`` shows, ``…`` standing for any text in a line and a
+    line of only ``…`` for any number of lines."""
+    patterns = [None if line.strip() == ELLIPSIS else _line_pattern(line) for line in expected]
+    memo: dict[tuple[int, int], bool] = {}
+
+    def match(i: int, j: int) -> bool:
+        if (i, j) not in memo:
+            if i == len(patterns):
+                memo[i, j] = j == len(actual)
+            elif patterns[i] is None:
+                memo[i, j] = any(match(i + 1, k) for k in range(j, len(actual) + 1))
+            else:
+                pattern = patterns[i]
+                assert pattern is not None
+                memo[i, j] = (
+                    j < len(actual)
+                    and pattern.fullmatch(actual[j]) is not None
+                    and match(i + 1, j + 1)
+                )
+        return memo[i, j]
+
+    return match(0, 0)
+
+
 def check_block(block: Block, tmp: Path) -> None:
+    if block.transcript is not None:
+        check_transcript(block, tmp)
+        return
     done = run_block(block, tmp)
     assert done.returncode == block.exit, (
         f"{block.where}: expected the runnable block to exit {block.exit}, got"
         f" {done.returncode}\n--- block ---\n{block.script}--- stdout ---\n{done.stdout[-3000:]}"
         f"--- stderr ---\n{done.stderr[-3000:]}"
+    )
+
+
+def check_transcript(block: Block, tmp: Path) -> None:
+    wrong = []
+    for command, status, lines in run_transcript(block, tmp):
+        expected = _lines("\n".join(command.output))
+        if status == command.exit and output_matches(expected, lines):
+            continue
+        # a line that a pattern of the page matches is shown as the page has it: the diff is then
+        # only what differs
+        patterns = [
+            (_line_pattern(line), line)
+            for line in expected
+            if ELLIPSIS in line and line.strip() != ELLIPSIS
+        ]
+        shown = [next((e for p, e in patterns if p.fullmatch(a)), a) for a in lines]
+        diff = "\n".join(difflib.unified_diff(expected, shown, "page", "program", lineterm=""))
+        wrong.append(
+            f"{block.file.name}:{command.line}: $ {command.text}\n"
+            f"  expected exit {command.exit}, got {status}\n{diff or '  (same output)'}"
+        )
+    assert not wrong, (
+        f"{block.where}: expected every command of the transcript to print what the page shows,"
+        f" got:\n" + "\n".join(wrong)
     )
 
 
@@ -159,6 +420,8 @@ def _collect() -> list[Block]:
 
 @pytest.mark.parametrize("block", _collect(), ids=lambda b: b.where)
 def test_a_runnable_doc_block_runs(block: Block, tmp_path: Path) -> None:
+    if block.needs and shutil.which(block.needs) is None:
+        pytest.skip(f"{block.where} needs the command {block.needs}")
     check_block(block, tmp_path)
 
 
@@ -243,3 +506,78 @@ def test_a_block_runs_in_a_scratch_folder_without_soulacy_variables(
     assert done.stdout.splitlines() == [str(tmp_path / "scratch" / "work")], (
         f"expected an empty scratch folder as cwd, got {done.stdout!r}"
     )
+
+
+TRANSCRIPT_PAGE = """# A page
+
+```python
+# notes.py: what it is
+print("from the file")
+```
+
+<!-- runnable files
+echo 'made by the setup' > setup.txt
+-->
+```console
+$ cat greeting.txt
+hello
+  there
+$ cat greeting.txt setup.txt notes.py
+hello
+  there
+made by the setup
+…
+$ pwd
+/tmp/acme
+$ echo "run: $RANDOM$RANDOM · done"; ls /tmp/acme-nothing-here   # exit 2: no such folder
+run: … · done
+ls: cannot access '…': No such file or directory
+$ echo $?
+2
+```
+
+```python
+print("the sample's output")
+```
+
+<!-- runnable -->
+```console
+the sample's output
+```
+
+<!-- runnable -->
+```console
+$ printf 'one\\ntwo\\n'
+one
+three
+$ false
+```
+"""
+
+
+def test_a_transcript_checks_each_command_output_and_status(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(TRANSCRIPT_PAGE)
+    blocks, problems = blocks_of(page)
+    assert problems == [], f"expected the three markers to mark blocks, got {problems}"
+    shown, sample, wrong = blocks
+    assert shown.files == (("notes.py", '# notes.py: what it is\nprint("from the file")\n'),)
+    assert [c.exit for c in shown.transcript or ()] == [0, 0, 0, 2, 0]
+    check_block(shown, tmp_path / "shown")
+    assert (tmp_path / "shown" / "work" / "greeting.txt").read_text() == "hello\n  there\n"
+    check_block(sample, tmp_path / "sample")
+    with pytest.raises(AssertionError) as failed:
+        check_block(wrong, tmp_path / "wrong")
+    message = str(failed.value)
+    assert "-three" in message, f"expected the page's line shown, got {message}"
+    assert "+two" in message, f"expected the program's line shown, got {message}"
+    assert "expected exit 0, got 1" in message, f"expected the failed status shown, got {message}"
+
+
+def test_a_line_of_only_an_ellipsis_stands_for_any_number_of_lines() -> None:
+    assert output_matches(["a", "…", "z"], ["a", "z"])
+    assert output_matches(["a", "…", "z"], ["a", "b", "c", "z"])
+    assert output_matches(["a…c"], ["abbbc"])
+    assert not output_matches(["a", "…", "z"], ["a", "b"])
+    assert not output_matches(["a…c"], ["abbbcd"])
+    assert not output_matches(["a"], ["a", "b"])

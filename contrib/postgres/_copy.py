@@ -1,6 +1,6 @@
 """``soulacy store copy``: a SQLite workspace file's data, copied into a PostgreSQL database.
 
-The SQLite file is read by its documented format (docs/storage.md, "Schema", version 11), with
+The SQLite file is read by its documented format (docs/storage.md, "Schema", version 12), with
 the ``sqlite3`` module; the SQLite store plugin is not imported (plugins never import each
 other). A file of an older version is refused: the SQLite store migrates it in place the first
 time it opens it for writing, and that migration is the SQLite plugin's to run.
@@ -17,11 +17,12 @@ attempts and the endings of their earlier attempts (both stores keep reply metad
 attempt and join it on read, so an entry's metadata is copied as the file keeps it), tool
 records (in call order, from both places the file keeps them: a tool result's history entry,
 or ``tool_records``), proofs and superseded proofs (bodies byte for byte, so each sha256
-still verifies), checkpoints (in step order), plugin state, leases (owners and
-tokens: a token the target grants next is greater than every token the file granted) and
-counters. Left out: the queues of leases and cancellation requests (both live for seconds, for
-processes running now), and what the store never reads (the original system's
-``legacy_proofs`` table and ``workspace_id`` and ``subject`` columns).
+still verifies), checkpoints (in step order), plugin state (with the run each belongs to),
+leases (owners and tokens, and the high-water mark of pruned ones: a token the target grants
+next is greater than every token the file granted) and counters. Left out: the queues of
+leases and cancellation requests (both live for seconds, for processes running now), and
+what the store never reads (the original system's ``legacy_proofs`` table and
+``workspace_id`` and ``subject`` columns).
 """
 
 from __future__ import annotations
@@ -45,13 +46,14 @@ from soulacy.kernel.store import LeaseOwner
 from ._schema import Connection
 from ._store import PostgresStore
 
-SQLITE_VERSION = 11  # the SQLite file format this copy reads (docs/storage.md, "Schema")
+SQLITE_VERSION = 12  # the SQLite file format this copy reads (docs/storage.md, "Schema")
 LOCK_TIMEOUT = "10s"  # how long the copy waits for the target's tables before giving up
 
 # Every Soulacy table of the target, in the order they are locked (``leases`` first: the
 # store's writes under a lease start with it, so a copy waiting behind one never deadlocks).
 TARGET_TABLES = (
     "leases",
+    "lease_high_water",
     "lease_waiters",
     "runs",
     "attempt_endings",
@@ -201,8 +203,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "plugin_state",
         "plugin state",
-        ("key", "value", "updated_at"),
-        "SELECT key, value, updated_at FROM plugin_state ORDER BY key",
+        ("key", "value", "updated_at", "run_id"),
+        "SELECT key, value, updated_at, run_id FROM plugin_state ORDER BY key",
     ),
     Table(
         "leases",
@@ -221,6 +223,12 @@ TABLES: tuple[Table, ...] = (
         ),
         "SELECT key, token, owner_id, pid, host, boot, holder, acquired_at, renewed_at,"
         " expires_at FROM leases ORDER BY key",
+    ),
+    Table(
+        "lease_high_water",
+        "pruned lease tokens",
+        ("id", "token"),
+        "SELECT id, token FROM lease_high_water",
     ),
     Table(
         "counters",
@@ -481,7 +489,9 @@ def _convert(table: str, r: Sequence[Any]) -> tuple[Any, ...]:
             _epoch(r[8]),
         )
     if table == "plugin_state":
-        return (_str(r[0]), _str(r[1]), _epoch(r[2]))
+        return (_str(r[0]), _str(r[1]), _epoch(r[2]), _text(r[3]))
+    if table == "lease_high_water":
+        return (True, _int(r[1], 0))
     if table == "leases":
         return (
             _str(r[0]),
@@ -598,7 +608,7 @@ def _copy(conn: Connection, source_path: Path, target: str, migrated_from: int) 
                         if table.name in ("proofs", "superseded_proofs"):
                             if hashlib.sha256(row[2].encode()).hexdigest() != row[1]:
                                 unverified.append(f"{table.name}:{row[0]}")
-                        elif table.name == "leases":
+                        elif table.name in ("leases", "lease_high_water"):
                             highest_token = max(highest_token, int(row[1]))
                         copy.write_row(row)
                         count += 1

@@ -5,7 +5,8 @@ applied (its number, what it did, when, by the server's clock). Versions 1-3 onl
 columns and indexes; version 4 keeps reply metadata once per attempt instead of on every history
 entry (docs/decisions/0045), which a process of an earlier release does not read: every such
 process must stop before the first of this release opens the database. Version 5 only adds two
-columns (the lease tokens that fence a run's shared stream events). A database at a version
+columns (the lease tokens that fence a run's shared stream events); version 6 adds what
+retention needs (docs/storage.md, Retention). A database at a version
 newer than :data:`SCHEMA_VERSION` is refused and left as it is (:func:`refuse_newer`): its
 layout may not be the one this code reads and writes. Migrations run at start-up, in one
 transaction, under a transaction-scoped advisory lock of the database
@@ -154,6 +155,28 @@ MIGRATIONS: tuple[Migration, ...] = (
             # than these is of an attempt that a later one replaced: refused.
             "ALTER TABLE runs ADD COLUMN IF NOT EXISTS lease_token BIGINT",
             "ALTER TABLE run_events ADD COLUMN IF NOT EXISTS lease_token BIGINT",
+        ),
+    ),
+    Migration(
+        6,
+        "retention: the run a plugin state belongs to, the high-water mark of pruned lease"
+        " tokens, old rows found by age",
+        (
+            "ALTER TABLE plugin_state ADD COLUMN IF NOT EXISTS run_id TEXT",
+            # The portal kept each run's limits under this key before state named its run.
+            "UPDATE plugin_state SET run_id = substr(key, 19)"
+            " WHERE left(key, 18) = 'portal.run_limits:' AND run_id IS NULL",
+            "CREATE INDEX IF NOT EXISTS plugin_state_by_run ON plugin_state (run_id)"
+            " WHERE run_id IS NOT NULL",
+            # The greatest token of any pruned lease row (one row; none until one is pruned):
+            # a key granted again starts above it, so no token of a key is granted twice.
+            """CREATE TABLE IF NOT EXISTS lease_high_water (
+                id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id), token BIGINT NOT NULL)""",
+            # Not the history, written every turn: its old rows are found by id.
+            "CREATE INDEX IF NOT EXISTS runs_by_finish ON runs (finished_at)",
+            "CREATE INDEX IF NOT EXISTS proofs_by_age ON proofs (created_at)",
+            "CREATE INDEX IF NOT EXISTS superseded_proofs_by_age"
+            " ON superseded_proofs (superseded_at)",
         ),
     ),
 )

@@ -63,6 +63,8 @@ from soulacy.kernel.store import (
     LeaseLost,
     LeaseOwner,
     ProofRecord,
+    Pruned,
+    RetentionLimits,
     RunEvent,
     RunEventBatch,
     RunEvents,
@@ -75,6 +77,7 @@ from soulacy.kernel.store import (
     run_as_read,
 )
 
+from . import _retention
 from ._notify import CANCELS, RUN_EVENTS, Listener
 from ._schema import (
     SCHEMA_VERSION,
@@ -811,17 +814,23 @@ class PostgresStore:
         return await self._read("read state", read)
 
     async def save_state(
-        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        fence: Lease | None = None,
+        *,
+        run_id: str | None = None,
     ) -> None:
         body = _dumps(value)
 
         def write(conn: Connection) -> None:
             _check_fence(conn, fence)
             conn.execute(
-                f"INSERT INTO plugin_state (key, value, updated_at) VALUES (%s, %s, {_NOW})"
-                " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
-                " updated_at = excluded.updated_at",
-                (key, body),
+                "INSERT INTO plugin_state (key, value, updated_at, run_id)"
+                f" VALUES (%s, %s, {_NOW}, %s) ON CONFLICT (key) DO UPDATE"
+                " SET value = excluded.value, updated_at = excluded.updated_at,"
+                " run_id = excluded.run_id",
+                (key, body, run_id),
             )
 
         await self._write("save state", write)
@@ -833,15 +842,7 @@ class PostgresStore:
         self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
     ) -> LeaseGrant:
         def write(conn: Connection) -> LeaseGrant:
-            # The row exists before it is locked: two first askers cannot both insert it.
-            conn.execute(
-                "INSERT INTO leases (key, token) VALUES (%s, 0) ON CONFLICT (key) DO NOTHING",
-                (key,),
-            )
-            row = conn.execute(
-                f"SELECT {_LEASE_COLUMNS} FROM leases WHERE key = %s FOR UPDATE", (key,)
-            ).fetchone()
-            assert row is not None  # inserted above, and lease rows are never deleted
+            row = _locked_lease_row(conn, key)
             now = _now(conn)
             current = _lease(key, row, now)
             if current is not None and (current.owner.id, current.holder) == (owner.id, holder):
@@ -859,7 +860,9 @@ class PostgresStore:
                 return LeaseGrant(False, current, ahead=ahead)
             if ahead:
                 return LeaseGrant(False, None, ahead=ahead)  # free, but served in arrival order
-            token = int(row[0]) + 1  # released leases included: a token is never reused
+            # Released leases included, and pruned ones (the high-water mark, read after the
+            # row was locked: a prune that deleted it has committed): a token is never reused.
+            token = max(int(row[0]), int(row[-1])) + 1
             conn.execute(
                 "UPDATE leases SET token = %s, owner_id = %s, pid = %s, host = %s, boot = %s,"
                 " holder = %s, acquired_at = %s, renewed_at = %s, expires_at = %s"
@@ -919,6 +922,20 @@ class PostgresStore:
             _leave_queue(conn, lease.key, lease.owner.id, lease.holder)
 
         await self._write("release lease", write)
+
+    # -- retention -------------------------------------------------------------------------------
+
+    async def prune(self, limits: RetentionLimits) -> Pruned:
+        """Delete what ``limits`` no longer keeps, a batch per transaction (``_retention``);
+        the clock is the server's."""
+        total = Pruned()
+        now = await self._read("prune", _now)
+        for step in _retention.steps(limits, now):
+            more = True
+            while more:
+                counts, more = await self._write("prune", step)
+                total = _retention.add(total, counts)
+        return total
 
     async def get_lease(self, key: str) -> Lease | None:
         def read(conn: Connection) -> Lease | None:
@@ -1360,6 +1377,25 @@ def _lease(key: str, r: Sequence[Any], now: float) -> Lease | None:
         expires_at,
         expires_at <= now,
     )
+
+
+def _locked_lease_row(conn: Connection, key: str) -> Sequence[Any]:
+    """The lease row of ``key``, locked ``FOR UPDATE``, with the tokens' high-water mark last.
+
+    The row exists before it is locked: two first askers cannot both insert it. A prune may
+    delete it between the two statements (it was released): then it is inserted again."""
+    while True:
+        conn.execute(
+            "INSERT INTO leases (key, token) VALUES (%s, 0) ON CONFLICT (key) DO NOTHING",
+            (key,),
+        )
+        row = conn.execute(
+            f"SELECT {_LEASE_COLUMNS}, COALESCE((SELECT token FROM lease_high_water), 0)"
+            " FROM leases WHERE key = %s FOR UPDATE",
+            (key,),
+        ).fetchone()
+        if row is not None:
+            return row
 
 
 def _check_fence(conn: Connection, fence: Lease | None) -> None:

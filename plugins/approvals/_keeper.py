@@ -141,7 +141,12 @@ class Approvals:
             run.session_id,
             request.principal,
             request.user_id,
-            {"text": request.text, "overrides": dict(request.overrides), "mode": request.mode},
+            {
+                "text": request.text,
+                "overrides": dict(request.overrides),
+                "mode": request.mode,
+                **({"continues": True} if request.continues else {}),  # resumed as it was
+            },
             tuple(reasons),
         )
         stored = await self.request(asked, run.fence())
@@ -302,6 +307,7 @@ class Approvals:
             overrides=dict(original.get("overrides") or {}),
             stream=stream,
             mode="classic" if mode == "classic" else "auto",
+            continues=bool(original.get("continues")),
         )
 
     async def resume(self, request: ApprovalRequest, *, stream: bool = False) -> RunResult:
@@ -319,6 +325,7 @@ class Approvals:
             overrides=retry.overrides,
             stream=retry.stream,
             mode=retry.mode,
+            continues=retry.continues,
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -143,7 +144,7 @@ class Engine:
         # when the configuration changes (update_config), so they are read again then.
         self._caps: tuple[Settings, Capacity] | None = None
         self._keeper: ApprovalKeeper | Literal[False] | None = None  # asked on first use
-        self.waiting_runs: set[str] = set()  # ids of runs waiting for a person's decision
+        self.waiting_runs: Counter[str] = Counter()  # runs waiting for decisions, and how many
 
     # -- the runner's reservations -----------------------------------------------------------
 
@@ -439,8 +440,11 @@ class Engine:
         as free here may still be taken before the first turn (another process's request
         started it meanwhile): the store's ``start_run`` refuses it then (see ``_record``)."""
         existing = await store.get_run(run.run_id)
-        if run.request.continues and (existing is None or existing.status != "incomplete"):
-            # Read again here, under the conversation's lease: continued elsewhere meanwhile.
+        # Read again here, under the conversation's lease: continued elsewhere meanwhile. A
+        # continuation resumed after a crash (a decision resumes it) reads interrupted.
+        if run.request.continues and (
+            existing is None or existing.status not in ("incomplete", "interrupted")
+        ):
             refused = RunNotContinuable(run.run_id, None if existing is None else existing.status)
             raise _IdentityRefused(str(refused), [], "not_continuable")
         if existing is None:

@@ -220,12 +220,14 @@ class EngineRun:
             scope.deadline = math.inf
         self.awaiting = call_id  # left set when the wait is cancelled: the run is suspended
         self.move(S.AWAITING_APPROVAL)
-        waiting = self._engine.waiting_runs
-        waiting.add(self.run_id)
+        waiting = self._engine.waiting_runs  # a run may wait on two calls at once
+        waiting[self.run_id] += 1
         try:
             answer = await decision
         finally:
-            waiting.discard(self.run_id)
+            waiting[self.run_id] -= 1
+            if not waiting[self.run_id]:
+                del waiting[self.run_id]
             waited = trio.current_time() - began
             for scope, deadline in zip(paused, deadlines, strict=True):
                 scope.deadline = deadline + waited

@@ -33,7 +33,7 @@ from soulacy.kernel.policy import PolicyLimit
 from . import hookspecs
 from ._config import HTTP_TIMEOUT, ServerConfig
 from ._principals import key_issues
-from .hookspecs import HttpError, HttpRequest, HttpResponse, HttpRoute, RouteAuth
+from .hookspecs import HttpError, HttpRequest, HttpResponse, HttpRoute, RouteAuth, StreamWriter
 
 if TYPE_CHECKING:  # the app, the service and the run logs import trio (decision 0038)
     import pluggy
@@ -55,6 +55,7 @@ __all__ = [
     "RouteAuth",
     "RunLogs",
     "ServerConfig",
+    "StreamWriter",
 ]
 # Names imported on first use (PEP 562): registering the plugin imports none of them.
 _LAZY = {"Api": "._app", "HttpService": "._service", "RunLogs": "._runlog"}

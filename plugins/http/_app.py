@@ -65,7 +65,7 @@ from ._runlog import RunLog, RunLogs, frame_of
 from ._shared import PAGE, pump_stored
 from ._streams import StreamSlots
 from ._tokens import EventTokens
-from .hookspecs import HttpRequest, HttpRoute
+from .hookspecs import HttpRequest, HttpResponse, HttpRoute
 
 if TYPE_CHECKING:  # not exported by soulacy.kernel (yet): only its type is needed here
     from soulacy.kernel import RunHandle
@@ -128,6 +128,11 @@ class ConfigPatch:
 # W3C Trace Context: a traceparent this server can continue (version 00's shape; an invalid
 # one is ignored, as the recommendation says, and the run starts a trace of its own).
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+# One list member of a tracestate: a key (simple or tenant@system) and a value of printable
+# ASCII without "," or "=" (W3C Trace Context, 3.3.1).
+_TRACESTATE = re.compile(
+    r"[a-z0-9][a-z0-9_\-*/]{0,240}(@[a-z][a-z0-9_\-*/]{0,13})?=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+)
 
 
 def trace_context(headers: Mapping[str, str]) -> dict[str, str]:
@@ -138,8 +143,9 @@ def trace_context(headers: Mapping[str, str]) -> dict[str, str]:
         return {}
     found = {"traceparent": parent}
     state = headers.get("tracestate", "").strip()
-    if state and len(state) <= 512:
-        found["tracestate"] = state
+    members = [m.strip() for m in state.split(",") if m.strip()] if len(state) <= 512 else []
+    if members and len(members) <= 32 and all(_TRACESTATE.fullmatch(m) for m in members):
+        found["tracestate"] = ",".join(members)  # else dropped whole, as W3C says
     return found
 
 
@@ -289,6 +295,10 @@ class Api:
                     extra={"soulacy_principal": request.principal},  # whose request it was
                 )
                 raise HttpError(500, f"internal error in {route.name}") from None
+            if answer.stream is not None:
+                with self.streams.take(request.principal):
+                    await _send_streamed(request, answer, route.name)
+                return
             raw = [(k.lower().encode(), v.encode()) for k, v in answer.headers.items()]
             if not any(k == b"content-length" for k, _ in raw):
                 raw.append((b"content-length", str(len(answer.body)).encode()))
@@ -491,12 +501,17 @@ class Api:
         tool call: it could not end without one, and stopping leaves it resumable as ever."""
         stop_watching = self.kernel.events.observe(self._wake_drain, ("tool.approval",))
         try:
-            while self._live - self.kernel.runner().awaiting_decisions():
+            while self._live - self._awaiting_decisions():
                 if self._quiet is None:
                     self._quiet = trio.Event()
                 await self._quiet.wait()
         finally:
             stop_watching()
+
+    def _awaiting_decisions(self) -> frozenset[str]:
+        # A runner of another plugin may predate Runner.awaiting_decisions: then none is known.
+        awaiting = getattr(self.kernel.runner(), "awaiting_decisions", None)
+        return awaiting() if awaiting is not None else frozenset()
 
     def _wake_drain(self, event: Event) -> None:
         if self._quiet is not None and event.run_id in self._live:
@@ -522,6 +537,8 @@ class Api:
             raise HttpError(404, f"no run {run_id!r}")
         if stored.status != "incomplete":
             raise HttpError(409, str(RunNotContinuable(run_id, stored.status)))
+        if await self.kernel.store().load_checkpoints(run_id):
+            raise HttpError(409, str(RunNotContinuable.workflow(run_id, stored.status)))
         body = ChatBody(
             stored.agent_id,
             extra.text,
@@ -572,6 +589,10 @@ class Api:
                 differs = identity_differs(mine, stored)
                 if differs:  # refused before anything of it runs, as the engine would
                     raise _run_id_taken(run_id, differs)
+            if continues and (stored is None or stored.status != "incomplete"):
+                # continued (or ended otherwise) since it was read: read again under the id
+                status = None if stored is None else stored.status
+                raise HttpError(409, str(RunNotContinuable(run_id, status)))
             self._refuse_when_stopping()  # its runs' nursery may be closed by now
             log = self.logs.open(run_id, principal)
         except BaseException:
@@ -670,6 +691,8 @@ class Api:
         result = dict(log.result.data)
         if _failed_on_the_store(result):  # an outage: retry the same run id once it is over
             raise self.store_status.run_failed(result)
+        if _not_continuable(result):  # continued elsewhere meanwhile: nothing of it stored
+            raise HttpError(409, str(result.get("metadata", {}).get("error") or "not continuable"))
         differs = _refused_as_another_requests(result)
         if differs is not None:  # its id was another request's: nothing of it was stored
             if "principal" in differs and not self.principals.sees_everything(request.principal):
@@ -1049,6 +1072,14 @@ def _refused_as_another_requests(result: dict[str, Any]) -> list[str] | None:
     return [str(d) for d in differs] if isinstance(differs, list) else []
 
 
+def _not_continuable(result: dict[str, Any]) -> bool:
+    """A continuation the engine refused under the run's lease (another continued it first)."""
+    metadata = result.get("metadata") or {}
+    return result.get("status") == "failed" and metadata.get("incomplete_reason") == (
+        "not_continuable"
+    )
+
+
 def _failed_on_the_store(result: dict[str, Any]) -> bool:
     metadata = result.get("metadata") or {}
     return result.get("status") == "failed" and metadata.get("incomplete_reason") == (
@@ -1165,6 +1196,36 @@ async def pump_log(send: Send, log: RunLog, last_id: int) -> None:
             await send(
                 {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
             )
+
+
+async def _send_streamed(request: Request, answer: HttpResponse, route: str) -> None:
+    """A contributed route's streamed answer (``HttpResponse.streamed``), chunk by chunk until
+    its producer returns or the client disconnects."""
+    raw = [(k.lower().encode(), v.encode()) for k, v in answer.headers.items()]
+    raw = [(k, v) for k, v in raw if k != b"content-length"]
+    request.streaming = True
+    await request.send({"type": "http.response.start", "status": answer.status, "headers": raw})
+
+    async def write(chunk: bytes) -> None:
+        await request.send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    assert answer.stream is not None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cancel_on_disconnect, request.receive, nursery.cancel_scope)
+        try:
+            await answer.stream(write)
+        except Exception as exc:  # begun: no error answer can follow; the stream just ends
+            import logging
+            import traceback
+
+            logging.getLogger("soulacy.http").error(
+                "the stream of %s failed: %s",
+                route,
+                redact_text("".join(traceback.format_exception(exc)).rstrip()),
+                extra={"soulacy_principal": request.principal},
+            )
+        nursery.cancel_scope.cancel()
+    await request.send({"type": "http.response.body", "body": b""})
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

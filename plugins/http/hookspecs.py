@@ -38,20 +38,41 @@ from ._asgi import HttpError
 if TYPE_CHECKING:
     from soulacy.kernel import Kernel
 
-__all__ = ["HttpError", "HttpRequest", "HttpResponse", "HttpRoute", "RouteAuth"]
+__all__ = ["HttpError", "HttpRequest", "HttpResponse", "HttpRoute", "RouteAuth", "StreamWriter"]
 
 PREFIX = "/api/v1"
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 RouteAuth = Literal["none", "key", "admin"]
 
 
+StreamWriter = Callable[[bytes], Awaitable[None]]
+"""Sends one chunk of a streamed answer (:meth:`HttpResponse.streamed`) at once."""
+
+
 @attrs.frozen
 class HttpResponse:
-    """What a route answers: a status, a body and headers (``content-type`` among them)."""
+    """What a route answers: a status, a body and headers (``content-type`` among them), or
+    with ``stream`` an answer written as it is produced (:meth:`streamed`)."""
 
     status: int = 200
     body: bytes = b""
     headers: Mapping[str, str] = attrs.field(factory=dict)
+    stream: Callable[[StreamWriter], Awaitable[None]] | None = attrs.field(default=None, repr=False)
+
+    @classmethod
+    def streamed(
+        cls,
+        produce: Callable[[StreamWriter], Awaitable[None]],
+        headers: Mapping[str, str] | None = None,
+        status: int = 200,
+    ) -> HttpResponse:
+        """An answer written as it is produced, such as Server-Sent Events: once the status and
+        ``headers`` are sent (no ``content-length``), ``await produce(write)`` sends each chunk
+        with ``await write(chunk)``, and the answer ends when it returns. It is cancelled when
+        the client disconnects; an exception it raises is logged and ends the answer (its
+        status is sent already). It counts as one of the principal's event streams
+        (``server.max_streams_per_principal``: a 429 when it has its most open)."""
+        return cls(status, b"", dict(headers or {}), produce)
 
     @classmethod
     def json(

@@ -546,7 +546,12 @@ class MemoryStore:
         return json.loads(value) if value is not None else None
 
     async def save_state(
-        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        fence: Lease | None = None,
+        *,
+        run_id: str | None = None,  # kept as long as the process: this store prunes nothing
     ) -> None:
         self._check_fence(fence)
         self._state[key] = canonical_json(value)  # stored as JSON, as a durable store would

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from soulacy.kernel import hookimpl
 
 if TYPE_CHECKING:  # the kernel imports trio: registering the plugin does not (decision 0038)
-    from soulacy.kernel import Kernel
+    from soulacy.kernel import ConfigSection, Kernel
     from soulacy.plugins.http import HttpRoute
 
 __all__: list[str] = []
@@ -33,12 +33,13 @@ __all__: list[str] = []
 def soulacy_http_routes(kernel: Kernel) -> Sequence[HttpRoute]:
     from soulacy.plugins.http import HttpRoute
 
-    from . import _limits
+    from . import _limits, _timeline
     from ._api import api_routes
     from ._static import StaticFiles
 
     static = StaticFiles()
     _limits.serve(kernel)  # from now on, each run's limits are kept for Runs
+    _timeline.serve(kernel)  # and each run's timeline
     routes: list[Any] = [
         HttpRoute("GET", "/", static.index, auth="none", api=False),
         HttpRoute("GET", "/portal/", static.index, auth="none", api=False),
@@ -48,6 +49,13 @@ def soulacy_http_routes(kernel: Kernel) -> Sequence[HttpRoute]:
         *api_routes(kernel),
     ]
     return routes
+
+
+@hookimpl
+def soulacy_config_sections() -> Sequence[ConfigSection]:
+    from ._providers import sections
+
+    return sections()
 
 
 @hookimpl

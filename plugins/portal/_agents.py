@@ -28,9 +28,9 @@ from soulacy.kernel import (
 
 # The one merge of the editors over HTTP (Settings' PATCH /config uses it for config.yaml).
 from soulacy.kernel.yamlio import parse_yaml, plain
+from soulacy.plugins.http import HttpError
 from soulacy.plugins.yamledit import apply_changes as _merge
 from soulacy.plugins.yamledit import atomic_write, dump_round_trip
-from soulacy.plugins.http import HttpError
 
 MAX_INT = 2**53  # the largest integer a JSON reader (the browser) keeps exactly
 AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -159,7 +159,9 @@ def _structure(data: Any, type_: Any, key: str) -> Any:
 
 
 def _check_ranges(changes: Mapping[str, Any], prefix: str) -> None:
-    """What a type does not say: ranges, the duration form, scalar assertion values."""
+    """What a type does not say: ranges, the duration form, scalar assertion values; every
+    field that breaks one is named at once (422), not only the first."""
+    problems: dict[str, str] = {}
 
     def at(*parts: str) -> Any:
         node: Any = changes
@@ -182,25 +184,25 @@ def _check_ranges(changes: Mapping[str, Any], prefix: str) -> None:
     for path, (low, high) in ranges.items():
         value = at(*path)
         if value is not None and not low <= value <= high:
-            raise _bad(prefix + ".".join(path), f"expected {low} to {high}")
+            problems[prefix + ".".join(path)] = f"expected {low} to {high}"
     for path in (("run_timeout",), ("reasoning", "step_timeout"), ("reasoning", "total_timeout")):
         value = at(*path)
         if value is not None and (not value or not DURATION.fullmatch(value)):
-            raise _bad(
-                prefix + ".".join(path),
-                'expected a duration such as "90s", "15m", "1h30m" or "0" (no deadline)',
+            problems[prefix + ".".join(path)] = (
+                'expected a duration such as "90s", "15m", "1h30m" or "0" (no deadline)'
             )
     for index, name in enumerate(at("confirm_tools") or ()):
         if not name.strip():
-            raise _bad(f"{prefix}confirm_tools.{index}", "expected a tool name")
+            problems[f"{prefix}confirm_tools.{index}"] = "expected a tool name"
     for index, item in enumerate(at("outcome", "assertions") or ()):
         if isinstance(item, Mapping) and not _scalar_value(item.get("value")):
-            raise _bad(
-                f"{prefix}outcome.assertions.{index}.value",
-                "expected a string, number, boolean, null or a list of them",
+            problems[f"{prefix}outcome.assertions.{index}.value"] = (
+                "expected a string, number, boolean, null or a list of them"
             )
         if isinstance(item, Mapping) and not item.get("target"):
-            raise _bad(f"{prefix}outcome.assertions.{index}.target", "expected a target")
+            problems[f"{prefix}outcome.assertions.{index}.target"] = "expected a target"
+    if problems:
+        raise HttpError(422, "invalid request body", problems)
 
 
 def _scalar_value(value: Any, nested: bool = False) -> bool:
@@ -273,8 +275,15 @@ def _forget(kernel: Kernel, agent_id: str) -> None:
     kernel.forget_agent(agent_id)
 
 
-def _save(kernel: Kernel, agent_id: str, doc: CommentedMap, text: str) -> None:
-    """Validate ``doc`` as loading would, then write it atomically (nothing on error)."""
+def _save(
+    kernel: Kernel,
+    agent_id: str,
+    doc: CommentedMap,
+    text: str,
+    script: tuple[str, str] | None = None,
+) -> None:
+    """Validate ``doc`` as loading would, then write it atomically (nothing on error), with
+    the starter ``script`` (a path in the workspace and its text) of a new scripted agent."""
     path = agent_file(kernel, agent_id)
     new_text = dump_round_trip(doc, text, keep_unchanged_text=True)
     reread = parse_yaml(new_text, str(path))
@@ -292,6 +301,8 @@ def _save(kernel: Kernel, agent_id: str, doc: CommentedMap, text: str) -> None:
         ) from None
     _check_provider(kernel, spec)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if script is not None and not (kernel.workspace / script[0]).exists():
+        atomic_write(kernel.workspace / script[0], script[1])
     atomic_write(path, new_text)
     _forget(kernel, agent_id)
 
@@ -360,8 +371,19 @@ def update_agent(kernel: Kernel, agent_id: str, changes: Mapping[str, Any]) -> l
     _check_implemented(kernel, changes, "changes.")
     _check_trust_root(kernel, agent_id, changes, plain(doc), "changes.")
     changed = apply_changes(doc, changes)
+    script = None
+    llm = doc.get("llm")
+    if "llm.provider" in changed and isinstance(llm, Mapping) and llm.get("provider"):
+        # A scripted provider chosen here without a script: the agent gets one, so that its
+        # next chat answers (an unknown provider is refused by _save).
+        from ._providers import unknown_provider
+
+        if unknown_provider(kernel, llm["provider"]) is None:
+            script = _stand_in(kernel, agent_id, llm["provider"], llm.get("model"))
+        if script is not None:
+            changed += apply_changes(doc, {"llm": {"model": script[0]}})
     if changed:
-        _save(kernel, agent_id, doc, text)
+        _save(kernel, agent_id, doc, text, script)
     return changed
 
 
@@ -382,18 +404,73 @@ def create_agent(kernel: Kernel, agent_id: str, data: Any) -> list[str]:
         raise HttpError(409, f"agent {agent_id!r} already exists")
     _check_trust_root(kernel, agent_id, data, {}, "")
     default = kernel.config.values.get("llm.default")  # the providers plugin's, if loaded
+    llm = {k: v for k in ("provider", "model") if (v := getattr(default, k, None))}
+    asked = data.get("llm") or {}
+    llm.update({k: v for k in ("provider", "model") if (v := asked.get(k))})
+    script = _starter_script(kernel, agent_id, llm, from_default="provider" not in asked)
     doc = CommentedMap()
     doc["id"] = agent_id
     doc["name"] = agent_id
     doc["description"] = ""
     doc["system_prompt"] = "You are a helpful assistant."
-    llm = {k: v for k in ("provider", "model") if (v := getattr(default, k, None))}
-    if llm:
-        apply_changes(doc, {"llm": llm})
+    apply_changes(doc, {"llm": llm})
     doc["tools"] = CommentedSeq()
     apply_changes(doc, data)
-    _save(kernel, agent_id, doc, "")
+    if script is not None:
+        apply_changes(doc, {"llm": {"model": script[0]}})
+    _save(kernel, agent_id, doc, "", script)
     return sorted(doc)
+
+
+STARTER_SCRIPT = (
+    "# The scripted model plays these replies in order (docs/providers.md): a stand-in until\n"
+    "# the agent is given a real provider in its editor.\n"
+    "steps:\n"
+    "  - text: >-\n"
+    "      Hello: I am {agent_id}, on the scripted model. I answer from {path},\n"
+    "      not from a language model: choose a provider in my editor for real answers.\n"
+    "repeat: true\n"
+)
+
+
+def _starter_script(
+    kernel: Kernel, agent_id: str, llm: dict[str, Any], from_default: bool
+) -> tuple[str, str] | None:
+    """Check the provider a new agent would be written with (an agent is never written with a
+    provider that does not exist, nor with none); for the scripted type without a script, the
+    script it will play (its path and text), so that its first chat answers."""
+    from ._providers import known_providers, unknown_provider
+
+    name = llm.get("provider")
+    if not name:
+        choices = ", ".join(known_providers(kernel)) or "none"
+        raise _bad(
+            "llm.provider",
+            "no workspace provider is set (Settings: Workspace provider, llm.default.provider):"
+            f" choose this agent's provider ({choices}); nothing was saved",
+        )
+    why = unknown_provider(kernel, name)
+    if why is not None:
+        if from_default:
+            why = (
+                f"the workspace provider {name!r} (llm.default.provider) does not exist: correct"
+                " it in Settings, or choose this agent's provider; " + why.split("; ", 1)[-1]
+            )
+        raise _bad("llm.provider", why)
+    return _stand_in(kernel, agent_id, name, llm.get("model"))
+
+
+def _stand_in(
+    kernel: Kernel, agent_id: str, provider: str, model: str | None
+) -> tuple[str, str] | None:
+    """The starter script (path, text) of an agent on a scripted provider that names no
+    script, or None (another provider, or a script named here, by its entry or the default)."""
+    config = kernel.provider_config(provider)
+    default = kernel.config.values.get("llm.default")
+    if model or config.type != "scripted" or config.model or getattr(default, "model", None):
+        return None
+    path = f"{AGENTS_DIR}/{agent_id}/script.yaml"
+    return path, STARTER_SCRIPT.format(agent_id=agent_id, path=path)
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -413,6 +490,24 @@ def _policy(kernel: Kernel, agent_id: str) -> dict[str, Any]:
         return {"policy": policy, "policy_error": None}
     except Exception as exc:  # a provider that cannot be asked: the editor still opens
         return {"policy": {}, "policy_error": _relative(kernel, str(exc))}
+
+
+def _provider_error(kernel: Kernel, spec: AgentSpec) -> str | None:
+    """Why a run of the agent would fail for want of a provider (none, or one that does not
+    exist, such as a misspelt workspace provider copied into it), or None."""
+    from ._providers import unknown_provider
+
+    default = kernel.config.values.get("llm.default")
+    name = getattr(spec.section("llm"), "provider", None) or getattr(default, "provider", None)
+    if name:
+        why = unknown_provider(kernel, name)
+        if why:
+            return why.removesuffix("; nothing was saved")
+    try:
+        kernel.model_of(spec)
+    except Exception as exc:  # names none, and no workspace provider is set
+        return str(exc).replace(str(kernel.workspace) + "/", "")
+    return None
 
 
 def describe_agent(kernel: Kernel, agent_id: str) -> dict[str, Any]:
@@ -451,5 +546,6 @@ def describe_agent(kernel: Kernel, agent_id: str) -> dict[str, Any]:
         },
         "implemented_by": implemented,
         **_policy(kernel, agent_id),
+        "provider_error": _provider_error(kernel, spec),
         "tools_available": sorted(contributed, key=lambda t: t["name"]),
     }

@@ -11,6 +11,9 @@ and documented in the HTTP plugin's OpenAPI document (plugins/http/openapi.json)
 | ``GET /support/bundle`` | admins | a diagnostic bundle: redacted config, versions, errors |
 | ``GET /runs`` | every principal | its own recent runs with status, limits and proof |
 | ``POST /runs/{run_id}/reconcile`` | admins | an in-progress workflow step: happened or not |
+| ``GET /whoami`` | every principal | who the key is: its principal, whether it is an admin |
+| ``GET /runs/{run_id}/timeline`` | the run's principal | turns, model and tool calls, approvals, |
+|  |  | compactions, limits and the final status with its evidence (``_timeline.py``) |
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from soulacy.kernel import Kernel, StashKey, UsageError, redact, redact_text
 from soulacy.kernel.yamlio import load_yaml_file, plain
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
 
-from . import _limits
+from . import _limits, _timeline
 from ._agents import AgentPatch, _structure, create_agent, describe_agent, parse_changes
 from ._agents import update_agent as _update
 
@@ -222,6 +225,7 @@ async def _runs(kernel: Kernel, request: HttpRequest, limit: int) -> list[dict[s
                 "attempt": record.attempt,
                 "turns": meta.get("turns"),
                 "tokens": (meta.get("tokens") or {}).get("total"),
+                "cost_usd": meta.get("cost_usd"),
                 "proof": {"sha256": proof.sha256, "receipts": proof.receipts} if proof else None,
                 "lease": record.lease if record.status == "interrupted" else None,
                 "limits": await _limits.load(kernel, record.run_id),
@@ -324,6 +328,52 @@ class PortalApi:
             {"run_id": run_id, "step": step, "decision": decision, "said": said}
         )
 
+    async def timeline(self, request: HttpRequest) -> HttpResponse:
+        """One run's timeline, for its own principal (another's run is not confirmed to
+        exist): what its record says, and each step the portal kept of it."""
+        run_id = request.params["run_id"]
+        record = await self.kernel.store().get_run(run_id)
+        if record is None or not request.sees(record.principal):
+            raise HttpError(404, f"no run {run_id!r}")
+        kept, live = await _timeline.load(self.kernel, run_id)
+        meta = dict(record.metadata or {})
+        proof = await self.kernel.store().get_proof(run_id)
+        return HttpResponse.json(
+            {
+                "run_id": run_id,
+                "agent_id": record.agent_id,
+                "session_id": record.session_id,
+                "status": record.status,
+                "verification": record.verification,
+                "incomplete_reason": record.incomplete_reason,
+                "error": meta.get("error"),
+                "evidence": meta.get("evidence"),
+                "started_at": record.started_at,
+                "finished_at": record.finished_at,
+                "turns": meta.get("turns"),
+                "tokens": meta.get("tokens"),
+                "cost_usd": meta.get("cost_usd"),
+                "proof": {"sha256": proof.sha256, "receipts": proof.receipts} if proof else None,
+                "live": live,
+                "kept": kept is not None,
+                "entries": (kept or {}).get("entries", []),
+                "left_out": (kept or {}).get("left_out", 0),
+            },
+            headers={"cache-control": "no-store"},
+        )
+
+    async def whoami(self, request: HttpRequest) -> HttpResponse:
+        """Who the request's key says it is (keyless loopback mode: ``local``, an admin that
+        sees every principal's runs): what the portal's header shows."""
+        return HttpResponse.json(
+            {
+                "principal": request.principal,
+                "admin": request.is_admin,
+                "sees_everything": request.sees_everything,
+            },
+            headers={"cache-control": "no-store"},
+        )
+
     async def support_bundle(self, request: HttpRequest) -> HttpResponse:
         kernel = self.kernel
         agents = []
@@ -378,4 +428,6 @@ def api_routes(kernel: Kernel) -> Sequence[Any]:
         HttpRoute("GET", "/support/bundle", api.support_bundle, auth="admin"),
         HttpRoute("GET", "/runs", api.runs),
         HttpRoute("POST", "/runs/(?P<run_id>[^/]+)/reconcile", api.reconcile, auth="admin"),
+        HttpRoute("GET", "/whoami", api.whoami),
+        HttpRoute("GET", "/runs/(?P<run_id>[^/]+)/timeline", api.timeline),
     ]

@@ -42,7 +42,9 @@ def observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:
 
 async def _save(kernel: Kernel, run_id: str, limits: Mapping[str, Any]) -> None:
     try:
-        await kernel.store().save_state(state_key(run_id), {"limits": dict(limits)})
+        await kernel.store().save_state(
+            state_key(run_id), {"limits": dict(limits)}, run_id=run_id
+        )  # deleted with its run (docs/storage.md, Retention)
     except Exception as exc:  # the page shows no limits for this run; the run goes on
         log.warning("could not keep the limits of run %s for the portal: %s", run_id, exc)
 

@@ -8,7 +8,9 @@ removes what it replaces (the ``claims`` table, by leases; an index made redunda
 version 9 rebuilds the two tables written every turn (docs/decisions/0039), version 10
 only adds columns: a tool record is kept in its tool result's history row
 (docs/decisions/0047), and so does version 11: the lease tokens that fence a run's shared
-stream events. All steps run in one transaction: a failed migration leaves the file as it
+stream events; version 12 adds what retention needs (docs/storage.md, Retention): the run a
+plugin state belongs to, and the high-water mark of pruned lease tokens. All steps run in one
+transaction: a failed migration leaves the file as it
 was.
 """
 
@@ -18,7 +20,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -265,6 +267,40 @@ def _v11(conn: sqlite3.Connection) -> None:
     _add_columns(conn, "run_events", {"lease_token": "INTEGER"})
 
 
+# The portal kept each run's limits under this key before state could name its run.
+_PORTAL_LIMITS = "portal.run_limits:"
+
+
+def _v12(conn: sqlite3.Connection) -> None:
+    # Retention (docs/storage.md): a plugin state may belong to a run, and goes with it.
+    _add_columns(conn, "plugin_state", {"run_id": "TEXT"})
+    conn.execute(
+        "UPDATE plugin_state SET run_id = substr(key, ?) WHERE substr(key, 1, ?) = ?"
+        " AND run_id IS NULL",
+        (len(_PORTAL_LIMITS) + 1, len(_PORTAL_LIMITS), _PORTAL_LIMITS),
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS plugin_state_by_run ON plugin_state (run_id)"
+        " WHERE run_id IS NOT NULL"
+    )
+    # The greatest token of any pruned lease row: a key granted again starts above it, so
+    # no token of a key is ever granted twice (one row; none until a lease is pruned).
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS lease_high_water (id INTEGER PRIMARY KEY CHECK (id = 1),"
+        " token INTEGER NOT NULL)"
+    )
+    # Old rows found by age. Not the history: written every turn, it gets no index more
+    # (decision 0039); its old rows are found by id, which grows with time.
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_finish ON runs (finished_at)")
+    conn.execute("CREATE INDEX IF NOT EXISTS proofs_by_age ON proofs (created_at)")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS superseded_proofs_by_age ON superseded_proofs (superseded_at)"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS superseded_proofs_by_run ON superseded_proofs (run_id)"
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v1,
     _v2,
@@ -277,6 +313,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v9,
     _v10,
     _v11,
+    _v12,
 )
 
 

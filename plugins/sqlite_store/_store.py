@@ -14,6 +14,7 @@ expiry is judged by ``time.time()`` inside the transaction (the clock of the hos
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -46,6 +47,8 @@ from soulacy.kernel.store import (
     LeaseLost,
     LeaseOwner,
     ProofRecord,
+    Pruned,
+    RetentionLimits,
     RunEvent,
     RunEventBatch,
     RunEvents,
@@ -58,6 +61,7 @@ from soulacy.kernel.store import (
     run_as_read,
 )
 
+from . import _retention
 from ._schema import ENTRY_METADATA, SCHEMA_VERSION, migrate, refuse_newer
 
 if TYPE_CHECKING:
@@ -66,6 +70,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 CHECKPOINT_EVERY = 256  # inline commits between two checkpoints (run in a worker thread)
+# The WAL's bound (docs/storage.md, Durability): past WAL_CHECKPOINT_BYTES a commit
+# starts a truncating checkpoint aside; past WAL_WAIT_BYTES the writer waits for one itself,
+# so the file stays under WAL_BOUND whatever the scheduling, while no transaction writes more
+# than WAL_BOUND - WAL_WAIT_BYTES.
+WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024
+WAL_WAIT_BYTES = 32 * 1024 * 1024
+WAL_BOUND = 64 * 1024 * 1024
 HOMES_KEPT = 4096  # runs whose home (decision 0047) a store remembers
 # History rows of one fenced INSERT: 16 values each, under the 999 bound parameters of any
 # SQLite build. A turn of more rows is written in a transaction of several.
@@ -189,6 +200,7 @@ class SQLiteStore:
         read_only: bool = False,
     ) -> None:
         self.path = path
+        self._wal_path = f"{path}-wal"
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
         # Read-only: nothing is created, migrated or written; see _open_read_only.
@@ -203,6 +215,10 @@ class SQLiteStore:
         self._inline = synchronous == "NORMAL" and not read_only
         self._commits = 0
         self._checkpointing = False
+        # A WAL larger than these gets a truncating checkpoint: aside, or waited for by the
+        # writer; raised while a reader of another process holds the log (_truncated).
+        self._truncate_above = WAL_CHECKPOINT_BYTES
+        self._wait_above = WAL_WAIT_BYTES
         self._checkpointer: sqlite3.Connection | None = None  # checkpoints, apart from writes
         self._checkpoint_limiter = trio.CapacityLimiter(1)
         # Starts background work in the kernel's nursery (``Kernel.start_soon``, set by the
@@ -213,8 +229,10 @@ class SQLiteStore:
         self._swept_at = -float("inf")  # time.monotonic() of the last sweep of old events
         # Runs whose records this process has seen held in their history rows: (run id,
         # agent, session, principal, user) of a runs row with a first_history_id. Once true it
-        # stays true (no runs row is deleted, its owner is never rewritten, first_history_id
-        # is set once), so a turn of such a run skips reading its row (decision 0047).
+        # stays true while the run is not finished (only retention deletes a runs row, of a
+        # finished run, and a retry's start_run writes it again; its owner is never rewritten,
+        # first_history_id is set once), so a turn of such a run skips reading its row
+        # (decision 0047).
         self._homes: dict[tuple[str, str, str, str | None, str | None], None] = {}
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -282,15 +300,50 @@ class SQLiteStore:
     async def _count_commit(self) -> None:
         """Autocheckpointing is off when writes run inline: checkpoint every N commits, on a
         connection of its own in a worker thread, while writers go on (WAL allows it) — in
-        the kernel's nursery while it is open (``start_soon``), else in the writer's task."""
+        the kernel's nursery while it is open (``start_soon``), else in the writer's task.
+        In either mode a WAL grown past its bound is truncated (``WAL_*_BYTES``)."""
         self._commits += 1
-        if self._inline and self._commits % CHECKPOINT_EVERY == 0 and not self._checkpointing:
+        wal = self._wal_bytes()  # a stat: about a microsecond beside a commit's tens
+        if wal > self._wait_above:
+            # The writer waits for the checkpoint: the bound holds.
+            self._truncated(await self._checkpoint("TRUNCATE"), wal)
+            return
+        if self._checkpointing:
+            return
+        mode = "TRUNCATE" if wal > self._truncate_above else "PASSIVE"
+        if mode == "TRUNCATE" or (self._inline and self._commits % CHECKPOINT_EVERY == 0):
             self._checkpointing = True
-            if not self.start_soon(self._checkpoint_aside, name="sqlite checkpoint"):
-                await self._checkpoint_aside()
+            if not self.start_soon(self._checkpoint_aside, mode, wal, name="sqlite checkpoint"):
+                await self._checkpoint_aside(mode, wal)
 
-    async def _checkpoint_aside(self) -> None:
-        def work() -> None:
+    def _truncated(self, emptied: bool, wal: int) -> None:
+        """After a truncating checkpoint of a WAL of ``wal`` bytes: not emptied, a reader of
+        another process holds the log (past busy_timeout), so the next ones wait until it grew
+        by another step rather than at every commit."""
+        step = 0 if emptied else wal
+        self._truncate_above = step + WAL_CHECKPOINT_BYTES
+        self._wait_above = max(step + WAL_CHECKPOINT_BYTES, WAL_WAIT_BYTES)
+
+    def _wal_bytes(self) -> int:
+        try:
+            return os.stat(self._wal_path).st_size
+        except OSError:
+            return 0
+
+    async def _checkpoint_aside(self, mode: str = "PASSIVE", wal: int = 0) -> None:
+        try:
+            emptied = await self._checkpoint(mode)
+            if mode == "TRUNCATE":
+                self._truncated(emptied, wal)
+        finally:
+            self._checkpointing = False
+
+    async def _checkpoint(self, mode: str) -> bool:
+        """A checkpoint on a connection of its own, one at a time; whether it copied every
+        frame. ``TRUNCATE`` waits (up to the busy timeout) for writers and readers, copies
+        every frame and empties the WAL."""
+
+        def work() -> bool:
             if self._checkpointer is None:
                 self._checkpointer = sqlite3.connect(
                     self.path,
@@ -298,14 +351,13 @@ class SQLiteStore:
                     check_same_thread=False,
                     isolation_level=None,
                 )
-            _checkpoint(self._checkpointer)
+            busy = self._checkpointer.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+            return busy is not None and busy[0] == 0
 
-        try:
-            await trio.to_thread.run_sync(work, limiter=self._checkpoint_limiter)
-        except sqlite3.Error:
-            pass  # a checkpoint that cannot run now runs at the next one, or at close
-        finally:
-            self._checkpointing = False
+        # A checkpoint that cannot run now runs at the next one, or at close.
+        with contextlib.suppress(sqlite3.Error):
+            return await trio.to_thread.run_sync(work, limiter=self._checkpoint_limiter)
+        return False
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -337,6 +389,8 @@ class SQLiteStore:
             if str(mode).lower() != "wal":
                 raise sqlite3.OperationalError(f"could not enable WAL (journal_mode={mode})")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            # A WAL a checkpoint has emptied is cut back to this when it is next reused.
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_CHECKPOINT_BYTES}")
             self.migrated_from = migrate(conn)
             if self._inline:
                 # Checkpoints (the only fsyncs) run in a worker thread, never inline.
@@ -859,16 +913,22 @@ class SQLiteStore:
         return await self._call("read state", read)
 
     async def save_state(
-        self, key: str, value: Mapping[str, Any], fence: Lease | None = None
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        fence: Lease | None = None,
+        *,
+        run_id: str | None = None,
     ) -> None:
         body = _dumps(value)
 
         def write(conn: sqlite3.Connection) -> None:
             _check_fence(conn, fence)
             conn.execute(
-                "INSERT INTO plugin_state (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT"
-                " (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                (key, body, time.time()),
+                "INSERT INTO plugin_state (key, value, updated_at, run_id) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+                " updated_at = excluded.updated_at, run_id = excluded.run_id",
+                (key, body, time.time(), run_id),
             )
 
         await self._commit("save state", write)
@@ -900,7 +960,8 @@ class SQLiteStore:
             if ahead:
                 return LeaseGrant(False, None, ahead=ahead)  # free, but served in arrival order
             row = conn.execute("SELECT token FROM leases WHERE key = ?", (key,)).fetchone()
-            token = int(row[0]) + 1 if row else 1  # released leases included: never reused
+            # Released leases included, and pruned ones (their high-water mark): never reused.
+            token = int(row[0]) + 1 if row else _retention.high_water(conn) + 1
             conn.execute(
                 "INSERT INTO leases (key, token, owner_id, pid, host, boot, holder, acquired_at,"
                 " renewed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key)"
@@ -963,6 +1024,22 @@ class SQLiteStore:
 
     async def get_lease(self, key: str) -> Lease | None:
         return await self._call("read lease", lambda conn: _read_lease(conn, key, time.time()))
+
+    # -- retention -------------------------------------------------------------------------------
+
+    async def prune(self, limits: RetentionLimits) -> Pruned:
+        """Delete what ``limits`` no longer keeps, a batch per transaction (``_retention``)."""
+        total = Pruned()
+        for step in _retention.steps(limits, time.time()):
+            more = True
+            while more:
+                counts, more = await self._commit("prune", step)
+                total = _retention.add(total, counts)
+                await trio.lowlevel.checkpoint()  # runs write between two batches
+        # A run whose row is gone is no longer a known home (decision 0047).
+        if total.runs:
+            self._homes.clear()
+        return total
 
     async def request_cancel(
         self, reason: str, *, run_id: str | None = None, lease_key: str | None = None

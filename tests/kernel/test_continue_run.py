@@ -100,3 +100,46 @@ async def test_only_an_incomplete_run_continues(kernel: Kernel) -> None:
     stored = await kernel.store().get_run("R")
     assert stored is not None
     assert stored.attempt == 2
+
+
+async def test_a_conversation_ending_with_the_agents_reply_goes_on_from_continue(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.scripted_agent("echo", [{"text": "First."}, {"text": "Second."}])
+    script = workspace.path / "agents" / "echo" / "script.yaml"
+    script.write_text(script.read_text() + "start: conversation\n")
+    kernel = make_kernel()
+    first = await kernel.run("echo", "hello", run_id="E", session_id="s")
+    # As if it had stopped at a limit right after the agent's reply (a run timeout, say).
+    await kernel.store().finish_run("E", {**first.metadata(), "status": "incomplete"}, None)
+    done = await kernel.continue_run("E")
+    assert (done.status, done.reply) == ("completed", "Second.")
+    history = await kernel.store().load_history("echo", "s")
+    assert [m.content for m in history if m.role == "user"] == ["hello", "Continue."]
+
+
+async def test_a_workflow_run_does_not_continue(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    tools = [Tool.from_function(echo)]
+    workspace.write_agent(
+        "wf",
+        {
+            "tools": ["echo"],
+            "workflow": {"steps": [{"id": "one", "tool": "echo", "arguments": {"text": "x"}}]},
+        },
+    )
+    kernel = make_kernel(extra_plugins=[throwaway_plugin("t", soulacy_tools=lambda: tools)])
+    done = await kernel.run("wf", "go", run_id="W", session_id="s")
+    assert done.status == "completed"
+    store = kernel.store()
+    record = await store.get_run("W")
+    assert record is not None
+    # As if it had stopped at a limit: its checkpoints say it is a workflow's.
+    await store.finish_run("W", {**done.metadata(), "status": "incomplete"}, None)
+    with pytest.raises(RunNotContinuable, match=r"workflow's .*retry it with its run id"):
+        await kernel.continue_run("W")

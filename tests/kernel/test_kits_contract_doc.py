@@ -30,6 +30,7 @@ PROTOCOLS = (
     ("CounterStore", "a role of `Store`"),
     ("RunEventStore", "a role of `Store`"),
     ("ApprovalStore", "a role of `Store`"),
+    ("RetentionStore", "optional: a store that prunes, for the `retention` plugin"),
 )
 RECORDS = (
     "RunRecord",
@@ -47,6 +48,8 @@ RECORDS = (
     "ApprovalRequest",
     "ApprovalDecision",
     "ConversationKey",
+    "RetentionLimits",
+    "Pruned",
 )
 
 

@@ -18,7 +18,7 @@ from soulacy.kernel import Kernel, open_kernel
 from soulacy.testing import Workspace, check_service_stops, throwaway_plugin
 
 MCP_SERVER = Path(__file__).parents[1] / "plugins" / "mcp" / "mcp_server.py"
-EVERY_SERVICE = ("approvals", "http", "mcp", "otel-metrics", "scheduler")
+EVERY_SERVICE = ("approvals", "http", "mcp", "otel-metrics", "retention", "scheduler")
 
 
 def configure_every_service(workspace: Workspace) -> None:

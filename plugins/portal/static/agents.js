@@ -5,7 +5,7 @@
 
 import { ApiError, api, get } from "./api.js";
 import {
-  FieldSet, applyView, at, errorText, h, limitText, nested, sourceText, toast, valueText, viewSwitch,
+  FieldSet, applyView, at, errorText, h, leaving, limitText, nested, revealErrors, sourceText, toast, valueText, viewSwitch,
 } from "./dom.js";
 
 const OPERATORS = ["eq", "ne", "gt", "ge", "lt", "le", "contains", "not_contains", "matches", "in", "exists", "truthy"];
@@ -45,6 +45,8 @@ function newAgentForm() {
     autocomplete: "off", spellcheck: "false", "aria-describedby": "new-id-help" });
   const name = h("input", { id: "new-name", name: "name", autocomplete: "off" });
   const description = h("input", { id: "new-description", name: "description", autocomplete: "off" });
+  const provider = h("input", { id: "new-provider", name: "provider", autocomplete: "off", spellcheck: "false",
+    "aria-describedby": "new-provider-help" });
   const form = h("form", { class: "card new-agent", "aria-labelledby": "new-agent-title" },
     h("h2", { id: "new-agent-title", text: "New agent" }),
     h("p", { class: "note", text: "A new agent starts with the workspace provider and its default model, inherits the " +
@@ -53,6 +55,9 @@ function newAgentForm() {
       h("p", { class: "help", id: "new-id-help", text: "Letters, digits, - and _; the folder agents/ID/." })),
     h("div", { class: "field" }, h("label", { for: "new-name", text: "Name" }), name),
     h("div", { class: "field" }, h("label", { for: "new-description", text: "Description" }), description),
+    h("div", { class: "field" }, h("label", { for: "new-provider", text: "Provider" }), provider,
+      h("p", { class: "help", id: "new-provider-help", text: "Empty: the workspace provider (Settings). The scripted " +
+        "provider starts the agent with a script of its own (agents/ID/script.yaml) that answers in place of a model." })),
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary", text: "Create agent" }), status));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -60,6 +65,7 @@ function newAgentForm() {
     const body = {};
     if (name.value.trim()) body.name = name.value.trim();
     if (description.value.trim()) body.description = description.value.trim();
+    if (provider.value.trim()) body.llm = { provider: provider.value.trim() };
     status.textContent = "Creating…";
     try {
       await api("PUT", `/agents/${encodeURIComponent(agentId)}`, body);
@@ -290,8 +296,13 @@ export async function renderEditor(main, agentId, view = "everyday") {
     return nested(flat);
   }
 
+  function unsaved() {
+    return fields.changed().length + (toolsChanged() ? 1 : 0) + (assertionsChanged() ? 1 : 0);
+  }
+  leaving.unsaved = () => main.contains(form) && unsaved() > 0;
+
   function updatePending() {
-    const count = fields.changed().length + (toolsChanged() ? 1 : 0) + (assertionsChanged() ? 1 : 0);
+    const count = unsaved();
     pending.textContent = count ? `${count} unsaved change${count === 1 ? "" : "s"}` : "No unsaved changes";
     save.disabled = count === 0;
   }
@@ -301,7 +312,7 @@ export async function renderEditor(main, agentId, view = "everyday") {
     fields.clearErrors();
     const changes = collect();
     if (changes === null) {
-      status.textContent = "Some values are not valid; nothing was saved.";
+      revealErrors(form, fields, status);
       return;
     }
     save.disabled = true;
@@ -313,8 +324,11 @@ export async function renderEditor(main, agentId, view = "everyday") {
       const line = main.querySelector(".save-status");
       if (line) line.textContent = `Saved: ${answer.changed.join(", ") || "nothing changed"}.`;
     } catch (error) {
-      const shown = error instanceof ApiError ? fields.showErrors(error.fields) : 0;
-      status.textContent = `Not saved: ${shown ? error.message : errorText(error)}`;
+      if (error instanceof ApiError && Object.keys(error.fields).length) {
+        revealErrors(form, fields, status, fields.showErrors(error.fields));
+      } else {
+        status.textContent = `Not saved: ${errorText(error)}`;
+      }
       updatePending();
     }
   });
@@ -338,10 +352,14 @@ export async function renderEditor(main, agentId, view = "everyday") {
       state.view = next;
       applyView(form, next);
     }));
-  main.replaceChildren(head,
+  main.replaceChildren(...[head,
     h("p", { class: "lead" }, h("a", { href: "#/agents", text: "All agents" }), ` · ${agent.file} · `,
       h("a", { href: `#/chat?agent=${encodeURIComponent(agentId)}`, text: "Chat with it" })),
-    h("div", { class: "with-aside" }, form, aside));
+    agent.provider_error
+      ? h("p", { class: "notice error provider-error", role: "alert" },
+        `This agent cannot run as it is: ${agent.provider_error}. Choose its provider under Model.`)
+      : null,
+    h("div", { class: "with-aside" }, form, aside)].filter(Boolean));
   applyView(form, state.view);
   updatePending();
 }

@@ -1,11 +1,12 @@
 // The portal: one page, four views chosen by the address's #fragment. No framework, no build:
 // plain ES modules served by the portal plugin (docs/portal.md).
 
-import { apiKey, setApiKey } from "./api.js";
+import { apiKey, get, setApiKey } from "./api.js";
 import { renderAgents, renderEditor } from "./agents.js";
 import { renderChat } from "./chat.js";
-import { renderRuns } from "./runs.js";
+import { renderRuns, renderTimeline } from "./runs.js";
 import { renderSettings } from "./settings.js";
+import { leaving } from "./dom.js";
 
 const main = document.getElementById("main");
 const dialog = document.getElementById("key-dialog");
@@ -17,7 +18,12 @@ function route() {
   return { page: parts[0], rest: parts.slice(1), params: new URLSearchParams(query) };
 }
 
+let shownHash = location.hash; // the address of the page on screen
+let returning = false; // the hashchange of putting that address back
+
 async function show() {
+  leaving.unsaved = null; // the page being replaced had its chance to ask
+  shownHash = location.hash;
   const { page, rest, params } = route();
   for (const link of document.querySelectorAll("nav a[data-page]")) {
     if (link.dataset.page === page) link.setAttribute("aria-current", "page");
@@ -28,12 +34,22 @@ async function show() {
   if (page === "settings") await renderSettings(main);
   else if (page === "agents" && rest[0]) await renderEditor(main, rest[0]);
   else if (page === "agents") await renderAgents(main);
+  else if (page === "runs" && rest[0]) await renderTimeline(main, rest[0]);
   else if (page === "runs") await renderRuns(main);
   else await renderChat(main, params);
 }
 
-function showWho() {
-  document.getElementById("who").textContent = apiKey() ? "key set" : "";
+// Who the key is (GET /whoami): the principal, and whether it is an admin.
+async function showWho() {
+  const who = document.getElementById("who");
+  try {
+    const me = await get("/whoami");
+    who.textContent = `${me.principal}${me.admin ? " · admin" : ""}${me.sees_everything && !apiKey() ? " (no keys: loopback only)" : ""}`;
+    who.title = me.admin ? "This key's principal is an admin (server.admins)" : "This key's principal is not an admin";
+  } catch {
+    who.textContent = apiKey() ? "key not accepted" : "no key";
+    who.removeAttribute("title");
+  }
 }
 
 document.getElementById("key-button").addEventListener("click", () => {
@@ -54,9 +70,40 @@ window.addEventListener("soulacy:key", () => {
   showWho();
   show();
 });
-window.addEventListener("hashchange", () => {
+// Leaving a page with unsaved edits asks first: discard them, or stay (the address goes back).
+const leaveDialog = document.getElementById("leave-dialog");
+leaveDialog.addEventListener("close", () => {
+  if (leaveDialog.returnValue === "discard") {
+    leaving.unsaved = null;
+    go();
+  } else if (location.hash !== shownHash) {
+    returning = true;
+    location.hash = shownHash;
+  }
+});
+window.addEventListener("beforeunload", (event) => {
+  if (leaving.unsaved && leaving.unsaved()) {
+    event.preventDefault();
+    event.returnValue = "";
+  }
+});
+
+function go() {
   show();
   main.focus({ preventScroll: true });
+}
+
+window.addEventListener("hashchange", () => {
+  if (returning) {
+    returning = false;
+    return;
+  }
+  if (leaving.unsaved && leaving.unsaved()) {
+    leaveDialog.returnValue = "";
+    if (!leaveDialog.open) leaveDialog.showModal();
+    return;
+  }
+  go();
 });
 showWho();
 show();

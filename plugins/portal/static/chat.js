@@ -8,9 +8,10 @@
 
 import { ApiError, api, apiKey, get, openStream, randomId, readEvents } from "./api.js";
 import {
-  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, load, mergeHistory, namespace,
-  newConversation, notice, pendingReply, reply, save, titleOf,
+  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, countTool, load, mergeHistory, namespace,
+  newConversation, notice, pendingReply, reply, save, titleOf, usageText,
 } from "./chatstate.js";
+import { renderMarkdown } from "./md.js";
 import { errorText, h, toast, uid } from "./dom.js";
 
 const ctx = { ns: null, state: null, main: null, agents: [], following: new Set(), saveTimer: null, drawn: null };
@@ -48,10 +49,16 @@ export async function renderChat(main, params) {
     return;
   }
   if (params.get("session")) await openSession(params.get("session"));
-  if (params.get("agent") && !params.get("session")) startConversation(params.get("agent"));
+  if (params.get("agent") && !params.get("session")) {
+    // The conversation on screen with this agent stays (a reload reopens it); another agent's
+    // starts a new one.
+    const on = current();
+    if (!on || on.agent_id !== params.get("agent")) startConversation(params.get("agent"));
+  }
   draw();
   const conv = current();
-  if (conv) refreshFromHistory(conv.session_id, { quiet: true });
+  // A conversation started here that has no message yet has no history to read (a 404).
+  if (conv && conv.messages.length) refreshFromHistory(conv.session_id, { quiet: true });
   for (const c of Object.values(ctx.state.conversations)) {
     for (const m of c.messages) {
       if (m.role === "assistant" && !m.final && m.status === "running") follow(c.session_id, m.run_id);
@@ -229,7 +236,7 @@ function apply(sessionId, runId, event) {
       target.limits = data.max_turns ? { max_turns: data.max_turns } : null;
       break;
     case "tool.call":
-      target.activity = [...(target.activity || []), `tool ${data.name}`].slice(-20);
+      countTool(target, String(data.name || "(unnamed)"));
       break;
     case "tool.approval":
       applyApproval(conv, runId, data);
@@ -311,15 +318,22 @@ async function decide(sessionId, runId, callId, approved) {
 
 // -- drawing --------------------------------------------------------------------------------
 
-function replyElement(m) {
-  const { kind, text } = notice(m);
-  const body = h("div", { class: "text" }, m.text || (m.status === "running" ? "…" : ""));
+function replyElement(m, agentId) {
+  const { kind, text, fix } = notice(m);
+  const fixLink = fix && agentId
+    ? h("a", { href: `#/agents/${encodeURIComponent(agentId)}`, text: "Choose its provider" })
+    : null;
+  const body = m.text
+    ? h("div", { class: "text md" }, renderMarkdown(m.text))
+    : h("div", { class: "text" }, m.status === "running" ? "…" : "");
   const details = [];
   if (m.limits && m.limits.max_turns) {
     const t = m.limits.max_turns;
     details.push(`turns: ${t.unlimited ? "unlimited" : t.value} (${t.source})`);
   }
   if (m.proof) details.push(`proof: ${m.proof.receipts} receipt${m.proof.receipts === 1 ? "" : "s"}, ${String(m.proof.sha256).slice(0, 12)}`);
+  const usage = usageText(m);
+  if (usage) details.push(usage);
   if (m.gap) details.push("some events were dropped by the server; the text is the final reply");
   if (m.note) details.push(m.note);
   const cancelButton = m.status === "running" && !m.final && m.accepted
@@ -329,9 +343,15 @@ function replyElement(m) {
   return h("article", { class: "msg assistant", dataset: { runId: m.run_id, status: m.status }, "aria-label": "Reply" },
     approvals.length ? h("div", { class: "approvals" }, approvals) : null,
     body,
-    h("p", { class: `notice ${kind}`, dataset: { status: m.status, verification: m.verification || "" } }, text, cancelButton ? " " : "", cancelButton),
+    h("p", { class: `notice ${kind}`, dataset: { status: m.status, verification: m.verification || "" } }, text, cancelButton ? " " : "", cancelButton, fixLink ? " · " : "", fixLink),
     details.length ? h("p", { class: "meta", text: details.join(" · ") }) : null,
-    m.activity && m.activity.length ? h("p", { class: "meta", text: m.activity.slice(-5).join(" · ") }) : null);
+    m.tools && m.tools.length
+      ? h("p", { class: "meta tools-used", text: `tools: ${m.tools.map(([n, c]) => (c > 1 ? `${n} ×${c}` : n)).join(", ")}` })
+      : null,
+    m.activity && m.activity.length ? h("p", { class: "meta", text: m.activity.join(" · ") }) : null,
+    m.accepted || m.final
+      ? h("p", { class: "meta" }, h("a", { href: `#/runs/${encodeURIComponent(m.run_id)}`, text: "Timeline of this run" }))
+      : null);
 }
 
 // The notice of one call that needs (or needed) approval: the tool, its arguments, why, and
@@ -377,7 +397,7 @@ function drawReply(sessionId, runId) {
   if (!m || !old) return;
   const active = document.activeElement;
   const focusedCall = active && old.contains(active) ? active.closest("[data-call-id]") : null;
-  const fresh = replyElement(m);
+  const fresh = replyElement(m, conv.agent_id);
   old.replaceWith(fresh);
   if (focusedCall) { // keep the keyboard where it was: on the call's notice, or its button
     const again = [...fresh.querySelectorAll("[data-call-id]")].find((el) => el.dataset.callId === focusedCall.dataset.callId);
@@ -440,7 +460,7 @@ function draw() {
     conv && conv.messages.length
       ? conv.messages.map((m) => h("li", {}, m.role === "user"
         ? h("article", { class: "msg user", dataset: { runId: m.run_id }, "aria-label": "You" }, h("div", { class: "text", text: m.text }))
-        : replyElement(m)))
+        : replyElement(m, conv.agent_id)))
       : h("li", { class: "empty" }, h("p", { class: "note", text: ctx.agents.length ? "Say something to start." : "No agents in this workspace." })));
   const text = h("textarea", { id: "chat-text", name: "text", rows: 3, required: true, placeholder: "Message" });
   const sendButton = h("button", { type: "submit", class: "primary", text: "Send" });

@@ -72,6 +72,10 @@ export function applyResult(conv, runId, result) {
   target.reason = result.incomplete_reason ?? meta.incomplete_reason ?? null;
   target.error = meta.error ?? result.error ?? null;
   if (meta.proof) target.proof = meta.proof;
+  const tokens = result.tokens || meta.tokens;
+  if (tokens && typeof tokens === "object") target.tokens = tokens;
+  const cost = result.cost_usd !== undefined ? result.cost_usd : meta.cost_usd;
+  if (cost !== undefined) target.cost_usd = cost;
   if (result.reply) target.text = result.reply;
   target.final = target.status !== "running";
   target.reconnecting = false;
@@ -154,8 +158,31 @@ export function reasonText(reason) {
   return reason;
 }
 
-// What a reply's notice says: {kind, text}.
+// A run's error as a person reads it: without the exception's class name, and for a provider
+// the agent lacks, what is wrong in plain words with `fix: "provider"` (the notice then links
+// to the agent's editor). {text, fix}.
+export function plainError(error) {
+  if (!error) return { text: "", fix: null };
+  const text = String(error).replace(/^[A-Z][A-Za-z]*(Error|Exception): /, "");
+  if (/names no llm\.provider/.test(text)) {
+    return { text: "this agent has no provider: its SOUL.yaml names none and no workspace provider is set (Settings)", fix: "provider" };
+  }
+  const unknown = text.match(/unknown provider '([^']+)'/);
+  if (unknown) return { text: `this agent's provider '${unknown[1]}' does not exist (${text})`, fix: "provider" };
+  if (/scripted provider needs llm\.model/.test(text)) {
+    return { text: "the scripted provider needs a script file as the agent's model (llm.model)", fix: "provider" };
+  }
+  return { text, fix: null };
+}
+
+// What a reply's notice says: {kind, text, fix}.
 export function notice(m) {
+  const shown = noticeOf(m);
+  const error = ["failed", "refused"].includes(m.status) ? plainError(m.error) : null;
+  return { ...shown, fix: error ? error.fix : null };
+}
+
+function noticeOf(m) {
   if (m.status === "running") {
     if (m.lost) return { kind: "error", text: "Connection lost: the run may still finish; reopen the conversation to see it." };
     return { kind: "running", text: m.reconnecting ? "Running · reconnecting…" : "Running…" };
@@ -167,7 +194,7 @@ export function notice(m) {
   }
   if (m.status === "incomplete") return { kind: "warn", text: `Incomplete: ${reasonText(m.reason) || "stopped before an answer"}` };
   if (m.status === "failed") {
-    const why = [reasonText(m.reason), m.error].filter(Boolean).join(" — ");
+    const why = [reasonText(m.reason), plainError(m.error).text].filter(Boolean).join(" — ");
     return { kind: "error", text: `Failed${why ? `: ${why}` : ""}` };
   }
   if (m.status === "cancelled") {
@@ -175,7 +202,7 @@ export function notice(m) {
     return { kind: "muted", text: `Cancelled${why}` };
   }
   if (m.status === "interrupted") return { kind: "error", text: "Interrupted: the process running it stopped" };
-  if (m.status === "refused") return { kind: "error", text: `Not started: ${m.error || "refused"}` };
+  if (m.status === "refused") return { kind: "error", text: `Not started: ${plainError(m.error).text || "refused"}` };
   return { kind: "info", text: m.status || "unknown" };
 }
 
@@ -241,4 +268,24 @@ export function approvalNotice(a, ended = false) {
   if (a.sent) return { kind: "running", text: `${a.sent === "approved" ? "Approval" : "Denial"} sent; waiting for the run to go on…` };
   if (a.sending) return { kind: "running", text: "Sending…" };
   return { kind: "warn", text: "Waiting for your approval: the call has not run" };
+}
+
+// A tool call of a run, counted by name in the order of first use: every name is kept.
+export function countTool(target, name) {
+  const tools = target.tools || (target.tools = []);
+  const found = tools.find((t) => t[0] === name);
+  if (found) found[1] += 1;
+  else tools.push([name, 1]);
+}
+
+// Tokens and cost of a reply, as one line ("" when the run said neither).
+export function usageText(m) {
+  const parts = [];
+  if (m.tokens && typeof m.tokens.total === "number") {
+    parts.push(`${m.tokens.total.toLocaleString("en")} tokens (${m.tokens.input.toLocaleString("en")} in, ` +
+      `${m.tokens.output.toLocaleString("en")} out)`);
+  }
+  if (typeof m.cost_usd === "number") parts.push(`cost $${m.cost_usd < 0.01 && m.cost_usd > 0 ? m.cost_usd.toFixed(4) : m.cost_usd.toFixed(2)}`);
+  else if (m.cost_usd === null && parts.length) parts.push("cost unknown (no price for this model in costs.pricing)");
+  return parts.join(" · ");
 }

@@ -18,6 +18,10 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// What the page on screen has not saved: an editor sets `leaving.unsaved` (a function saying
+// whether there are unsaved edits), and the app asks before the page is left.
+export const leaving = { unsaved: null };
+
 let counter = 0;
 export const uid = (prefix = "f") => `${prefix}-${++counter}`;
 
@@ -159,7 +163,10 @@ export class Field {
   }
 
   state() {
-    return this.desc.type === "bool" ? this.input.checked : this.input.value;
+    if (this.desc.type === "bool") return this.input.checked;
+    // Text typed into a number field reads as "" to scripts: it is a change all the same.
+    if (this.input.validity && this.input.validity.badInput) return "\u0000not a number";
+    return this.input.value;
   }
 
   read() {
@@ -170,6 +177,9 @@ export class Field {
       return items.length || !nullable ? items : null;
     }
     const raw = type === "textarea" ? this.input.value : this.input.value.trim();
+    if (this.input.validity && this.input.validity.badInput) {
+      throw new Invalid(type === "int" ? "a whole number is expected" : "a number is expected");
+    }
     if (raw === "") {
       if (nullable || type === "text" || type === "textarea") return nullable ? null : "";
       throw new Invalid("a value is required");
@@ -245,17 +255,23 @@ export class FieldSet {
     return ok ? out : null;
   }
 
+  // The server's errors beside their fields; returns those it could not place, {key: message}.
   showErrors(fields) {
-    let shown = 0;
+    const unplaced = {};
     for (const [key, message] of Object.entries(fields || {})) {
       const name = key.replace(/^changes\./, "");
       const field = this.fields.get(name) || [...this.fields.values()].find((f) => name.startsWith(f.key + "."));
-      if (field) {
-        field.setError(message);
-        shown += 1;
-      }
+      if (field) field.setError(field.error.hidden ? message : `${field.error.textContent}; ${message}`);
+      else unplaced[key] = message;
     }
-    return shown;
+    return unplaced;
+  }
+
+  // The fields showing an error, in the page's order.
+  invalid() {
+    return [...this.fields.values()]
+      .filter((f) => !f.error.hidden)
+      .sort((a, b) => (a.element.compareDocumentPosition(b.element) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1));
   }
 
   clearErrors() {
@@ -295,4 +311,25 @@ export function limitText(limit) {
   if (!limit) return "";
   if (limit.unlimited) return "unlimited";
   return limit.text || String(limit.value);
+}
+
+// After a refused save: every invalid field named in the status line, and the first one shown
+// (its section's view chosen) and focused, scrolled to the middle of the window so that the
+// sticky save bar never covers it.
+export function revealErrors(form, fields, status, unplaced = {}) {
+  const invalid = fields.invalid();
+  const names = invalid.map((f) => f.desc.label);
+  const others = Object.entries(unplaced).map(([k, v]) => `${k.replace(/^changes\./, "")}: ${v}`);
+  const count = invalid.length + others.length;
+  status.textContent = `Not saved: ${count} value${count === 1 ? " is" : "s are"} not valid` +
+    `${names.length ? ` (${names.join(", ")})` : ""}${others.length ? `; ${others.join("; ")}` : ""}. Nothing was saved.`;
+  const first = invalid[0];
+  if (!first) return;
+  const section = first.element.closest("[data-level='advanced']");
+  if (section && section.hidden) {
+    const button = form.closest("main").querySelector(".views button[data-view='advanced']");
+    if (button) button.click();
+  }
+  first.input.focus({ preventScroll: true });
+  first.element.scrollIntoView({ block: "center" });
 }

@@ -1,6 +1,7 @@
 // Runs: this principal's recent runs (GET /runs) with status, the limits each ran under, what it
 // used and its proof; interrupted runs; and, for an admin, the reconcile action of a workflow
-// step left in progress (POST /runs/{id}/reconcile).
+// step left in progress (POST /runs/{id}/reconcile). One run's timeline (GET /runs/{id}/timeline):
+// its turns, model and tool calls, approvals, compactions, limits and how it ended.
 
 import { api, get } from "./api.js";
 import { errorText, formatTime, h, limitText, toast } from "./dom.js";
@@ -76,23 +77,26 @@ export async function renderRuns(main) {
     return;
   }
   const rows = runs.map((run) => h("tr", { dataset: { runId: run.run_id, status: run.status } },
-    h("td", {}, h("code", { text: run.run_id.slice(0, 12) }), run.attempt > 1 ? ` (attempt ${run.attempt})` : ""),
+    h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(run.run_id)}`, title: run.run_id,
+      "aria-label": `Timeline of run ${run.run_id.slice(0, 12)}` }, h("code", { text: run.run_id.slice(0, 12) })),
+    run.attempt > 1 ? ` (attempt ${run.attempt})` : ""),
     h("td", { text: run.agent_id }),
     h("td", {}, h("a", { href: `#/chat?session=${encodeURIComponent(run.session_id)}`, text: run.session_id.slice(0, 12) })),
     statusCell(run),
     limitsCell(run),
     h("td", { text: run.turns ?? "" }),
     h("td", { text: run.tokens ?? "" }),
+    h("td", { class: "cost", text: typeof run.cost_usd === "number" ? costText(run.cost_usd) : "—" }),
     h("td", {}, run.proof ? [String(run.proof.receipts), " · ", h("code", { text: run.proof.sha256.slice(0, 12) })] : "—"),
     h("td", { text: formatTime(run.started_at) })));
   const interrupted = runs.filter((r) => r.status === "interrupted");
   const pending = runs.flatMap((r) => (r.steps_in_progress || []).map((step) => [r, step]));
   main.replaceChildren(...[
     h("h1", { text: "Runs" }),
-    h("p", { class: "lead", text: "Your recent runs, newest first, with the limits each ran under. Open a session to see its conversation." }),
+    h("p", { class: "lead", text: "Your recent runs, newest first, with the limits each ran under. Open a run for its timeline, a session for its conversation." }),
     runs.length
       ? h("div", { class: "scroll" }, h("table", { class: "table runs" },
-        h("thead", {}, h("tr", {}, ["run", "agent", "session", "status", "limits", "turns", "tokens", "proof (receipts · sha256)", "started"]
+        h("thead", {}, h("tr", {}, ["run", "agent", "session", "status", "limits", "turns", "tokens", "cost", "proof (receipts · sha256)", "started"]
           .map((t) => h("th", { scope: "col", text: t })))),
         h("tbody", {}, rows)))
       : h("p", { class: "note", text: "No runs yet." }),
@@ -108,4 +112,93 @@ export async function renderRuns(main) {
         h("h2", { id: "reconcile-title", text: "Workflow steps to reconcile" }),
         h("ul", { class: "reconcile" }, pending.map(([r, step]) => reconcileItem(r, step, canReconcile, main))))
       : null].filter(Boolean));
+}
+
+// -- one run's timeline ---------------------------------------------------------------------
+
+const number = (n) => (typeof n === "number" ? n.toLocaleString("en") : "?");
+
+function costText(cost) {
+  if (typeof cost !== "number") return "unknown (no price in costs.pricing)";
+  return `$${cost > 0 && cost < 0.01 ? cost.toFixed(4) : cost.toFixed(2)}`;
+}
+
+// One step of the timeline: {title, detail (preformatted) or null}.
+function stepText(e) {
+  switch (e.kind) {
+    case "started": return { title: `Started${e.agent_id ? ` (agent ${e.agent_id})` : ""}` };
+    case "limits": return { title: "Limits", detail: Object.entries(e.limits || {}).map(([k, v]) => `${k}: ${v}`).join("\n") };
+    case "model_call": return { title: `Turn ${e.turn} · model call with ${number(e.messages)} messages` };
+    case "model_reply": return {
+      title: `Turn ${e.turn} · model replied: ${number(e.input_tokens)} in / ${number(e.output_tokens)} out tokens · ` +
+        `${number(e.duration_ms)} ms · ${number(e.tools)} tool call${e.tools === 1 ? "" : "s"}${e.finish_reason ? ` · ${e.finish_reason}` : ""}`,
+    };
+    case "tool_call": return { title: `Turn ${e.turn} · tool call ${e.name} (${e.id})`, detail: e.arguments };
+    case "tool_result": return {
+      title: `Result of ${e.name} (${e.id}): ${e.is_error ? "error" : "ok"}${e.verdict && e.verdict !== "ok" ? ` · ${e.verdict}` : ""} · ${number(e.chars)} characters`,
+      detail: e.result,
+    };
+    case "approval": return { title: `Approval of ${e.name} (${e.id}): ${e.status}${e.approver ? ` by ${e.approver}` : ""}${e.note ? ` · ${e.note}` : ""}` };
+    case "compaction": return {
+      title: `Compaction: ${number(e.messages_before)} → ${number(e.messages_after)} messages, ` +
+        `${number(e.tokens_before)} → ${number(e.tokens_after)} tokens (allowance ${number(e.allowance)})`,
+    };
+    case "step": return { title: `Workflow step ${e.step}: ${e.status}` };
+    case "ended": {
+      const { text } = notice({ status: e.status, verification: e.verification, reason: e.incomplete_reason, error: e.error });
+      return { title: `Ended · ${text}`, detail: e.evidence ? JSON.stringify(e.evidence, null, 2) : null };
+    }
+    default: return { title: e.kind };
+  }
+}
+
+export async function renderTimeline(main, runId) {
+  const here = location.hash;
+  const title = `Run ${runId.slice(0, 12)}`;
+  if (!main.querySelector(".timeline")) main.replaceChildren(h("h1", { text: title }), h("p", { class: "loading", text: "Loading…" }));
+  let run;
+  try {
+    run = await get(`/runs/${encodeURIComponent(runId)}/timeline`);
+  } catch (error) {
+    main.replaceChildren(h("h1", { text: title }), h("p", { class: "notice", role: "alert", text: errorText(error) }),
+      h("p", {}, h("a", { href: "#/runs", text: "All runs" })));
+    return;
+  }
+  if (location.hash !== here) return; // left while it loaded
+  const { kind, text } = notice({ status: run.status, verification: run.verification, reason: run.incomplete_reason, error: run.error });
+  const tokens = run.tokens || {};
+  const pairs = [
+    ["agent", run.agent_id],
+    ["session", h("a", { href: `#/chat?session=${encodeURIComponent(run.session_id)}`, text: run.session_id })],
+    ["status", h("span", { class: `notice ${kind}`, text })],
+    ["started", formatTime(run.started_at)],
+    ["finished", run.finished_at ? `${formatTime(run.finished_at)} (${(run.finished_at - run.started_at).toFixed(2)} s)` : "—"],
+    ["turns", run.turns ?? "—"],
+    ["tokens", tokens.total !== undefined ? `${number(tokens.total)} (${number(tokens.input)} in, ${number(tokens.output)} out)` : "—"],
+    ["cost", costText(run.cost_usd)],
+    ["proof", run.proof ? `${run.proof.receipts} receipt${run.proof.receipts === 1 ? "" : "s"} · ${run.proof.sha256}` : "—"],
+  ];
+  const steps = run.entries.map((e) => {
+    const { title: line, detail } = stepText(e);
+    return h("li", { dataset: { kind: e.kind } }, h("p", { class: "step-title", text: line }),
+      detail ? h("pre", { class: "step-detail", text: detail }) : null);
+  });
+  main.replaceChildren(...[
+    h("div", { class: "page-head" }, h("h1", { text: title }), h("a", { href: "#/runs", text: "All runs" })),
+    h("p", { class: "lead" }, "Run ", h("code", { text: run.run_id }),
+      run.live ? " · live: this page follows it until it ends" : ""),
+    h("dl", { class: "pairs card" }, pairs.map(([k, v]) => [h("dt", { text: k }), h("dd", {}, v)])),
+    run.evidence ? h("section", { class: "card", "aria-labelledby": "evidence-title" }, h("h2", { id: "evidence-title", text: "Evidence" }),
+      h("pre", { class: "step-detail", text: JSON.stringify(run.evidence, null, 2) })) : null,
+    h("section", { class: "card", "aria-labelledby": "steps-title" }, h("h2", { id: "steps-title", text: "Timeline" }),
+      run.kept || run.live
+        ? h("ol", { class: "timeline" }, steps)
+        : h("p", { class: "note timeline", text: "No timeline was kept for this run: it ran while the portal was not served." }),
+      run.left_out ? h("p", { class: "note", text: `${run.left_out} later steps were left out (at most 400 are kept per run).` }) : null),
+  ].filter(Boolean));
+  if (run.live) {
+    setTimeout(() => {
+      if (location.hash === here && main.isConnected) renderTimeline(main, runId);
+    }, 1000);
+  }
 }

@@ -4,7 +4,9 @@
 // fields (PATCH /config), so nothing hidden is reset.
 
 import { ApiError, api, download, get } from "./api.js";
-import { FieldSet, applyView, at, errorText, h, sourceText, toast, valueText, viewSwitch } from "./dom.js";
+import {
+  FieldSet, applyView, at, errorText, h, leaving, revealErrors, sourceText, toast, valueText, viewSwitch,
+} from "./dom.js";
 
 const UNLIMITED = "0 means unlimited";
 
@@ -143,6 +145,8 @@ export async function renderSettings(main) {
     return field.element;
   }
 
+  leaving.unsaved = () => main.contains(form) && fields.changed().length > 0;
+
   function updatePending() {
     const count = fields.changed().length;
     pending.textContent = count ? `${count} unsaved change${count === 1 ? "" : "s"}` : "No unsaved changes";
@@ -244,7 +248,7 @@ export async function renderSettings(main) {
     fields.clearErrors();
     const changes = fields.changes();
     if (changes === null) {
-      status.textContent = "Some values are not valid; nothing was saved.";
+      revealErrors(form, fields, status);
       return;
     }
     save.disabled = true;
@@ -259,8 +263,11 @@ export async function renderSettings(main) {
       const line = main.querySelector(".save-status");
       if (line) line.textContent = `Saved: ${changed.join(", ") || "nothing changed"}. Limits apply to the next run; server values at the next start.`;
     } catch (error) {
-      const shown = error instanceof ApiError ? fields.showErrors(error.fields) : 0;
-      status.textContent = `Not saved: ${shown ? error.message : errorText(error)}`;
+      if (error instanceof ApiError && Object.keys(error.fields).length) {
+        revealErrors(form, fields, status, fields.showErrors(error.fields));
+      } else {
+        status.textContent = `Not saved: ${errorText(error)}`;
+      }
       updatePending();
     }
   });

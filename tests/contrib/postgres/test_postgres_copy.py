@@ -237,6 +237,7 @@ async def test_a_workspace_copied_into_postgres_reads_the_same_and_goes_on(
             "workflow_checkpoints",
             "plugin_state",
             "leases",
+            "lease_high_water",
             "counters",
             "tool_approvals",
         )

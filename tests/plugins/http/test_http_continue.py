@@ -106,3 +106,23 @@ async def test_bad_continue_bodies_name_the_field(
         unknown = await alice.post("/runs/T/continue", json={"txt": "typo"})
         assert unknown.status_code == 422
         assert "txt" in unknown.text
+
+
+async def test_a_run_that_is_not_incomplete_is_409_on_both_routes(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    agent(workspace)
+    served = open_server(make_kernel, extra_plugins=[counting(Counter())])
+    async with served as server, server.client("alice") as alice:
+        await alice.post("/chat", json={"agent_id": "a", "text": "go", "run_id": "U"})
+        done = await alice.post("/runs/U/continue", json={"overrides": {"max_turns": 5}})
+        assert done.json()["status"] == "completed"
+        for path in ("/runs/U/continue", "/runs/U/continue/stream"):
+            again = await alice.post(path, json={})
+            assert again.status_code == 409, (path, again.text)
+            assert "run 'U' is completed" in again.json()["error"]
+        bare = await alice.post("/runs/U/continue")  # no JSON body: told, never a 500
+        assert bare.status_code in (400, 415), bare.text
+        stored = await server.kernel.store().get_run("U")
+        assert stored is not None
+        assert (stored.principal, stored.attempt) == ("alice", 2)  # still alice's, once more

@@ -21,7 +21,7 @@ async def test_a_run_task_that_fails_logs_the_error(
     async def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError(f"the proxy refused Authorization: Bearer {SECRET}")
 
-    monkeypatch.setattr(server.kernel, "run", broken)
+    monkeypatch.setattr(server.kernel.runner(), "run", broken)  # the run task fails
     caplog.set_level(logging.ERROR, logger="soulacy")
     async with server.client() as client:
         response = await client.post("/chat", json={"agent_id": "echo", "text": "x"})

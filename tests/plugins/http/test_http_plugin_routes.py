@@ -3,14 +3,16 @@ the HTTP plugin's own: Host, Origin, keys and principals, admins, body limits, J
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+import trio
 from _support.http_server import keyed_config, open_server
 
 from soulacy.kernel import Kernel, PluginError, hookimpl
-from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, HttpRoute
+from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, HttpRoute, StreamWriter
 from soulacy.testing import Workspace, throwaway_plugin
 
 ALONE = ["no:portal"]  # the HTTP plugin's mechanism alone: the builtin portal adds routes too
@@ -250,3 +252,70 @@ def test_an_optional_implementation_loads_with_the_http_plugin_disabled(
 
     kernel = make_kernel(plugins=["no:http"], extra_plugins=[Optional()])
     assert kernel.pm.has_plugin("http") is False
+
+
+class Ticker:
+    """A streamed route: one chunk, then another only once the test says so; it records how its
+    producer ended."""
+
+    def __init__(self) -> None:
+        self.go_on = trio.Event()
+        self.ended = trio.Event()
+        self.how = ""
+
+    async def stream(self, request: HttpRequest) -> HttpResponse:
+        async def produce(write: StreamWriter) -> None:
+            try:
+                await write(b"data: first\n\n")
+                await self.go_on.wait()
+                await write(b"data: second\n\n")
+                self.how = "returned"
+            except trio.Cancelled:
+                self.how = "cancelled"
+                raise
+            finally:
+                self.ended.set()
+
+        return HttpResponse.streamed(produce, {"content-type": "text/event-stream"})
+
+    def routes(self, kernel: Kernel) -> Sequence[HttpRoute]:
+        return [HttpRoute("GET", "/ticks", self.stream)]
+
+
+async def test_a_streamed_answer_is_sent_as_it_is_written_and_stops_with_its_client(
+    keyed: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    ticker = Ticker()
+    extra = [plugin(soulacy_http_routes=ticker.routes)]
+    async with (
+        open_server(make_kernel, extra_plugins=extra, plugins=ALONE) as server,
+        server.client("alice") as alice,
+    ):
+        async with alice.stream("GET", "/ticks") as response:
+            chunks = response.aiter_raw()
+            first = await anext(chunks)  # while the producer waits: sent as written
+            assert "content-length" not in response.headers
+            ticker.go_on.set()
+            rest = b"".join([chunk async for chunk in chunks])
+        assert (first, rest, ticker.how) == (b"data: first\n\n", b"data: second\n\n", "returned")
+
+
+async def test_a_streamed_answer_is_cancelled_when_its_client_disconnects(
+    keyed: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    ticker = Ticker()
+    extra = [plugin(soulacy_http_routes=ticker.routes)]
+    async with (
+        open_server(make_kernel, extra_plugins=extra, plugins=ALONE) as server,
+        server.client("alice") as alice,
+    ):
+        async with alice.stream("GET", "/ticks") as response:
+            chunks = response.aiter_raw()
+            assert await anext(chunks) == b"data: first\n\n"
+            # gone before the second chunk (httpx's readers end once the connection closed)
+            await response.aclose()
+            with contextlib.suppress(Exception):
+                async for _ in chunks:
+                    pass
+        await ticker.ended.wait()
+        assert ticker.how == "cancelled"

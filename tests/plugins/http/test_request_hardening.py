@@ -346,6 +346,8 @@ def test_the_openapi_document_lists_these_answers() -> None:
     assert "requests" in scopes["properties"]["scope"]["enum"]
     for path, item in document["paths"].items():
         for method, operation in item.items():
+            if method not in ("get", "put", "post", "patch", "delete"):
+                continue  # a path item's own keys (servers, parameters)
             answers = operation["responses"]
             if operation.get("security") != []:  # a key is needed: requests are counted
                 assert "429" in answers, (method, path)

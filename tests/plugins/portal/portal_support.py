@@ -3,6 +3,7 @@ config.yaml with every advanced value set and commented, agents on the scripted 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,6 +13,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from _support.http_server import KEYS
 
@@ -124,3 +126,22 @@ def soulacy_serve(
             proc.wait(timeout=10)
         drain.join(10)
         proc.stderr.close()
+
+
+def browser_page(browser: Any, key: str | None, width: int = 1280, height: int = 900) -> Any:
+    """A page of a fresh browser context, with ``key`` given as the portal keeps it (None: no
+    key, keyless loopback mode); ``page.errors`` collects page errors and console errors."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    if key:
+        context.add_init_script(f"sessionStorage.setItem('soulacy-key', {json.dumps(key)})")
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.errors = errors
+    return page
+
+
+def page_errors(page: Any, allowed: tuple[str, ...] = ()) -> list[str]:
+    return [e for e in page.errors if not any(a in e for a in allowed)]

@@ -89,10 +89,13 @@ async def test_an_admin_creates_an_agent_that_inherits_the_workspace_policy(
         "system_prompt: You are a helpful assistant.\n"
         "llm:\n"
         "  provider: scripted\n"
+        "  model: agents/bot/script.yaml\n"  # the scripted type's starter script: it answers
         "tools: []\n"
     )
     for cap in ("max_turns", "budget", "run_timeout", "max_tokens", "top_p", "temperature"):
         assert cap not in text
+    script = (keyed.path / "agents" / "bot" / "script.yaml").read_text()
+    assert "I am bot, on the scripted model" in script
 
 
 async def test_editing_one_field_keeps_every_other_key_and_comment(
@@ -523,6 +526,11 @@ async def test_without_the_portal_plugin_nothing_is_served_at_the_root(
             assert (await root.get("/agents")).status_code == 200
 
 
+# Routes the portal serves that plugins/http/openapi.json (not the portal's file) does not
+# describe yet: each is listed in docs/portal.md's route table meanwhile.
+NOT_YET_DOCUMENTED: set[str] = set()
+
+
 def test_every_portal_route_is_in_the_openapi_document(
     keyed: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
@@ -531,7 +539,11 @@ def test_every_portal_route_is_in_the_openapi_document(
     document = json.loads(OPENAPI.read_text())
     for route in api_routes(make_kernel()):
         path = re.sub(r"\(\?P<(\w+)>\[\^/\]\+\)", r"{\1}", route.path)
-        assert route.method.lower() in document["paths"].get(path, {}), route.name
+        documented = route.method.lower() in document["paths"].get(path, {})
+        if f"{route.method} {path}" in NOT_YET_DOCUMENTED:  # openapi.json: the HTTP plugin's
+            assert not documented, f"{route.name} is documented now: take it off the list"
+        else:
+            assert documented, route.name
 
 
 def test_the_static_files_fetch_nothing_from_elsewhere() -> None:
@@ -546,3 +558,44 @@ def test_the_static_files_fetch_nothing_from_elsewhere() -> None:
             assert outside not in text, (file.name, outside)
         for module in re.findall(r'from "\./([^"]+)"', text):  # every import is a shipped file
             assert module in names, (file.name, module)
+
+
+# -- the workspace provider (issue 39, observation 4) ------------------------------------------
+
+
+async def test_patch_config_refuses_a_workspace_provider_that_does_not_exist(
+    keyed: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    config = keyed.path / "config.yaml"
+    before = config.read_bytes()
+    async with (
+        open_server(make_kernel) as server,
+        server.client("root") as root,
+        server.client("alice") as alice,
+    ):
+        for changes in (
+            {"llm.default.provider": "locl"},
+            {"llm": {"default": {"provider": "locl"}}},
+        ):
+            refused = await root.patch("/config", json={"changes": changes})
+            assert refused.status_code == 422, refused.text
+            (field, why), *rest = refused.json()["fields"].items()
+            assert rest == []
+            assert field == "changes.llm.default.provider"
+            assert "unknown provider 'locl'; did you mean 'local'?" in why
+        assert config.read_bytes() == before
+        assert (
+            await alice.patch("/config", json={"changes": {"llm.default.provider": "local"}})
+        ).status_code == 403
+        for name in ("local", "openai", None):  # an entry, a provider type, cleared
+            answer = await root.patch("/config", json={"changes": {"llm.default.provider": name}})
+            assert answer.status_code == 200, answer.text
+        # Agents: every invalid field named at once.
+        bad = {"llm": {"temperature": 5, "top_p": 2}, "run_timeout": "-1h"}
+        answer = await root.patch("/agents/echo", json={"changes": bad})
+        assert answer.status_code == 422
+        assert set(answer.json()["fields"]) == {
+            "changes.llm.temperature",
+            "changes.llm.top_p",
+            "changes.run_timeout",
+        }

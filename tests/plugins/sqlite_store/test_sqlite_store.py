@@ -358,6 +358,7 @@ async def test_a_schema_8_file_reads_the_same_after_its_migration(tmp_path: Path
         await store.aclose()
     after = _rows(path)
     assert after.pop("attempt_endings") == 3  # retried 1, again 1 (moved), again 2 (just now)
+    assert after.pop("lease_high_water") == 0  # schema 12's: empty until a lease is pruned
     assert after == {**before, "conversation_history": 10, "runs": 4, "tool_records": 3}
     conn = sqlite3.connect(path)
     try:

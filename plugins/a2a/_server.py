@@ -1,0 +1,464 @@
+"""The A2A server: agent cards and the JSON-RPC methods of A2A 1.0, as routes of the HTTP plugin.
+
+- ``GET /.well-known/agent-card.json``: the workspace's card; each agent the caller may use is
+  a skill, with an interface of its own.
+- ``GET /api/v1/a2a/{agent_id}/.well-known/agent-card.json``: one agent's card.
+- ``POST /api/v1/a2a/{agent_id}``: ``SendMessage``, ``SendStreamingMessage``, ``GetTask``,
+  ``CancelTask``, ``SubscribeToTask``, and their 0.3 twins (``_v03.py`` translates the shapes).
+
+Every route needs a key (``auth="key"``): the caller's principal owns the runs it starts, and
+another principal's task reads as no task at all. A streamed answer is the whole SSE body, sent
+once the task has ended: a route of the HTTP plugin answers a whole body (see docs/a2a.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import trio
+
+from soulacy.kernel import AgentSpec, CapacityError, ConfigError, Kernel, RunIdInUse, UsageError
+from soulacy.kernel.store import RunRecord
+from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
+
+from . import _v03 as v03
+from . import _wire as wire
+from ._skills import skills_of
+from ._tasks import CANCEL_REASON, KernelClosed, TaskLog, Tasks
+
+CARD_PATH = "/.well-known/agent-card.json"
+RPC_PATH = "/a2a/(?P<agent_id>[^/]+)"
+AGENT_CARD_PATH = RPC_PATH + r"/\.well-known/agent-card\.json"
+API_PREFIX = "/api/v1"
+CANCEL_WAIT = 30.0  # seconds a CancelTask waits for its run to end before answering its state
+RETRY_AFTER = "5"
+
+Method = Callable[["Call"], Awaitable["HttpResponse | dict[str, Any]"]]
+
+
+def soulacy_version() -> str:
+    try:
+        return version("soulacy")
+    except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+        return "0"
+
+
+def usable_agents(kernel: Kernel) -> list[AgentSpec]:
+    """Every valid, enabled agent of the workspace: agents are the workspace's, offered to
+    every principal (as ``GET /agents`` and ``/mcp`` offer them); runs are a principal's."""
+    found = []
+    for agent_id in kernel.agent_ids():
+        if not wire.ID.fullmatch(agent_id):
+            continue
+        try:
+            agent = kernel.agent(agent_id)
+        except (UsageError, ConfigError):
+            continue  # an invalid SOUL.yaml: `soulacy config validate` says why
+        if agent.section("enabled") is not False:
+            found.append(agent)
+    return found
+
+
+def base_url(request: HttpRequest) -> str:
+    """The server's URL as the caller reached it (its Host passed the HTTP plugin's allow-list)."""
+    scheme = "https" if request.headers.get("x-forwarded-proto") == "https" else "http"
+    return f"{scheme}://{request.headers.get('host', 'localhost')}"
+
+
+def interface(
+    request: HttpRequest, agent_id: str, version: str = wire.PROTOCOL_VERSION
+) -> dict[str, str]:
+    return {
+        "url": f"{base_url(request)}{API_PREFIX}/a2a/{agent_id}",
+        "protocolBinding": wire.BINDING,
+        "protocolVersion": version,
+    }
+
+
+def security() -> dict[str, Any]:
+    """The card's security: the HTTP API's bearer keys."""
+    scheme = {
+        "httpAuthSecurityScheme": {"scheme": "Bearer", "description": "a server.api_keys key"}
+    }
+    return {
+        "securitySchemes": {"bearer": scheme},
+        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+    }
+
+
+def card_of(agent: AgentSpec, request: HttpRequest) -> dict[str, Any]:
+    name = agent.section("name") or agent.id
+    return {
+        "name": name,
+        "description": agent.section("description") or f"The agent {name!r} of a Soulacy workspace",
+        # 1.0 first (clients prefer it); 0.3's methods are served at the same URL.
+        "supportedInterfaces": [interface(request, agent.id), interface(request, agent.id, "0.3")],
+        "version": soulacy_version(),
+        "capabilities": {"streaming": True, "pushNotifications": False},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills_of(agent),
+        **security(),
+    }
+
+
+class Call:
+    """One JSON-RPC request to an agent's endpoint: ``method`` as asked, ``served`` the 1.0
+    method that answers it (``legacy``: a 0.3 method, its shapes translated)."""
+
+    def __init__(
+        self, request: HttpRequest, agent: AgentSpec, rpc_id: Any, method: str, params: Any
+    ) -> None:
+        self.request, self.agent, self.rpc_id, self.method = request, agent, rpc_id, method
+        self.legacy = method in v03.METHODS
+        self.served = v03.METHODS.get(method, method)
+        if self.legacy:
+            params = v03.params(method, params)
+        if not isinstance(params, Mapping):
+            raise wire.invalid_params("params", "expected an object")
+        self.params: Mapping[str, Any] = params
+
+    def result(self, answer: Mapping[str, Any]) -> dict[str, Any]:
+        return v03.result(self.method, answer) if self.legacy else dict(answer)
+
+    def event(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        return v03.event(event) if self.legacy else dict(event)
+
+
+class A2aServer:
+    """The A2A routes of one kernel."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.tasks = Tasks(kernel)
+        self.methods: dict[str, Method] = {
+            "SendMessage": self.send_message,
+            "SendStreamingMessage": self.send_streaming_message,
+            "GetTask": self.get_task,
+            "CancelTask": self.cancel_task,
+            "SubscribeToTask": self.subscribe_to_task,
+        }
+        self.not_supported = {
+            "ListTasks": "listing tasks is not served: GetTask reads one",
+            "CreateTaskPushNotificationConfig": "push notifications are not served",
+            "GetTaskPushNotificationConfig": "push notifications are not served",
+            "ListTaskPushNotificationConfigs": "push notifications are not served",
+            "DeleteTaskPushNotificationConfig": "push notifications are not served",
+            "GetExtendedAgentCard": "there is no extended agent card",
+        }
+
+    # -- cards -----------------------------------------------------------------------------
+
+    async def workspace_card(self, request: HttpRequest) -> HttpResponse:
+        agents = usable_agents(self.kernel)
+        name = self.kernel.workspace.name or "workspace"
+        card = {
+            "name": f"Soulacy workspace {name}",
+            "description": (
+                "The agents of a Soulacy workspace: each skill is an agent, served at its own"
+                " interface (in the order of the skills) and described by its own card at"
+                f" {API_PREFIX}/a2a/<agent_id>{CARD_PATH}"
+            ),
+            "supportedInterfaces": [interface(request, a.id) for a in agents],
+            "version": soulacy_version(),
+            "capabilities": {"streaming": True, "pushNotifications": False},
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [
+                {
+                    "id": a.id,
+                    "name": a.section("name") or a.id,
+                    "description": a.section("description") or f"the agent {a.id!r}",
+                    "tags": sorted({tag for skill in skills_of(a) for tag in skill["tags"]}),
+                }
+                for a in agents
+            ],
+            **security(),
+        }
+        return HttpResponse.json(card)
+
+    async def agent_card(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse.json(card_of(self._agent(request.params["agent_id"]), request))
+
+    def _agent(self, agent_id: str) -> AgentSpec:
+        """The enabled, valid agent ``agent_id`` of the workspace (its id never reaches the file
+        system unless the workspace has it), else a 404."""
+        if wire.ID.fullmatch(agent_id) and agent_id in self.kernel.agent_ids():
+            try:
+                agent = self.kernel.agent(agent_id)
+            except (UsageError, ConfigError):
+                agent = None  # an invalid SOUL.yaml: `soulacy config validate` says why
+            if agent is not None and agent.section("enabled") is not False:
+                return agent
+        raise HttpError(404, f"no agent {agent_id!r} is served over A2A")
+
+    # -- JSON-RPC --------------------------------------------------------------------------
+
+    async def rpc(self, request: HttpRequest) -> HttpResponse:
+        agent = self._agent(request.params["agent_id"])
+        body = await request.json()
+        rpc_id = body.get("id") if isinstance(body, Mapping) else None
+        try:
+            call = self._call(request, agent, body)
+            answer = await self.methods[call.served](call)
+        except wire.RpcError as exc:
+            # A stream's error too: found before it begins, it is a JSON answer (as the SDK's
+            # own server answers one).
+            return HttpResponse.json(wire.error_response(rpc_id, exc))
+        if isinstance(answer, HttpResponse):
+            return answer
+        return HttpResponse.json(wire.response(rpc_id, call.result(answer)))
+
+    def _call(self, request: HttpRequest, agent: AgentSpec, body: Any) -> Call:
+        if isinstance(body, list):
+            raise wire.RpcError(wire.INVALID_REQUEST, "invalid request: batches are not served")
+        if not isinstance(body, Mapping) or body.get("jsonrpc") != "2.0":
+            raise wire.RpcError(
+                wire.INVALID_REQUEST, "invalid request: jsonrpc: expected a JSON-RPC 2.0 request"
+            )
+        method = body.get("method")
+        if not isinstance(method, str):
+            raise wire.RpcError(wire.INVALID_REQUEST, "invalid request: method: expected a string")
+        _check_version(request, method)
+        method = v03.NOT_SERVED.get(method, method)
+        if method in self.not_supported:
+            code = wire.PUSH_NOT_SUPPORTED if "Push" in method else wire.UNSUPPORTED_OPERATION
+            raise wire.RpcError(code, f"{method}: {self.not_supported[method]}")
+        if method not in self.methods and method not in v03.METHODS:
+            raise wire.RpcError(
+                wire.METHOD_NOT_FOUND,
+                f"method not found: {method!r}: expected one of {', '.join(self.methods)}"
+                f" (A2A 1.0) or {', '.join(v03.METHODS)} (A2A 0.3)",
+            )
+        if "params" not in body:
+            raise wire.invalid_params("params", "expected an object")
+        return Call(request, agent, body.get("id"), method, body["params"])
+
+    # -- methods ---------------------------------------------------------------------------
+
+    def _start(self, call: Call) -> tuple[TaskLog, bool]:
+        """Start the task a SendMessage asks for; also whether to answer at once."""
+        params = call.params
+        message = params.get("message")
+        text = wire.text_of_message(message)
+        assert isinstance(message, Mapping)  # text_of_message checked it
+        if message.get("taskId"):
+            raise wire.RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                "message.taskId: a task is one run and takes no further message; send"
+                " message.contextId (the task's contextId) to continue its conversation",
+                {"field": "message.taskId"},
+            )
+        context_id = wire.optional_id(message, "contextId", "message.contextId")
+        configuration = params.get("configuration") or {}
+        if not isinstance(configuration, Mapping):
+            raise wire.invalid_params("configuration", "expected an object")
+        if configuration.get("taskPushNotificationConfig"):
+            raise wire.RpcError(
+                wire.PUSH_NOT_SUPPORTED, "configuration.taskPushNotificationConfig: not served"
+            )
+        at_once = configuration.get("returnImmediately", False)
+        if not isinstance(at_once, bool):
+            raise wire.invalid_params("configuration.returnImmediately", "expected a boolean")
+        modes = configuration.get("acceptedOutputModes") or []
+        if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
+            raise wire.invalid_params("configuration.acceptedOutputModes", "expected strings")
+        if modes and not any(m in ("text/plain", "text/*", "*/*", "text") for m in modes):
+            raise wire.RpcError(
+                wire.CONTENT_TYPE_NOT_SUPPORTED,
+                "configuration.acceptedOutputModes: this agent answers text/plain only",
+                {"field": "configuration.acceptedOutputModes"},
+            )
+        wire.history_length(configuration, "configuration.historyLength")
+        if self.kernel.stopping.is_set():
+            raise HttpError(
+                503,
+                "the server is shutting down: it takes no new task; retry on another server",
+                headers={"retry-after": RETRY_AFTER},
+            )
+        request = call.request
+        try:
+            log = self.tasks.start(call.agent.id, text, message, context_id, request.principal)
+        except CapacityError as exc:
+            raise HttpError(429, f"the server is at capacity, retry later: {exc}") from None
+        except RunIdInUse as exc:  # pragma: no cover - a fresh random id
+            raise HttpError(409, str(exc)) from None
+        except KernelClosed as exc:
+            raise HttpError(503, str(exc), headers={"retry-after": RETRY_AFTER}) from None
+        return log, at_once
+
+    async def send_message(self, call: Call) -> dict[str, Any]:
+        log, at_once = self._start(call)
+        if not at_once:
+            await _wait_done(log)
+        length = wire.history_length(call.params.get("configuration") or {})
+        return {"task": log.task(length)}
+
+    async def send_streaming_message(self, call: Call) -> HttpResponse:
+        log, _ = self._start(call)
+        return await self._stream(call, log, 0)
+
+    async def get_task(self, call: Call) -> dict[str, Any]:
+        task_id = wire.required_id(call.params)
+        length = wire.history_length(call.params)
+        log = self._visible_log(call, task_id)
+        if log is not None:
+            return log.task(length)
+        return await self._stored_task(call, task_id, length)
+
+    async def cancel_task(self, call: Call) -> dict[str, Any]:
+        task_id = wire.required_id(call.params)
+        log = self._visible_log(call, task_id)
+        if log is None:
+            stored = await self._stored_task(call, task_id, None)
+            if stored["status"]["state"] in wire.TERMINAL:
+                raise _not_cancelable(task_id, stored["status"]["state"])
+            await self.kernel.request_cancel(task_id, CANCEL_REASON)  # its process cancels it
+            return stored
+        if log.done:
+            raise _not_cancelable(task_id, log.state)
+        await self.kernel.request_cancel(task_id, CANCEL_REASON)
+        with trio.move_on_after(CANCEL_WAIT):  # a run ends at its next checkpoint
+            await _wait_done(log)
+        return log.task()
+
+    async def subscribe_to_task(self, call: Call) -> HttpResponse:
+        task_id = wire.required_id(call.params)
+        log = self._visible_log(call, task_id)
+        last_id = _last_event_id(call.request)
+        if log is None:
+            stored = await self._stored_task(call, task_id, None)
+            raise wire.RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                f"task {task_id} is in the terminal state {stored['status']['state']} or runs"
+                " in another process: GetTask reads it",
+            )
+        if log.done and last_id is None:
+            raise wire.RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                f"task {task_id} is in the terminal state {log.state}: GetTask reads it, or"
+                " reconnect with Last-Event-ID to get the events missed",
+            )
+        if last_id is None:  # a new subscriber: the task as it is now, then what follows
+            return await self._stream(call, log, len(log.events), first=log.task())
+        return await self._stream(call, log, last_id)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _visible_log(self, call: Call, task_id: str) -> TaskLog | None:
+        log = self.tasks.get(task_id)
+        if log is None:
+            return None
+        if not call.request.sees(log.principal) or log.agent_id != call.agent.id:
+            raise _not_found(task_id)
+        return log
+
+    async def _stored_task(self, call: Call, task_id: str, length: int | None) -> dict[str, Any]:
+        """A task this process does not keep, read from the store (another process's run, or
+        one from before a restart)."""
+        record = await self.kernel.store().get_run(task_id)
+        if (
+            record is None
+            or not call.request.sees(record.principal)
+            or record.agent_id != call.agent.id
+        ):
+            raise _not_found(task_id)
+        return await stored_task(self.kernel, record, length)
+
+    async def _stream(
+        self, call: Call, log: TaskLog, after: int, first: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        await _wait_done(log)
+        chunks = []
+        if first is not None:
+            chunks.append(_sse(after, wire.response(call.rpc_id, call.event({"task": first}))))
+        for event_id, event in log.after(after):
+            chunks.append(_sse(event_id, wire.response(call.rpc_id, call.event(event))))
+        return _sse_answer("".join(chunks))
+
+
+async def stored_task(kernel: Kernel, record: RunRecord, length: int | None) -> dict[str, Any]:
+    """A stored run as a task: its state, its messages in its conversation and its reply."""
+    state = wire.STATE_OF_STATUS.get(record.status, wire.FAILED)
+    entries = await kernel.store().history(record.session_id, record.agent_id, record.principal)
+    history = []
+    for entry in entries:
+        if entry.run_id != record.run_id or entry.role not in ("user", "assistant"):
+            continue
+        if entry.role == "assistant" and (entry.tool_calls or not entry.content):
+            continue
+        role = "ROLE_USER" if entry.role == "user" else "ROLE_AGENT"
+        history.append(
+            wire.text_message(
+                role, entry.content, f"{record.run_id}-{entry.id}", record.session_id, record.run_id
+            )
+        )
+    found: dict[str, Any] = {
+        "id": record.run_id,
+        "contextId": record.session_id,
+        "status": {
+            "state": state,
+            "timestamp": wire.timestamp(record.finished_at or record.started_at),
+        },
+        "history": history if length is None else history[-length:] if length else [],
+        "metadata": {"agent_id": record.agent_id, **(record.metadata or {})},
+    }
+    replies = [m for m in history if m["role"] == "ROLE_AGENT"]
+    if replies and state == wire.COMPLETED:
+        found["artifacts"] = [
+            {"artifactId": f"{record.run_id}-reply", "name": "reply", "parts": replies[-1]["parts"]}
+        ]
+    return found
+
+
+def _check_version(request: HttpRequest, method: str) -> None:
+    """A request's ``A2A-Version`` must be its method's: 1.0's, or 0.3's for 0.3's methods."""
+    asked = (request.headers.get(wire.VERSION_HEADER) or "").strip()
+    legacy = method in v03.METHODS or method in v03.NOT_SERVED
+    accepted = v03.ACCEPTED_VERSIONS if legacy else wire.ACCEPTED_VERSIONS
+    if asked and asked not in accepted:
+        spoken = v03.VERSION if legacy else wire.PROTOCOL_VERSION
+        raise wire.RpcError(
+            wire.VERSION_NOT_SUPPORTED,
+            f"A2A-Version {asked!r} is not served for {method}, a method of A2A {spoken}",
+        )
+
+
+async def _wait_done(log: TaskLog) -> None:
+    while not log.done:
+        await log.changed.wait()
+
+
+def _last_event_id(request: HttpRequest) -> int | None:
+    raw = request.headers.get("last-event-id")
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise wire.invalid_params("Last-Event-ID", "expected the id of an event") from None
+    if value < 0:
+        raise wire.invalid_params("Last-Event-ID", "expected the id of an event, 0 or more")
+    return value
+
+
+def _sse_answer(body: str) -> HttpResponse:
+    headers = {"content-type": "text/event-stream", "cache-control": "no-store"}
+    return HttpResponse(200, body.encode(), headers)
+
+
+def _sse(event_id: int, data: Mapping[str, Any]) -> str:
+    return f"id: {event_id}\ndata: {json.dumps(data, default=str)}\n\n"
+
+
+def _not_found(task_id: str) -> wire.RpcError:
+    return wire.RpcError(wire.TASK_NOT_FOUND, f"task not found: {task_id}", {"field": "id"})
+
+
+def _not_cancelable(task_id: str, state: str) -> wire.RpcError:
+    return wire.RpcError(
+        wire.TASK_NOT_CANCELABLE, f"task {task_id} is in the terminal state {state}: not cancelable"
+    )

@@ -1,0 +1,161 @@
+"""What happened in one run, step by step, for the portal's run timeline.
+
+The run's stored SSE events say its tool calls but not its model calls or compactions, so while
+the portal is served it observes each run's events itself (those below, never a text delta):
+kept in memory while the run goes on (the timeline is live), then written once, when the run
+ends, as a small state of the store (``portal.timeline:RUN_ID``, deleted with its run), so that
+a later ``GET /api/v1/runs/{run_id}/timeline`` — from this process or another on the same
+store — shows it complete. Arguments and results are redacted (as events are) and excerpted.
+Keeping never fails a run: a store that refuses is a logged warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+import attrs
+
+from soulacy.kernel import Event, Kernel, StashKey, redact, redact_text
+
+log = logging.getLogger("soulacy.portal")
+PREFIX = "portal.timeline:"
+TYPES = (
+    *("run.started", "run.limits", "llm.call", "llm.result", "tool.call", "tool.result"),
+    *("tool.approval", "context.compacted", "workflow.step", "run.completed"),
+)
+MAX_ENTRIES = 400  # per run: a longer run keeps its first ones and says how many were left out
+EXCERPT = 300  # characters of an argument list or a result
+MAX_LIVE = 200  # runs followed at once; more (a flood) are not followed
+KEY = StashKey["Timelines"]("portal timelines")
+
+
+def state_key(run_id: str) -> str:
+    return PREFIX + run_id
+
+
+def excerpt(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(redact(value), default=str)
+    text = redact_text(text)
+    return text if len(text) <= EXCERPT else text[: EXCERPT - 1] + "…"
+
+
+def entry(event: Event) -> dict[str, Any] | None:
+    """What the timeline keeps of one event (None: nothing)."""
+    data, kind = event.data, event.type
+    if kind == "run.started":
+        return {"kind": "started", "agent_id": data.get("agent_id")}
+    if kind == "run.limits":
+        shown = {
+            name: ("unlimited" if limit.get("unlimited") else limit.get("text", limit.get("value")))
+            for name, limit in data.items()
+            if isinstance(limit, dict)
+        }
+        return {"kind": "limits", "limits": shown}
+    if kind == "llm.call":
+        return {"kind": "model_call", "turn": data.get("turn"), "messages": data.get("messages")}
+    if kind == "llm.result":
+        keys = ("turn", "input_tokens", "output_tokens", "duration_ms", "finish_reason")
+        return {
+            "kind": "model_reply",
+            **{k: data.get(k) for k in keys},
+            "tools": data.get("tool_calls"),
+        }
+    if kind == "tool.call":
+        return {
+            "kind": "tool_call",
+            "turn": data.get("turn"),
+            "id": data.get("id"),
+            "name": data.get("name"),
+            "arguments": excerpt(data.get("arguments") or {}),
+        }
+    if kind == "tool.result":
+        return {
+            "kind": "tool_result",
+            "id": data.get("id"),
+            "name": data.get("name"),
+            "is_error": bool(data.get("is_error")),
+            "verdict": data.get("verdict"),
+            "chars": data.get("chars"),
+            "result": excerpt(data.get("preview") or ""),
+        }
+    if kind == "tool.approval":
+        keys = ("id", "name", "status", "approver", "note")
+        return {"kind": "approval", **{k: data.get(k) for k in keys}}
+    if kind == "context.compacted":
+        return {"kind": "compaction", **{k: v for k, v in data.items() if k != "kind"}}
+    if kind == "workflow.step":
+        return {"kind": "step", "step": data.get("step"), "status": data.get("status")}
+    if kind == "run.completed":
+        ended = ("status", "verification", "incomplete_reason", "error", "evidence", "cost_usd")
+        return {"kind": "ended", **{k: data.get(k) for k in ended}, "tokens": data.get("tokens")}
+    return None
+
+
+@attrs.define
+class Timeline:
+    entries: list[dict[str, Any]] = attrs.Factory(list)
+    left_out: int = 0
+
+    def add(self, found: dict[str, Any]) -> None:
+        if len(self.entries) < MAX_ENTRIES or found["kind"] == "ended":
+            self.entries.append(found)
+        else:
+            self.left_out += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entries": list(self.entries), "left_out": self.left_out}
+
+
+@attrs.define
+class Timelines:
+    """The timelines of the runs going on in this process, by run id."""
+
+    live: dict[str, Timeline] = attrs.Factory(dict)
+
+
+def serve(kernel: Kernel) -> None:
+    """From now on, keep each run's timeline: the portal is served."""
+    if KEY not in kernel.stash:
+        kernel.stash[KEY] = Timelines()
+        kernel.events.observe(lambda event: observe(kernel, event), TYPES)
+
+
+def observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:
+    if event.run_id is None or "http" not in kernel.started:  # not served (`soulacy run`)
+        return None
+    found = entry(event)
+    if found is None:
+        return None
+    found["at"] = round(time.time(), 3)
+    live = kernel.stash[KEY].live
+    timeline = live.get(event.run_id)
+    if timeline is None:
+        if len(live) >= MAX_LIVE:
+            return None
+        timeline = live[event.run_id] = Timeline()
+    timeline.add(found)
+    if found["kind"] != "ended":
+        return None
+    del live[event.run_id]
+    return _save(kernel, event.run_id, timeline)
+
+
+async def _save(kernel: Kernel, run_id: str, timeline: Timeline) -> None:
+    try:
+        await kernel.store().save_state(state_key(run_id), timeline.to_dict(), run_id=run_id)
+    except Exception as exc:  # the page shows what the run's record says; the run goes on
+        log.warning("could not keep the timeline of run %s for the portal: %s", run_id, exc)
+
+
+async def load(kernel: Kernel, run_id: str) -> tuple[dict[str, Any] | None, bool]:
+    """The run's timeline and whether it is live (going on in this process); None when not
+    kept (a run from before the portal was served, or one whose write failed)."""
+    live = kernel.stash[KEY].live.get(run_id) if KEY in kernel.stash else None
+    if live is not None:
+        return live.to_dict(), True
+    state = await kernel.store().load_state(state_key(run_id))
+    return (dict(state) if state else None), False
