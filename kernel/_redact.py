@@ -8,6 +8,7 @@ returned, say) is scrubbed of bearer tokens and ``key=value`` secrets.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +59,7 @@ _COUNT_WORDS = frozenset({"max", "min", "input", "output", "per", "build", "char
 _CREDENTIAL_WORDS = frozenset({"api", "access", "refresh", "auth", "bearer", "session", "id"})
 
 
+@functools.lru_cache(maxsize=4096)  # asked of every tool call's argument names, every turn
 def is_secret_key(key: str) -> bool:
     """True when ``key`` names a secret (``Authorization``, ``api_keys``, ``x-api-key`` …)."""
     if not key:
