@@ -22,7 +22,7 @@ import trio
 
 from soulacy.kernel import AgentSpec, CapacityError, ConfigError, Kernel, RunIdInUse, UsageError
 from soulacy.kernel.store import RunRecord
-from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
+from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, StreamWriter
 
 from . import _v03 as v03
 from . import _wire as wire
@@ -371,13 +371,25 @@ class A2aServer:
     async def _stream(
         self, call: Call, log: TaskLog, after: int, first: dict[str, Any] | None = None
     ) -> HttpResponse:
-        await _wait_done(log)
-        chunks = []
-        if first is not None:
-            chunks.append(_sse(after, wire.response(call.rpc_id, call.event({"task": first}))))
-        for event_id, event in log.after(after):
-            chunks.append(_sse(event_id, wire.response(call.rpc_id, call.event(event))))
-        return _sse_answer("".join(chunks))
+        """The task's events after ``after``, each sent as it happens, until the task ends (a
+        client that leaves stops its stream, never the task)."""
+
+        async def produce(write: StreamWriter) -> None:
+            sent = after
+            if first is not None:
+                await write(_sse(after, wire.response(call.rpc_id, call.event({"task": first}))))
+            while True:
+                # Both read before the events: one added meanwhile still wakes this, and an
+                # ended task's last events are sent before the stream ends.
+                changed, done = log.changed, log.done
+                for event_id, event in log.after(sent):
+                    await write(_sse(event_id, wire.response(call.rpc_id, call.event(event))))
+                    sent = event_id
+                if done:
+                    return
+                await changed.wait()
+
+        return HttpResponse.streamed(produce, SSE_HEADERS)
 
 
 async def stored_task(kernel: Kernel, record: RunRecord, length: int | None) -> dict[str, Any]:
@@ -445,13 +457,11 @@ def _last_event_id(request: HttpRequest) -> int | None:
     return value
 
 
-def _sse_answer(body: str) -> HttpResponse:
-    headers = {"content-type": "text/event-stream", "cache-control": "no-store"}
-    return HttpResponse(200, body.encode(), headers)
+SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-store"}
 
 
-def _sse(event_id: int, data: Mapping[str, Any]) -> str:
-    return f"id: {event_id}\ndata: {json.dumps(data, default=str)}\n\n"
+def _sse(event_id: int, data: Mapping[str, Any]) -> bytes:
+    return f"id: {event_id}\ndata: {json.dumps(data, default=str)}\n\n".encode()
 
 
 def _not_found(task_id: str) -> wire.RpcError:

@@ -461,3 +461,25 @@ async def test_history_length_keeps_the_last_messages_of_a_task(
         none = await client.get_task(GetTaskRequest(id=task_id, history_length=0))
     assert [m.parts[0].text for m in last.history] == ["hello there"]
     assert list(none.history) == []
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_a_stream_delivers_each_event_as_it_happens(
+    served: Workspace, make_kernel: Callable[..., Kernel], version: str
+) -> None:
+    """The slow agent's model takes 30 s: the task's first event arrives while its run goes on
+    (the client cancels it from there), not once the run has ended."""
+    events: list[StreamResponse] = []
+    async with (
+        open_server(make_kernel) as server,
+        a2a_client(server.url, "slow", KEYS["alice"], version=version) as streaming,
+        a2a_client(server.url, "slow", KEYS["alice"], streaming=False, version=version) as other,
+    ):
+        with trio.fail_after(20):
+            async for event in streaming.send_message(request("take a while")):
+                events.append(event)
+                if len(events) == 1:  # live: the run has not ended
+                    assert event.task.status.state == WORKING
+                    await other.cancel_task(CancelTaskRequest(id=event.task.id))
+    assert kinds(events)[0] == "task"
+    assert events[-1].status_update.status.state == CANCELED
