@@ -357,8 +357,13 @@ class Engine:
         store = kernel.store()
         run.tools = {tool.name: tool for tool in kernel.tools_for(agent)}  # errors come first
         await self._check_identity(run, store)
-        # The run is recorded as started at its first turn: a run a strategy refuses before
-        # that (a workflow retry of another request) leaves nothing of its own behind.
+        if not run.retry:
+            # A fresh id is claimed in the store at once (insert-or-fail): of two requests
+            # racing for it, on any process, the loser is refused before ``run.started``, so
+            # a transport answers it 409 or 404 rather than a stream that ends failed. A retry
+            # is recorded as its next attempt at its first turn: a strategy may refuse it
+            # before that (a workflow step left in progress) and leave the run as it was.
+            await self._claim(run, store)
         # Tool calls already executed under this run id (a retry after a crash) replay.
         for call_id, done in (await store.load_tool_records(run.run_id)).items():
             run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
@@ -796,13 +801,7 @@ class Engine:
         store = self.kernel.store() if store is None else store
         fence = run.fence()
         if run.state is S.STARTING:
-            try:
-                # Insert-or-fail: of two processes starting one fresh id, one owns it.
-                run.record = await store.start_run(run.record, fence)
-            except RunIdTaken as taken:  # refused at its first turn: nothing of it stored
-                raise _IdentityRefused(str(taken), list(taken.differs)) from None
-            run.result.attempt = run.record.attempt
-            run.move(S.RUNNING)
+            await self._claim(run, store)
         messages = run.messages[run.recorded :]
         if not messages and not run.pending_tools:
             return
@@ -811,6 +810,16 @@ class Engine:
         await store.record_turn(run.record, stored, run.pending_tools, fence)
         run.recorded = len(run.messages)
         run.pending_tools = []
+
+    async def _claim(self, run: EngineRun, store: Store) -> None:
+        """Record the run as started, its next attempt; refused, nothing of it is stored."""
+        try:
+            # Insert-or-fail: of two processes starting one fresh id, one owns it.
+            run.record = await store.start_run(run.record, run.fence())
+        except RunIdTaken as taken:
+            raise _IdentityRefused(str(taken), list(taken.differs)) from None
+        run.result.attempt = run.record.attempt
+        run.move(S.RUNNING)
 
     async def _complete(self, run: EngineRun) -> None:
         try:

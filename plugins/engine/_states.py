@@ -18,11 +18,11 @@ log = logging.getLogger("soulacy.engine")
 
 class RunState(enum.Enum):
     QUEUED = "queued"  # reserved; waiting for its conversation's turn and lease
-    STARTING = "starting"  # holds the lease; history loaded, identity checked; nothing stored
+    STARTING = "starting"  # holds the lease, identity checked; nothing stored yet
     RUNNING = "running"  # recorded as started (its attempt); calling models and tools
     AWAITING_APPROVAL = "awaiting approval"  # a tool call waits for a person's decision
     FINISHED = "finished"  # how it ended is stored, with its proof; the lease given back
-    NOT_STORED = "not stored"  # ended before its first turn: nothing of it is stored
+    NOT_STORED = "not stored"  # ended before its start was stored: nothing of it is
     UNSTORED = "unstored"  # the store refused how it ended: kept, under its lease, for later
     INTERRUPTED = "interrupted"  # its process stopped it: left unfinished, resumable by its id
     SUSPENDED = "suspended"  # stopped while awaiting approval: a decision resumes it
@@ -56,12 +56,15 @@ TRANSITIONS: tuple[Transition, ...] = (
                "the lease"),
     Transition(S.QUEUED, S.NOT_STORED, "cancelled while queued, or its kernel stopped",
                "nothing", outside=True),
-    Transition(S.STARTING, S.RUNNING, "its first turn boundary (or a restored ending)",
+    Transition(S.STARTING, S.RUNNING,
+               "a fresh id claimed in the store (insert-or-fail); a retry at its first turn"
+               " boundary (or a restored ending)",
                "the run's start: its attempt"),
     Transition(S.STARTING, S.NOT_STORED,
-               "refused before its first turn: its id is another request's, or cancelled",
+               "refused before its start: its id is another request's (a race lost on any"
+               " process), or cancelled",
                "nothing (the lease is given back)", outside=True),
-    Transition(S.STARTING, S.LOST, "its lease was taken over before its first turn",
+    Transition(S.STARTING, S.LOST, "its lease was taken over before its start",
                "nothing", outside=True),
     Transition(S.RUNNING, S.AWAITING_APPROVAL, "a tool call needs a person's decision",
                "the turn so far and the approval request"),

@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # not exported by soulacy.kernel (yet): only its type is need
 PREFIX = "/api/v1"
 OPENAPI = Path(__file__).with_name("openapi.json")
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
+STARTED_WAIT = 2.0  # seconds a stream's headers wait for its run's first event (queued: sent then)
 TOKEN_HEADER = "soulacy-events-token"
 # A run whose log is gone (a restart) replays its result under this id, the largest a
 # JavaScript number holds exactly, so that "Last-Event-ID at or past it" means "seen the end".
@@ -689,17 +690,22 @@ class Api:
                 f" GET {PREFIX}/runs/{log.run_id}",
             )
         result = dict(log.result.data)
+        self._refuse_as_http(result, log.run_id, request.principal)
+        headers = self._token_header(log.run_id, request.principal)
+        await send_json(request.send, 200, result, headers)
+
+    def _refuse_as_http(self, result: dict[str, Any], run_id: str, principal: str | None) -> None:
+        """Raise the HTTP answer of a run that ended before anything of it was stored (a
+        store outage, a continuation taken elsewhere, a run id that is another request's)."""
         if _failed_on_the_store(result):  # an outage: retry the same run id once it is over
             raise self.store_status.run_failed(result)
         if _not_continuable(result):  # continued elsewhere meanwhile: nothing of it stored
             raise HttpError(409, str(result.get("metadata", {}).get("error") or "not continuable"))
         differs = _refused_as_another_requests(result)
         if differs is not None:  # its id was another request's: nothing of it was stored
-            if "principal" in differs and not self.principals.sees_everything(request.principal):
-                raise HttpError(404, f"no run {log.run_id!r}")  # another principal's
-            raise _run_id_taken(log.run_id, differs)
-        headers = self._token_header(log.run_id, request.principal)
-        await send_json(request.send, 200, result, headers)
+            if "principal" in differs and not self.principals.sees_everything(principal):
+                raise HttpError(404, f"no run {run_id!r}")  # another principal's
+            raise _run_id_taken(run_id, differs)
 
     async def chat_stream(self, request: Request, *, continues: bool = False) -> None:
         with ExitStack() as slot:
@@ -710,6 +716,17 @@ class Api:
                 lambda: slot.enter_context(self.streams.take(request.principal)),
                 continues=continues,
             )
+            # The headers wait for the run's first event: a fresh run id is claimed in the
+            # store before it, so a request that lost the id to another (on any process) is
+            # answered 409 or 404 as /chat is, not with a stream that ends failed. A run
+            # queued behind its conversation's lease gets its headers after a short wait.
+            waited = trio.current_time()
+            with trio.move_on_after(min(deadline, STARTED_WAIT)):
+                while log.next_id == 1:
+                    await log.changed.wait()
+            deadline -= trio.current_time() - waited
+            if log.result is not None:
+                self._refuse_as_http(dict(log.result.data), log.run_id, request.principal)
             headers = self._token_header(log.run_id, request.principal)
             await self._stream(request, log, 0, deadline, headers)
 

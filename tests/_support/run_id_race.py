@@ -1,8 +1,8 @@
 """Two kernels on one store, as two processes are, start the same fresh run id at the same
-moment (issue 42, observation 5): a gate holds each run after its identity check found the id
-free and before its first turn, until both are there, so both reach ``start_run`` believing the
-id is theirs. The store lets exactly one own it; the other is refused before anything of it is
-stored, and nothing of either run is lost."""
+moment (issue 42, observation 5): a gate holds each run's claim of the id in the store (after
+its identity check found the id free), until both are there, so both reach ``start_run``
+believing the id is theirs. The store lets exactly one own it; the other is refused before
+anything of it is stored, and nothing of either run is lost."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from typing import Any
 
 import trio
 
-from soulacy.kernel import Kernel, RunResult
-from soulacy.testing import Workspace, throwaway_plugin
+from soulacy.kernel import Kernel, RunResult, hookimpl
+from soulacy.testing import Workspace
 
 
 class Gate:
-    """A run strategy that waits, before the tool loop's first turn, until ``count`` runs wait
-    (each has passed its identity check by then: the id read as free)."""
+    """Holds each run's ``start_run`` (the store's insert-or-fail claim of its id, just after
+    its identity check read the id as free) until ``count`` runs are there: both claim an id
+    each believes is its own. The store is wrapped, not changed (a ``soulacy_store`` wrapper)."""
 
     def __init__(self, count: int = 2) -> None:
         self.count = count
@@ -25,14 +26,29 @@ class Gate:
         self.open = trio.Event()
 
     def plugin(self) -> Any:
-        async def strategy(run: Any) -> None:
-            self.arrived += 1
-            if self.arrived >= self.count:
-                self.open.set()
-            await self.open.wait()
-            await run.tool_loop()
+        gate = self
 
-        return throwaway_plugin("race-gate", soulacy_run_strategy=lambda run: strategy)
+        class Gated:
+            def __init__(self, store: Any) -> None:
+                self._store = store
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._store, name)
+
+            async def start_run(self, run: Any, fence: Any = None) -> Any:
+                gate.arrived += 1
+                if gate.arrived >= gate.count:
+                    gate.open.set()
+                await gate.open.wait()
+                return await self._store.start_run(run, fence)
+
+        class RaceGate:
+            @hookimpl(wrapper=True)
+            def soulacy_store(self, kernel: Kernel) -> Any:
+                store = yield
+                return None if store is None else Gated(store)
+
+        return RaceGate()
 
 
 def agent(workspace: Workspace) -> None:

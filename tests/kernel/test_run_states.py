@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from soulacy.kernel import Event, Kernel, Tool, open_kernel
+from soulacy.kernel.engine import RunStop
 from soulacy.plugins.approvals import approvals_of
 from soulacy.plugins.engine import _states
 from soulacy.plugins.engine._states import TRANSITIONS, Life, RunState
@@ -181,18 +182,24 @@ async def test_lease_lost_before_its_first_turn(
 ) -> None:
     agent(workspace)
     begun = trio.Event()
+    attempts: list[int] = []
 
-    async def strategy(run: Any) -> None:  # waits before its first turn
-        begun.set()
+    async def strategy(run: Any) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:  # a fresh run is claimed at once: its first attempt ends
+            raise RunStop("incomplete", "no_progress")
+        begun.set()  # the retry waits before its first turn
         await trio.sleep_forever()
 
     plugin = throwaway_plugin("slow-start", soulacy_run_strategy=lambda run: strategy)
     kernel = make_kernel(extra_plugins=[Gate().plugin(), plugin])
     async with open_kernel(kernel=kernel, services="runs"), trio.open_nursery() as nursery:
         results: list[Any] = []
+        first_attempt = await kernel.run("a", "go", run_id="R", session_id="S")
+        assert first_attempt.status == "incomplete"
 
         async def go() -> None:
-            results.append(await kernel.run("a", "go"))
+            results.append(await kernel.run("a", "go", run_id="R", session_id="S"))
 
         nursery.start_soon(go)
         await begun.wait()

@@ -97,14 +97,16 @@ async def test_alice_and_bob_on_two_processes_racing_fresh_run_ids_make_one_run_
         }
         # alice on a, bob on b; then alice on both, from two sessions
         races = [("alice", "a", "bob", "b", 404), ("alice", "a", "alice", "b", 409)]
-        for first, on_first, second, on_second, refused in races:
-            for n in range(ROUNDS):
-                run_id = f"race-{second}-{n}"
-                starters = [
-                    (first, on_first, f"S-{run_id}-{first}-{on_first}"),
-                    (second, on_second, f"S-{run_id}-{second}-{on_second}"),
-                ]
-                await check_round(client, dsn, run_id, starters, refused)
+        # /chat, then /chat/stream: a stream that lost the id is refused before its headers
+        for route in ("/chat", "/chat/stream"):
+            for first, on_first, second, on_second, refused in races:
+                for n in range(ROUNDS):
+                    run_id = f"race{route.replace('/', '-')}-{second}-{n}"
+                    starters = [
+                        (first, on_first, f"S-{run_id}-{first}-{on_first}"),
+                        (second, on_second, f"S-{run_id}-{second}-{on_second}"),
+                    ]
+                    await check_round(client, dsn, run_id, starters, refused, route)
 
 
 async def check_round(
@@ -113,13 +115,14 @@ async def check_round(
     run_id: str,
     starters: list[tuple[str, str, str]],
     refused: int,
+    route: str = "/chat",
 ) -> None:
     answers: list[httpx.Response | None] = [None, None]
 
     async def post(index: int) -> None:
         who, node, session = starters[index]
         body = {"agent_id": "chat", "text": f"{who}'s secret {session}", "run_id": run_id}
-        answers[index] = await client[node, who].post("/chat", json=body | {"session_id": session})
+        answers[index] = await client[node, who].post(route, json=body | {"session_id": session})
 
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
@@ -135,8 +138,12 @@ async def check_round(
     loser, _, loser_session = starters[1 - won]
     answer = answers[won]
     assert answer is not None
-    assert answer.json()["status"] == "completed"
-    assert "attempt" not in answer.json()["metadata"]  # its first attempt, not a second
+    result = answer.json() if route == "/chat" else sse_events(answer.text)[-1]["data"]
+    assert result["status"] == "completed"
+    assert "attempt" not in result["metadata"]  # its first attempt, not a second
+    refusal = answers[1 - won]
+    assert refusal is not None
+    assert "error" in refusal.json()  # JSON, not a stream
     stored = rows(dsn, "SELECT principal, session_id, attempt FROM runs WHERE run_id = %s", run_id)
     assert stored == [(owner, session, 1)]
     # The owner sees its run, history and events from both processes (the other process reads
