@@ -39,12 +39,13 @@ PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 BROWSER = "/usr/bin/chromium"
 TYPED_PACKAGES = (
     "soulacy.kernel",
+    "soulacy.cli",
     "soulacy.plugins",
     "soulacy.contrib",
     "soulacy.sdk",
     "soulacy.testing",
 )
-PACKAGE_DIRS = ("kernel", "plugins", "contrib", "sdk", "testing")
+PACKAGE_DIRS = ("kernel", "cli", "plugins", "contrib", "sdk", "testing")
 # What the quick loop leaves out: the markers of tests that need more than this process.
 SLOW_MARKERS = ("browser", "postgres", "processes", "bench")
 

@@ -59,7 +59,7 @@ def serve(
         )
     options = [arg for name in plugins for arg in ("-p", name)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", *options, "--workspace", str(folder), "serve"],
+        [sys.executable, "-m", "soulacy.cli", *options, "--workspace", str(folder), "serve"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -241,7 +241,7 @@ def start(workspace: Path, name: str, logs: Path) -> Node:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     env.update(SOULACY_HOST_ID=f"host-{name}", SOULACY_SERVER__PORT=str(port))
     log = logs / f"{name}-{uuid.uuid4().hex[:6]}.log"
-    command = [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace), "serve"]
+    command = [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace), "serve"]
     with log.open("w") as err:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=err)
     return Node(name, f"http://127.0.0.1:{port}", process, log, time.perf_counter())

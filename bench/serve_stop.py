@@ -48,7 +48,7 @@ def stop_once(signum: int) -> float:
     """Seconds from ``signum`` to the exit of an idle ``soulacy serve``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     with tempfile.TemporaryDirectory(prefix="soulacy-stop-") as tmp:
-        command = [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(tmp), "serve"]
+        command = [sys.executable, "-m", "soulacy.cli", "--workspace", str(tmp), "serve"]
         workspace(Path(tmp))
         proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         assert proc.stderr is not None

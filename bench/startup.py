@@ -36,11 +36,11 @@ HEAVY = ("trio", "httpx")
 
 
 def soulacy_command() -> list[str]:
-    """The installed console script next to this Python, else ``python -m soulacy.kernel.cli``."""
+    """The installed console script next to this Python, else ``python -m soulacy.cli``."""
     script = Path(sys.executable).parent / "soulacy"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "soulacy.kernel.cli"]  # pragma: no cover - not installed
+    return [sys.executable, "-m", "soulacy.cli"]  # pragma: no cover - not installed
 
 
 def commands() -> dict[str, list[str]]:
@@ -66,7 +66,7 @@ argv = sys.argv[1:]
 if argv[0] == "-c":
     exec(argv[1])
 else:
-    from soulacy.kernel.cli import main
+    from soulacy.cli import main
     import contextlib, io
     with contextlib.redirect_stdout(io.StringIO()):
         try:

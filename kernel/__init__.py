@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs more t
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._cli import KEPT_SHOWN, CliCommand, CliContext
+    from ._commands import KEPT_SHOWN, CliCommand, CliContext
     from ._config import (
         DROP,
         ConfigSection,
@@ -59,12 +59,12 @@ if TYPE_CHECKING:
     from ._redact import redact, redact_arguments, redact_text
     from ._runs import RunHandle, RunRequest, RunResult
     from ._stash import Stash, StashKey
-    from ._tools import Tool, file_functions
+    from ._tools import Effects, Tool, ToolCallContext, current_tool_call, file_functions
     from .hookspecs import hookimpl, hookspec
 
 # The module (relative to this package) that defines each exported name.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "._cli": ("KEPT_SHOWN", "CliCommand", "CliContext"),
+    "._commands": ("KEPT_SHOWN", "CliCommand", "CliContext"),
     "._converter": ("converter",),
     "._config": (
         "DROP",
@@ -106,7 +106,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "._redact": ("redact", "redact_arguments", "redact_text"),
     "._runs": ("RunHandle", "RunRequest", "RunResult"),
     "._stash": ("Stash", "StashKey"),
-    "._tools": ("Tool", "file_functions"),
+    "._tools": ("Effects", "Tool", "ToolCallContext", "current_tool_call", "file_functions"),
     ".hookspecs": ("hookimpl", "hookspec"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -127,6 +127,7 @@ __all__ = [
     "ConfigIssue",
     "ConfigSection",
     "Duration",
+    "Effects",
     "Event",
     "EventStream",
     "Keep",
@@ -151,8 +152,10 @@ __all__ = [
     "Stash",
     "StashKey",
     "Tool",
+    "ToolCallContext",
     "UsageError",
     "converter",
+    "current_tool_call",
     "file_functions",
     "format_duration",
     "hookimpl",

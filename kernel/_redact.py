@@ -132,8 +132,7 @@ def redact_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     """A tool call's arguments as events, history and proofs keep them: every secret-named
     value masked, at any depth, and secrets in free text scrubbed (the tool itself gets the
     real values). Ids (``session_id``, ``run_id``) stay visible."""
-    redacted: dict[str, Any] = redact(dict(arguments))
-    return redacted
+    return {name: redact(value, str(name)) for name, value in arguments.items()}
 
 
 def redact_text(text: str) -> str:

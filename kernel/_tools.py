@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -23,6 +25,47 @@ _JSON_TYPES: dict[Any, str] = {
 }
 
 
+Effects = Literal["read", "idempotent", "unsafe"]
+EFFECTS: tuple[Effects, ...] = ("read", "idempotent", "unsafe")
+
+
+@attrs.frozen
+class ToolCallContext:
+    """The call a tool function is running for (:func:`current_tool_call`). ``idempotency_key``
+    is the same for every execution of this call, in any attempt of the run and on any
+    process: a tool that calls a service passes it on (an ``Idempotency-Key`` header, say) so
+    that a call run again after a crash has its effect once."""
+
+    run_id: str
+    call_id: str
+    tool: str
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"soulacy:{self.run_id}:{self.call_id}"
+
+
+_CURRENT_CALL: contextvars.ContextVar[ToolCallContext | None] = contextvars.ContextVar(
+    "soulacy_tool_call", default=None
+)
+
+
+def current_tool_call() -> ToolCallContext | None:
+    """The call the running tool function serves, or None outside a tool call (a sync tool in
+    its worker thread sees it too)."""
+    return _CURRENT_CALL.get()
+
+
+@contextlib.contextmanager
+def in_tool_call(context: ToolCallContext) -> Iterator[None]:
+    """Make ``context`` the current call while a tool function runs (a runner's part)."""
+    token = _CURRENT_CALL.set(context)
+    try:
+        yield
+    finally:
+        _CURRENT_CALL.reset(token)
+
+
 @attrs.frozen
 class Tool:
     """A callable the model may call. ``function`` takes the arguments as keywords and may be
@@ -33,6 +76,12 @@ class Tool:
     that selects the tool when that is not its name (the ``file_tools`` plugin's
     ``file.py:function``). ``chosen``: the plugin offers it because other keys of the agent's
     SOUL.yaml chose it (the ``mcp`` plugin's ``mcp_servers``), without a ``tools:`` entry.
+
+    ``effects`` says what running a call again does: ``read`` (nothing: it changes nothing),
+    ``idempotent`` (nothing more, given the call's :attr:`ToolCallContext.idempotency_key`) or
+    ``unsafe`` (it may act twice), the default. A call of an ``unsafe`` tool that a crash cut
+    while it ran is never run again without a person's decision (docs/running.md, the effect
+    ledger); an agent's SOUL.yaml ``tool_effects`` may say otherwise per tool.
     """
 
     name: str
@@ -42,10 +91,16 @@ class Tool:
     normalize: Callable[[Any], Any] | None = None
     listed_as: str | None = None
     chosen: bool = False
+    effects: Effects = attrs.field(default="unsafe", validator=attrs.validators.in_(EFFECTS))
 
     @classmethod
     def from_function(
-        cls, function: Callable[..., Any], name: str | None = None, description: str | None = None
+        cls,
+        function: Callable[..., Any],
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        effects: Effects = "unsafe",
     ) -> Tool:
         """Derive the schema from the signature's type hints and the description from the
         docstring's first paragraph."""
@@ -55,6 +110,7 @@ class Tool:
             description=description or doc.split("\n\n")[0].replace("\n", " "),
             parameters=schema_of(function),
             function=function,
+            effects=effects,
         )
 
     # Asked before every call: worked out once, when the tool is made (or evolved).

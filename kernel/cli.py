@@ -1,20 +1,26 @@
-"""The ``soulacy`` command-line launcher (``python -m soulacy.kernel.cli``).
-
-``CliCommand`` and ``CliContext``, for plugins that add subcommands, are exported from
-:mod:`soulacy.kernel`. The launcher is imported when :func:`main` runs, not when this module is.
-"""
+"""Deprecated: the launcher is :mod:`soulacy.cli` (``python -m soulacy.cli``; decision 0075).
+This alias of its ``main`` warns, and goes in the next release."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+import warnings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    """Entry point of the ``soulacy`` command; returns the exit code."""
-    from ._cli import main as launch
+    """Deprecated: :func:`soulacy.cli.main`."""
+    warnings.warn(
+        "soulacy.kernel.cli is deprecated: use soulacy.cli (python -m soulacy.cli)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from soulacy.cli import main as launch
 
     return launch(argv, environ)
 

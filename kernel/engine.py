@@ -24,7 +24,7 @@ from ._runs import (
     VerificationStatus,
     new_id,
 )
-from ._tools import schema_of, validate_arguments
+from ._tools import in_tool_call, schema_of, validate_arguments
 
 __all__ = [
     "SHUTDOWN",
@@ -38,6 +38,7 @@ __all__ = [
     "ToolOutcome",
     "Verification",
     "VerificationStatus",
+    "in_tool_call",
     "new_id",
     "schema_of",
     "validate_arguments",

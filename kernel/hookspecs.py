@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from ._cli import CliCommand
+    from ._commands import CliCommand
     from ._config import ConfigSection, Settings
     from ._contracts import (
         ApprovalKeeper,

@@ -1,8 +1,8 @@
 """Deprecated: the kits and helpers moved to :mod:`soulacy.testing`, the fixtures to
-:mod:`soulacy.testing.pytest_plugin`. This module re-exports both for one release.
+:mod:`soulacy.testing.pytest_plugin`. This module forwards to both for one release.
 
 ``from soulacy.kernel.testing import check_store`` becomes
-``from soulacy.testing import check_store``, and ``pytest_plugins =
+``from soulacy.testing import check_store`` (each name read here warns), and ``pytest_plugins =
 ["soulacy.kernel.testing"]`` becomes ``pytest_plugins = ["soulacy.testing.pytest_plugin"]``.
 Until then, registering this module as a pytest plugin registers the new one (its
 ``pytest_plugins``), so the fixtures ``workspace``, ``make_kernel``, ``kernel`` and
@@ -11,72 +11,22 @@ Until then, registering this module as a pytest plugin registers the new one (it
 
 from __future__ import annotations
 
-from soulacy.testing import (
-    CHECKPOINT_CHECK_NAMES,
-    COMPACTOR_CHECK_NAMES,
-    PROCESS_CHECK_NAMES,
-    PROGRESS_CHECK_NAMES,
-    RUN_STRATEGY_CHECK_NAMES,
-    STORE_CHECK_NAMES,
-    STORE_CHECKS,
-    TOOL_LOOP_CHECK_NAMES,
-    TRANSPORT_CHECK_NAMES,
-    TRANSPORT_CHECKS,
-    HookCall,
-    HookRecorder,
-    ProcessKitResult,
-    RefusalKind,
-    TransportAdapter,
-    TransportEvent,
-    TransportRefused,
-    Workspace,
-    check_checkpoint_store,
-    check_compactor,
-    check_progress_detector,
-    check_provider,
-    check_run_strategy,
-    check_service_stops,
-    check_store,
-    check_store_processes,
-    check_tool_loop,
-    check_transport,
-    participant_plugin,
-    throwaway_plugin,
-)
+import warnings
 
-# Registered as a pytest plugin (pytest_plugins = ["soulacy.kernel.testing"] or -p), this
-# module registers the fixtures' plugin too.
+from soulacy.testing import __all__ as __all__
+
 pytest_plugins = ["soulacy.testing.pytest_plugin"]
 
-__all__ = [
-    "CHECKPOINT_CHECK_NAMES",
-    "COMPACTOR_CHECK_NAMES",
-    "PROCESS_CHECK_NAMES",
-    "PROGRESS_CHECK_NAMES",
-    "RUN_STRATEGY_CHECK_NAMES",
-    "STORE_CHECKS",
-    "STORE_CHECK_NAMES",
-    "TOOL_LOOP_CHECK_NAMES",
-    "TRANSPORT_CHECKS",
-    "TRANSPORT_CHECK_NAMES",
-    "HookCall",
-    "HookRecorder",
-    "ProcessKitResult",
-    "RefusalKind",
-    "TransportAdapter",
-    "TransportEvent",
-    "TransportRefused",
-    "Workspace",
-    "check_checkpoint_store",
-    "check_compactor",
-    "check_progress_detector",
-    "check_provider",
-    "check_run_strategy",
-    "check_service_stops",
-    "check_store",
-    "check_store_processes",
-    "check_tool_loop",
-    "check_transport",
-    "participant_plugin",
-    "throwaway_plugin",
-]
+
+def __getattr__(name: str) -> object:
+    """A name of :mod:`soulacy.testing`, with a DeprecationWarning (PEP 562)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"soulacy.kernel.testing is deprecated: import {name} from soulacy.testing",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    import soulacy.testing
+
+    return getattr(soulacy.testing, name)

@@ -25,7 +25,7 @@ def run_soulacy(
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     clean.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "soulacy.kernel.cli", *args],
+        [sys.executable, "-m", "soulacy.cli", *args],
         cwd=cwd,
         env=clean,
         capture_output=True,

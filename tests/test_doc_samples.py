@@ -70,7 +70,7 @@ def _console_sample(page: Path, command: str) -> list[str]:
 
 def _soulacy(*args: str, cwd: Path) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "soulacy.kernel.cli", *args],
+        [sys.executable, "-m", "soulacy.cli", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -253,7 +253,7 @@ def _isolated_venv(venv: Path) -> Path:
     outer = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
     lines = [f"import site; site.addsitedir({path!r})" for path in dict.fromkeys(outer)]
     Path(purelib, "outer-environment.pth").write_text("\n".join(lines) + "\n")
-    for name, module in (("pip", "pip"), ("soulacy", "soulacy.kernel.cli")):
+    for name, module in (("pip", "pip"), ("soulacy", "soulacy.cli")):
         shim = venv / "bin" / name
         shim.write_text(f'#!/bin/sh\nexec "{inner}" -m {module} "$@"\n')
         shim.chmod(0o755)

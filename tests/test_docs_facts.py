@@ -19,7 +19,7 @@ from soulacy.kernel import Kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-SOULACY = [sys.executable, "-m", "soulacy.kernel.cli"]
+SOULACY = [sys.executable, "-m", "soulacy.cli"]
 
 
 def _page(name: str) -> str:

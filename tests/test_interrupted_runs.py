@@ -47,7 +47,7 @@ def postgres():
 @pytest.fixture
 def serve(tmp_path):
     (tmp_path / "config.yaml").write_text("server:\\n  port: 0\\n")
-    command = [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(tmp_path), "serve"]
+    command = [sys.executable, "-m", "soulacy.cli", "--workspace", str(tmp_path), "serve"]
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     while "soulacy: serving" not in proc.stderr.readline():
         pass
@@ -139,7 +139,7 @@ def test_an_interrupted_run_leaves_no_server_running(
     commands = " | ".join(processes.values())
     assert listing["token"] != os.environ.get(MARK)  # the child run had a reaper of its own
     assert "postgres" in commands, commands
-    assert "soulacy.kernel.cli" in commands, commands
+    assert "soulacy.cli" in commands, commands
     assert "mcp_server.py" in commands, commands
     if CHROMIUM.exists():
         assert "chromium" in commands, commands

@@ -30,6 +30,7 @@ from _support.serve_nodes import free_port
 ROOT = Path(__file__).resolve().parents[1]
 MAPPING = {
     "kernel": "soulacy/kernel",
+    "cli": "soulacy/cli",
     "plugins": "soulacy/plugins",
     "contrib": "soulacy/contrib",
     "sdk": "soulacy/sdk",
@@ -175,7 +176,7 @@ def test_the_wheel_declares_the_launcher_and_no_pytest_plugin(wheel: Path) -> No
     with zipfile.ZipFile(wheel) as zf:
         (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
         text = zf.read(name).decode()
-    assert "soulacy = soulacy.kernel.cli:main" in text
+    assert "soulacy = soulacy.cli:main" in text
     # The testing plugin is opt-in (pytest_plugins = ["soulacy.testing.pytest_plugin"], decision
     # 0028): installing Soulacy adds no fixture to other projects' test runs.
     assert "pytest11" not in text

@@ -57,7 +57,7 @@ def test_the_template_renders_installs_and_passes_its_tests(tmp_path: Path) -> N
     )
 
     listed = subprocess.run(
-        [str(inner), "-m", "soulacy.kernel.cli", "plugins", "--json"],
+        [str(inner), "-m", "soulacy.cli", "plugins", "--json"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

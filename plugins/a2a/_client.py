@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import trio
 
-from soulacy.kernel import Tool
+from soulacy.kernel import Tool, current_tool_call
 
 from . import _v03 as v03
 from . import _wire as wire
@@ -89,7 +89,10 @@ class RemoteCall:
         self, http: httpx.AsyncClient, endpoint: tuple[str, str], text: str, context_id: str | None
     ) -> Mapping[str, Any]:
         """``SendMessage``'s result (a task or a message) in 1.0's shapes, whatever was spoken."""
-        message_id = uuid.uuid4().hex
+        # The call's idempotency key names the message: sent again for the same call (a run's
+        # retry after a crash), it is the same message, which a server may take once.
+        call = current_tool_call()
+        message_id = call.idempotency_key if call is not None else uuid.uuid4().hex
         if endpoint[1] == v03.VERSION:
             message = v03.message_out(text, message_id, context_id)
             found = await self._rpc(http, endpoint, "message/send", {"message": message})

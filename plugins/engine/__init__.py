@@ -23,11 +23,20 @@ if TYPE_CHECKING:  # the rest is imported by the hooks that need it (decision 00
 
 @hookimpl
 def soulacy_config_sections() -> list[ConfigSection]:
-    from soulacy.kernel import ConfigSection
+    from soulacy.kernel import ConfigSection, Effects
 
     from ._settings import LeaseSettings
 
-    return [ConfigSection("leases", LeaseSettings, doc="ownership across processes")]
+    return [
+        ConfigSection("leases", LeaseSettings, doc="ownership across processes"),
+        ConfigSection(
+            "tool_effects",
+            dict[str, Effects],
+            scope="agent",
+            default=dict,
+            doc="what running a tool's call again does, by tool: read, idempotent or unsafe",
+        ),
+    ]
 
 
 @hookimpl

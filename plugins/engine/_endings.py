@@ -4,7 +4,7 @@ which an assistant's tool call has no result before the next other message
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from soulacy.kernel.messages import Message, ToolCall
@@ -43,7 +43,7 @@ def answer_cut(run: Run) -> None:
             messages.insert(index, answer)
 
 
-def answer_loaded(run: Run) -> None:
+def answer_loaded(run: Run, keep: Collection[str] = ()) -> None:
     """Answer the tool calls the loaded history leaves unanswered (stored by an earlier
     version, or by a process killed while its call waited for approval), in what the model is
     sent. Answers at the end of the history are stored with the run's first turn, which makes
@@ -51,6 +51,8 @@ def answer_loaded(run: Run) -> None:
     """
     messages = run.messages
     answers = answers_to_unanswered_calls(messages, lambda call: UNANSWERED_CALL)
+    if keep:  # calls the effect ledger settles (_ledger.settle): answered by it
+        answers = [(i, answer) for i, answer in answers if answer.tool_call_id not in keep]
     if not answers:
         return
     loaded = len(messages)

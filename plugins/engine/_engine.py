@@ -26,6 +26,7 @@ from soulacy.kernel import (
     RunRequest,
     RunResult,
     Tool,
+    ToolCallContext,
     UsageError,
     json_encoder,
     redact_arguments,
@@ -44,6 +45,7 @@ from soulacy.kernel.engine import (
     Status,
     ToolOutcome,
     Verification,
+    in_tool_call,
     new_id,
 )
 from soulacy.kernel.messages import Message, ModelRequest, ToolCall
@@ -64,6 +66,7 @@ from ._conversations import Capacity, ConversationRegistry, read_capacity
 from ._deadlines import INF
 from ._endings import answer_cut, answer_loaded
 from ._leases import Leases
+from ._ledger import cut_calls, effects_of, reserve, settle
 from ._participants import Participants
 from ._run import EngineRun, ModelSetup, required
 from ._states import RunState as S
@@ -379,12 +382,17 @@ class Engine:
             messages.append(Message("system", prompt))
         messages.extend(history)
         run.first_new = run.recorded = len(messages)
+        # Calls a crash cut while they ran (reserved, no result): settled before it goes on.
+        cut, reserved = await cut_calls(run, store) if run.retry and history else ([], {})
         if history:
-            answer_loaded(run)
+            answer_loaded(run, keep={call.id for call in cut})
+        asked: Message | None = None
         if not request.continues:
-            messages.append(Message("user", request.text))
+            asked = Message("user", request.text)
         elif request.text or _ends_with_a_reply(messages):  # something to go on from
-            messages.append(Message("user", request.text or CONTINUE_TEXT))
+            asked = Message("user", request.text or CONTINUE_TEXT)
+        if asked is not None and not cut:
+            messages.append(asked)
 
         events = kernel.events
         if events.wants("run.started"):
@@ -419,6 +427,10 @@ class Engine:
             run.timeout_scope = run_scope
             run.workers.watchdog.watch(run.clock, run_scope)  # its step and model calls end it
             try:
+                if cut:  # their results go before the request's message, after their reply
+                    await settle(self, run, cut, reserved)
+                    if asked is not None:
+                        messages.append(asked)
                 await strategy(run)
             except RunStop as stop:
                 self._finish(run, stop.status, stop.reason, stop.error, stop.evidence)
@@ -657,12 +669,13 @@ class Engine:
             for after in run.participants.after_tool_call:
                 after(run, call, outcome)
             run.pending_tools.append(
-                # the call's arguments are the run's own copy (EngineRun.call_tool), not the model's
+                # the call's arguments are the run's own copy (EngineRun.call_tool), not the
+                # model's; redacted when stored (_record), with the history's copy of the call
                 ToolRecord(
                     run.run_id,
                     call.id,
                     call.name,
-                    redact_arguments(call.arguments),  # proofs keep no secret
+                    call.arguments,
                     outcome.content,
                     outcome.is_error,
                 )
@@ -721,6 +734,15 @@ class Engine:
         refusal = await self._ask_person(run, call) if parts.needs_approval else None
         if refusal is not None:
             return refusal
+        if effects_of(run, tool) != "read":  # reserved in the store before it runs
+            await reserve(self, run, call)
+        try:
+            with in_tool_call(ToolCallContext(run.run_id, call.id, call.name)):
+                return await self._run_tool(run, tool, call)
+        finally:
+            run.under_way.pop(call.id, None)
+
+    async def _run_tool(self, run: EngineRun, tool: Tool, call: ToolCall) -> ToolOutcome:
         timeout, clock = run.policy.tool_timeout, run.clock
         scope: trio.CancelScope | _NoDeadline
         if timeout.value is None or clock.tool_scope is not None:  # unlimited, or concurrent
@@ -759,6 +781,12 @@ class Engine:
         reasons = [str(reason) for reason in found if reason]
         if not reasons:
             return None
+        refused = await self.ask_keeper(run, call, reasons)
+        return None if refused is None else ToolOutcome(f"error: {refused}", True)
+
+    async def ask_keeper(self, run: EngineRun, call: ToolCall, reasons: list[str]) -> str | None:
+        """The approval keeper's answer on ``call`` for ``reasons``: None when it may run,
+        else why not. No keeper: refused, never run unapproved."""
         keeper = self._keeper
         if keeper is None:
             answer: ApprovalKeeper | None = self.kernel.hook.soulacy_approval_keeper(
@@ -766,14 +794,13 @@ class Engine:
             )
             keeper = self._keeper = False if answer is None else answer
         if keeper is False:
-            return ToolOutcome(
-                f"error: the call of tool {call.name!r} needs a person's approval"
+            return (
+                f"the call of tool {call.name!r} needs a person's approval"
                 f" ({'; '.join(reasons)}) but no plugin keeps approvals (the builtin"
-                " 'approvals' is not loaded); it did not run",
-                True,
+                " 'approvals' is not loaded); it did not run"
             )
         refused = await keeper.ask(run, call, reasons)
-        return None if refused is None else ToolOutcome(f"error: {refused}", True)
+        return None if refused is None else str(refused)
 
     # -- endings ---------------------------------------------------------------------------
 
@@ -805,9 +832,12 @@ class Engine:
         messages = run.messages[run.recorded :]
         if not messages and not run.pending_tools:
             return
-        # The history keeps tool calls' arguments redacted; this run's model still reads them.
-        stored = [_redacted_calls(m) if m.tool_calls else m for m in messages]
-        await store.record_turn(run.record, stored, run.pending_tools, fence)
+        # The history and the proof keep tool calls' arguments redacted (this run's model and
+        # tools still read them): a call's are redacted once for both.
+        known: dict[str, tuple[Mapping[str, Any], dict[str, Any] | None]] = {}
+        stored = [_redacted_calls(m, known) if m.tool_calls else m for m in messages]
+        tools = [_redacted_record(r, known) for r in run.pending_tools]
+        await store.record_turn(run.record, stored, tools, fence)
         run.recorded = len(run.messages)
         run.pending_tools = []
 
@@ -1005,14 +1035,36 @@ def _capped(outcome: ToolOutcome, policy: ExecutionPolicy) -> ToolOutcome:
     return ToolOutcome(head + marker + tail, outcome.is_error, outcome.value)
 
 
-def _redacted_calls(message: Message) -> Message:
+def _redacted(
+    call_id: str,
+    arguments: Mapping[str, Any],
+    known: dict[str, tuple[Mapping[str, Any], dict[str, Any] | None]],
+) -> dict[str, Any] | None:
+    """``redact_arguments(arguments)``, or None when nothing in them is secret. ``known``, by
+    call id, holds what was redacted before: a call's history and proof share the work."""
+    seen = known.get(call_id)
+    if seen is None or seen[0] != arguments:
+        shown = redact_arguments(arguments)
+        seen = known[call_id] = (arguments, None if shown == arguments else shown)
+    return seen[1]
+
+
+def _redacted_calls(message: Message, known: dict[str, Any]) -> Message:
     """``message`` with its tool calls' arguments redacted (the same object when none is)."""
-    calls = tuple(
-        call
-        if (shown := redact_arguments(call.arguments)) == call.arguments
-        else attrs.evolve(call, arguments=shown)
-        for call in message.tool_calls
-    )
-    if all(a is b for a, b in zip(calls, message.tool_calls, strict=True)):
+    calls = message.tool_calls
+    shown = [_redacted(call.id, call.arguments, known) for call in calls]
+    if shown.count(None) == len(shown):  # nothing secret: the usual case
         return message
-    return attrs.evolve(message, tool_calls=calls)
+    return attrs.evolve(
+        message,
+        tool_calls=tuple(
+            call if s is None else attrs.evolve(call, arguments=s)
+            for call, s in zip(calls, shown, strict=True)
+        ),
+    )
+
+
+def _redacted_record(record: ToolRecord, known: dict[str, Any]) -> ToolRecord:
+    """``record`` with its call's arguments redacted (the same object when none is)."""
+    shown = _redacted(record.call_id, record.arguments, known)
+    return record if shown is None else attrs.evolve(record, arguments=shown)

@@ -88,6 +88,8 @@ class EngineRun:
         self.recorded = 0  # messages[:recorded] are stored (or came from the store)
         self.pending_tools: list[ToolRecord] = []
         self.begun: set[str] = set()  # ids of the calls whose tool started (see _answer_cut)
+        # the calls reserved and running (the effect ledger, _ledger.py), by id
+        self.under_way: dict[str, dict[str, Any]] = {}
         self.last_yield = time.perf_counter()
         self.model_setup: ModelSetup | None = None
         # Who takes part in its turns (soulacy_run_participants), once its history is loaded.

@@ -49,7 +49,7 @@ from soulacy.kernel import (
 )
 
 if TYPE_CHECKING:  # the service and the kernel import trio: registering does not (decision 0038)
-    from soulacy.kernel import AgentSpec, ConfigSection, Kernel, Service, Settings, Tool
+    from soulacy.kernel import AgentSpec, ConfigSection, Effects, Kernel, Service, Settings, Tool
 
     from ._model import McpConfig, McpServer, tool_name
     from ._service import (
@@ -365,9 +365,20 @@ def _tools_of(service: McpService, conn: ServerConnection, chosen: set[str] | No
                 parameters=remote.input_schema,
                 function=_caller(service, conn.id, remote.name),
                 chosen=True,  # by the agent's mcp_servers (and mcp_tools), no tools: entry
+                effects=_effects(remote.annotations),
             )
         )
     return tools
+
+
+def _effects(annotations: Any) -> Effects:
+    """The server's hints, as the effect ledger reads them: a tool that hints neither is
+    ``unsafe`` (the MCP specification's defaults: not read-only, not idempotent)."""
+    if annotations is None:
+        return "unsafe"
+    if annotations.read_only_hint:
+        return "read"
+    return "idempotent" if annotations.idempotent_hint else "unsafe"
 
 
 def _caller(service: McpService, server_id: str, remote: str) -> Any:

@@ -20,25 +20,27 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 import trio
 
-from soulacy.kernel import Kernel, UsageError, redact_text
+from soulacy.kernel import Kernel, UsageError, current_tool_call, redact_text
 
 from ._model import McpServer
 
 if TYPE_CHECKING:
     from mcp import Client
     from mcp.client._transport import TransportStreams
-    from mcp_types import CallToolResult
+    from mcp_types import CallToolResult, RequestParamsMeta
     from mcp_types import Tool as McpTool
 
 logger = logging.getLogger("soulacy.mcp")
 
 State = Literal["starting", "ready", "restarting", "failed", "stopped"]
 STABLE_AFTER = 60.0  # seconds up after which a server's failure streak starts again
+# The key of the idempotency key in a call's _meta (a prefix of our own, as MCP asks of extensions)
+IDEMPOTENCY_META_KEY = "soulacy/idempotency-key"
 
 
 class McpStartError(UsageError):
@@ -246,8 +248,14 @@ class ServerConnection:
                 raise McpServerLost(f"mcp server {self.id!r} is not running: {self.last_error}")
             await self._ready.wait()  # restarting: bounded by the run's tool timeout
         client = self._client
+        call = current_tool_call()
+        # The call's idempotency key, the same for every execution of the call (a run's retry
+        # after a crash): an idempotent server may use it to act once.
+        meta = None if call is None else {IDEMPOTENCY_META_KEY: call.idempotency_key}
+        # an open map (extra items), which type checkers do not read yet
+        sent = cast("RequestParamsMeta | None", meta)
         try:
-            result = await client.call_tool(tool, dict(arguments))
+            result = await client.call_tool(tool, dict(arguments), meta=sent)
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise McpCallError(

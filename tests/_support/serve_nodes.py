@@ -47,7 +47,7 @@ def start(workspace: Workspace, name: str, folder: Path, env: Mapping[str, str])
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     environ.update(env, SOULACY_SERVER__PORT=str(port))
     log = folder / f"{name}.log"
-    command = [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path)]
+    command = [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path)]
     with log.open("w") as err:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             [*command, "serve"], env=environ, stdout=subprocess.DEVNULL, stderr=err, text=True

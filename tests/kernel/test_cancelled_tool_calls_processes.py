@@ -85,7 +85,7 @@ def marks(workspace: Workspace, model: FakeOpenAI) -> Path:
 
 
 def command(workspace: Workspace, *args: str) -> list[str]:
-    return [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path), *args]
+    return [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path), *args]
 
 
 def environment(marks: Path) -> dict[str, str]:

@@ -17,7 +17,7 @@ HINT = "global options (-w, -p, --debug) go before the command"
 def _soulacy(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     return subprocess.run(
-        [sys.executable, "-m", "soulacy.kernel.cli", *args],
+        [sys.executable, "-m", "soulacy.cli", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from soulacy.kernel.cli import main
+from soulacy.cli import main
 from soulacy.testing import Workspace
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from soulacy.kernel.cli import main
+from soulacy.cli import main
 from soulacy.testing import Workspace
 
 PLUGIN = (

@@ -97,7 +97,7 @@ def test_a_reader_that_goes_away_ends_run_quietly(workspace: Workspace) -> None:
     workspace.scripted_agent("a", [{"text": "hello"}])
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", "run", "a", "hi"],
+        [sys.executable, "-m", "soulacy.cli", "run", "a", "hi"],
         cwd=workspace.path,
         env=env,
         stdout=subprocess.PIPE,
@@ -113,7 +113,7 @@ def test_a_reader_that_goes_away_ends_run_quietly(workspace: Workspace) -> None:
 def test_demo_shows_its_tool_calls_as_run_does(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     done = subprocess.run(
-        [sys.executable, "-m", "soulacy.kernel.cli", "demo"],
+        [sys.executable, "-m", "soulacy.cli", "demo"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -145,7 +145,7 @@ def test_serve_answers_with_the_edited_agent_without_a_restart(workspace: Worksp
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     command = ["--log-level", "info", "-w", str(workspace.path), "serve", "--port", "0"]
     server = subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", *command],
+        [sys.executable, "-m", "soulacy.cli", *command],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -59,7 +59,7 @@ def test_a_signal_during_run_cancels_the_run_and_records_it(
     started = slow_agent(workspace)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", "run", "slow", "go", "--run-id", "R1"],
+        [sys.executable, "-m", "soulacy.cli", "run", "slow", "go", "--run-id", "R1"],
         cwd=workspace.path,
         env=env,
         stdout=subprocess.PIPE,

@@ -72,7 +72,7 @@ def soulacy(
     clean["PYTHONDONTWRITEBYTECODE"] = "1"
     preexec = _without_file_mode_overrides if reader and os.geteuid() == 0 else None
     return subprocess.run(
-        [sys.executable, "-m", "soulacy.kernel.cli", *args],
+        [sys.executable, "-m", "soulacy.cli", *args],
         cwd=cwd,
         env=clean,
         capture_output=True,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from soulacy.cli import main
 from soulacy.kernel import ConfigError, Duration, Kernel, format_duration
-from soulacy.kernel.cli import main
 from soulacy.testing import Workspace
 
 MAX_INT = 2**53

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from soulacy.kernel.cli import main
+from soulacy.cli import main
 from soulacy.testing import Workspace
 
 Capture = pytest.CaptureFixture[str]

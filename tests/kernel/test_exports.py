@@ -56,6 +56,9 @@ SURFACE: dict[str, list[str]] = {
         "SoulacyError",
         "SoulacyPluginManager",
         "Tool",
+        "ToolCallContext",
+        "current_tool_call",
+        "Effects",
         "file_functions",
         "UsageError",
         "format_duration",
@@ -72,7 +75,8 @@ SURFACE: dict[str, list[str]] = {
         "redact_text",
         "structure",
     ],
-    "soulacy.kernel.cli": ["main"],
+    "soulacy.cli": ["main"],
+    "soulacy.kernel.cli": ["main"],  # deprecated: an alias of soulacy.cli's, for one release
     "soulacy.kernel.contracts": [
         "ApprovalKeeper",
         "Compactor",
@@ -97,6 +101,7 @@ SURFACE: dict[str, list[str]] = {
         "ToolOutcome",
         "Verification",
         "VerificationStatus",
+        "in_tool_call",
         "new_id",
         "schema_of",
         "validate_arguments",
@@ -226,6 +231,8 @@ SURFACE: dict[str, list[str]] = {
 # Deprecated modules that re-export another public module's names for one release: each name
 # keeps its one home (the module it re-exports), and is the same object here.
 RE_EXPORTS = {"soulacy.kernel.testing": "soulacy.testing"}
+# Deprecated modules that are another public module under its old name, for one release.
+ALIASES = {"soulacy.kernel.cli": "soulacy.cli"}  # the launcher left the kernel (decision 0075)
 # Public modules with no star-export surface: the hook specifications (read by pluggy and by
 # hookdoc; their markers are exported from soulacy.kernel) and the docs generator.
 WITHOUT_ALL = ["soulacy.kernel.hookspecs", "soulacy.testing.hookdoc"]
@@ -250,7 +257,9 @@ def test_every_name_resolves_through_a_star_import() -> None:
 
 
 def test_no_name_has_two_public_homes() -> None:
-    homes = Counter(name for names in SURFACE.values() for name in names)
+    homes = Counter(
+        name for module, names in SURFACE.items() if module not in ALIASES for name in names
+    )
     assert [name for name, count in homes.items() if count > 1] == []
 
 
@@ -278,7 +287,8 @@ def test_a_deprecated_module_re_exports_the_names_of_their_home(module_name: str
     home = importlib.import_module(RE_EXPORTS[module_name])
     assert sorted(module.__all__) == sorted(SURFACE[RE_EXPORTS[module_name]])
     for name in module.__all__:
-        assert getattr(module, name) is getattr(home, name), name
+        with pytest.deprecated_call(match=f"import {name} from {RE_EXPORTS[module_name]}"):
+            assert getattr(module, name) is getattr(home, name), name
     assert "deprecated" in (module.__doc__ or "").lower()
 
 
@@ -345,10 +355,26 @@ def test_a_plugin_importing_hookimpl_loads_only_the_hook_specifications() -> Non
     }
 
 
-def test_importing_the_launcher_module_defers_the_launcher() -> None:
-    modules = imported_after("import soulacy.kernel.cli")
+@pytest.mark.parametrize("module_name", ["soulacy.cli", "soulacy.kernel.cli"])
+def test_importing_the_launcher_module_defers_the_launcher(module_name: str) -> None:
+    modules = imported_after(f"import {module_name}")
     assert modules & HEAVY == set()
-    assert "soulacy.kernel._cli" not in modules
+    assert "soulacy.cli._launcher" not in modules
+
+
+def test_the_kernel_holds_no_launcher() -> None:
+    """The launcher is a client of the kernel (decision 0075): running a command through
+    ``soulacy.kernel`` alone imports nothing of ``soulacy.cli``."""
+    modules = imported_after("from soulacy.kernel import CliCommand, CliContext, hookimpl")
+    assert not {m for m in modules if m.startswith("soulacy.cli")}
+    assert "argparse" not in modules  # the contract does not import the parser
+
+
+def test_the_old_launcher_module_warns_and_runs_the_new_one() -> None:
+    from soulacy.kernel import cli as old
+
+    with pytest.deprecated_call(match=r"use soulacy\.cli"):
+        assert old.main(["--version"]) == 0
 
 
 def test_the_help_of_the_launcher_loads_no_http_stack() -> None:
@@ -356,7 +382,6 @@ def test_the_help_of_the_launcher_loads_no_http_stack() -> None:
     httpx (providers) and hypercorn (the HTTP service) only when a provider or the server is
     first used."""
     loaded = imported_after(
-        "from soulacy.kernel.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+        "from soulacy.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
     )
     assert not {"httpx", "hypercorn"} & loaded

@@ -118,7 +118,7 @@ async def test_a_subscriber_that_lags_is_dropped_instead_of_growing_memory(
 def test_serve_stops_cleanly_on_a_signal(workspace: Workspace, signum: int) -> None:
     workspace.write_config("server:\n  port: 0\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path), "serve"],
+        [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path), "serve"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from soulacy.cli import main
 from soulacy.kernel import ConfigError, Duration, Kernel
-from soulacy.kernel.cli import main
 from soulacy.testing import Workspace
 
 CONFIG = """\

@@ -55,7 +55,7 @@ def setup(workspace: Workspace, leases: dict[str, str] | None = None) -> Path:
 
 
 def cli(workspace: Workspace, *args: str) -> list[str]:
-    return [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path), *args]
+    return [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path), *args]
 
 
 def env(marks: Path, slow: float = 0) -> dict[str, str]:

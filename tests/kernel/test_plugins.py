@@ -334,7 +334,7 @@ def test_a_disabled_plugin_is_blamed_only_for_keys_it_owns_in_that_file(
     """``file_tools`` declares the agent's ``tools`` trust root (a declaration that owns no
     key) and ``sqlite_store`` owns the workspace's ``store``: with both disabled, neither is
     blamed for a ``tools:`` in config.yaml, nor ``sqlite_store`` for a ``store:`` in SOUL.yaml."""
-    from soulacy.kernel.cli import main
+    from soulacy.cli import main
 
     pm = make_kernel(plugins=["no:file_tools", "no:sqlite_store"]).pm
     assert pm.blocked_owner("tools") is None

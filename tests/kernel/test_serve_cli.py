@@ -27,7 +27,7 @@ DEADLINE = 60.0
 def _launch(workspace: Workspace, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path), *args],
+        [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

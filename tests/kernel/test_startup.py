@@ -15,14 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from soulacy.kernel import (
-    BUILTIN_PLUGINS,
-    CliCommand,
-    PluginError,
-    SoulacyPluginManager,
-    _cli,
-    _kernel,
-)
+from soulacy.cli import _launcher
+from soulacy.kernel import BUILTIN_PLUGINS, CliCommand, PluginError, SoulacyPluginManager, _kernel
 from soulacy.kernel._manager import COMMAND_PLUGINS, ESSENTIAL_PLUGINS, may_have_entry_points
 
 HEAVY = ("trio", "httpx")
@@ -43,7 +37,7 @@ def launched(tmp_path: Path, *argv: str) -> dict[str, object]:
     """Run ``soulacy ARGV`` in a fresh interpreter (cwd: an empty folder); what it imported."""
     probe = (
         "import contextlib, io, json, sys\n"
-        "from soulacy.kernel.cli import main\n"
+        "from soulacy.cli import main\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         f"    code = main({list(argv)!r}, environ={{}})\n"
@@ -136,19 +130,19 @@ def test_command_plugins_are_the_builtins_that_implement_the_command_hook() -> N
 
 def test_the_declared_commands_are_those_of_every_plugin_loaded(tmp_path: Path) -> None:
     early = argparse.Namespace(workspace=str(tmp_path), plugins=[])
-    declared = _cli.declared_commands(early, environ={})
+    declared = _launcher.declared_commands(early, environ={})
     assert declared is not None
     loaded = _kernel.load_plugins(tmp_path, environ={}, autoload=False)
-    everything = _cli._collect_commands(loaded.pm)
+    everything = _launcher._collect_commands(loaded.pm)
     assert [c.name for c in declared] == [c.name for c in everything]
-    assert _cli._build_parser(declared).format_help() == (
-        _cli._build_parser(everything).format_help()
+    assert _launcher._build_parser(declared).format_help() == (
+        _launcher._build_parser(everything).format_help()
     )
 
 
 def test_a_blocked_plugins_commands_are_not_declared(tmp_path: Path) -> None:
     early = argparse.Namespace(workspace=str(tmp_path), plugins=["no:policy"])
-    declared = _cli.declared_commands(early, environ={})
+    declared = _launcher.declared_commands(early, environ={})
     assert declared is not None
     assert "policy show" not in {c.name for c in declared}
 
@@ -166,7 +160,7 @@ def test_when_config_may_choose_the_plugins_everything_is_loaded_first(
 ) -> None:
     (tmp_path / "config.yaml").write_text(config)
     early = argparse.Namespace(workspace=str(tmp_path), plugins=[])
-    assert _cli.declared_commands(early, environ=environ) is None
+    assert _launcher.declared_commands(early, environ=environ) is None
 
 
 def test_a_command_declared_by_name_is_imported_when_it_runs() -> None:
@@ -179,7 +173,7 @@ def test_a_command_declared_by_name_is_imported_when_it_runs() -> None:
 
 
 def test_the_launcher_knows_the_kernels_file_layout() -> None:
-    assert (_cli.CONFIG_FILE, _cli.AGENT_FILE, _cli.AGENTS_DIR) == (
+    assert (_launcher.CONFIG_FILE, _launcher.AGENT_FILE, _launcher.AGENTS_DIR) == (
         _kernel.CONFIG_FILE,
         _kernel.AGENT_FILE,
         _kernel.AGENTS_DIR,
@@ -202,9 +196,9 @@ def test_entry_points_are_looked_for_only_where_a_distribution_declares_the_grou
 
 def test_listing_the_commands_configures_only_the_parsers_used(tmp_path: Path) -> None:
     early = argparse.Namespace(workspace=str(tmp_path), plugins=[])
-    declared = _cli.declared_commands(early, environ={})
+    declared = _launcher.declared_commands(early, environ={})
     assert declared is not None
-    parser = _cli._build_parser(declared)
+    parser = _launcher._build_parser(declared)
     help_text = parser.format_help()
     (top,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
 

@@ -127,7 +127,8 @@ def test_the_old_module_re_exports_the_new_names() -> None:
 
     assert old.__all__ == new.__all__
     for name in new.__all__:
-        assert getattr(old, name) is getattr(new, name), name
+        with pytest.deprecated_call(match=f"import {name} from soulacy.testing"):
+            assert getattr(old, name) is getattr(new, name), name
     assert old.pytest_plugins == ["soulacy.testing.pytest_plugin"]
 
 

@@ -23,7 +23,7 @@ def soulacy_serve(workspace: Workspace, env: dict[str, str]) -> Iterator[tuple[s
     """``soulacy serve`` in a subprocess; yields its URL and (after exit) its stderr lines."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path), "serve"],
+        [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path), "serve"],
         env={**clean, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from _support.http_server import KEYS, open_server
 
+from soulacy.cli import main
 from soulacy.kernel import ConfigError, Kernel, UsageError
-from soulacy.kernel.cli import main
 from soulacy.kernel.messages import Message, ModelRequest
 from soulacy.testing import Workspace
 

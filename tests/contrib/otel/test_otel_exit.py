@@ -103,7 +103,7 @@ async def test_a_cli_run_delivers_every_span_to_a_real_receiver(
     (folder / "tools.py").write_text(TOOLS, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SOULACY_", "OTEL_"))}
     done = await trio.run_process(
-        [sys.executable, "-m", "soulacy.kernel.cli", "run", "adder", "19 + 23?"],
+        [sys.executable, "-m", "soulacy.cli", "run", "adder", "19 + 23?"],
         cwd=workspace.path,
         env=env,
         capture_stdout=True,

@@ -64,7 +64,7 @@ def gated(workspace: Workspace) -> Workspace:
 
 
 def cli(workspace: Workspace, *args: str) -> list[str]:
-    return [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path), *args]
+    return [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path), *args]
 
 
 def env() -> dict[str, str]:

@@ -61,7 +61,7 @@ def serve(workspace: Workspace, log: Path) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     env["SOULACY_SERVER__PORT"] = str(port)
-    command = [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path)]
+    command = [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path)]
     with log.open("w") as err:
         process = subprocess.Popen(
             [*command, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=err, text=True

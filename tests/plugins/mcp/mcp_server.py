@@ -16,13 +16,14 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 
 server = MCPServer("soulacy-test")
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
@@ -36,6 +37,15 @@ def note(text: str) -> str:
         fh.write(text + "\n")
     count = len(notes.read_text(encoding="utf-8").splitlines())
     return f"noted {text!r} ({count} so far)"
+
+
+@server.tool(annotations=ToolAnnotations(idempotent_hint=True))
+def keyed(text: str, ctx: Context) -> str:
+    """Notes the call's idempotency key (the _meta a Soulacy run sends) with the text."""
+    meta = ctx.request_context.meta or {}
+    with Path(os.environ["NOTES"]).open("a", encoding="utf-8") as fh:
+        fh.write(f"{text} {meta.get('soulacy/idempotency-key')}\n")
+    return "kept"
 
 
 @server.tool()

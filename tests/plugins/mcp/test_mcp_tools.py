@@ -278,3 +278,28 @@ async def test_a_server_that_crashes_mid_call_gives_an_error_result_and_is_resta
     assert "not retried" in crashed["preview"]
     assert (after["is_error"], after["preview"]) == (False, "noted 'after' (1 so far)")
     assert (stats.state, stats.starts, stats.restarts) == ("ready", 2, 1)
+
+
+async def test_a_servers_hints_are_its_tools_effects_and_calls_carry_their_idempotency_key(
+    workspace: Workspace,
+    load: Callable[..., Kernel],
+    agent: Callable[..., Path],
+    notes: Path,
+) -> None:
+    # The effect ledger reads MCP's hints: read-only is `read`, idempotent is `idempotent`,
+    # neither is `unsafe`; an idempotent server gets the call's key in the request's _meta.
+    workspace.write_config(config({"docs": stdio_server(notes)}))
+    agent(
+        "a",
+        [{"tool": "docs__keyed", "arguments": {"text": "hi"}, "id": "k1"}, {"text": "kept"}],
+        ["docs__add", "docs__keyed", "docs__note"],
+        ["docs"],
+    )
+    kernel = load()
+    async with open_kernel(kernel=kernel):
+        effects = {t.name: t.effects for t in kernel.tools_for(kernel.agent("a"))}
+        result = await kernel.run("a", "keep it", run_id="R-key")
+    shown = {name: effects[name] for name in ("docs__add", "docs__keyed", "docs__note")}
+    assert shown == {"docs__add": "read", "docs__keyed": "idempotent", "docs__note": "unsafe"}
+    assert result.status == "completed"
+    assert executed(notes) == ["hi soulacy:R-key:k1"]

@@ -44,7 +44,7 @@ async def http_client(
 def stdio_parameters(workspace: Workspace, **env: str) -> StdioServerParameters:
     """``soulacy mcp serve --stdio`` on ``workspace``, as a desktop client starts it."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
-    launcher = ["-m", "soulacy.kernel.cli", "--workspace", str(workspace.path)]
+    launcher = ["-m", "soulacy.cli", "--workspace", str(workspace.path)]
     return StdioServerParameters(
         command=sys.executable,
         args=[*launcher, "mcp", "serve", "--stdio"],

@@ -125,7 +125,7 @@ def test_mcp_serve_without_stdio_says_what_it_serves(
 def test_the_commands_help_imports_neither_the_sdk_nor_trio(tmp_path: Path) -> None:
     probe = (
         "import contextlib, io, json, sys\n"
-        "from soulacy.kernel.cli import main\n"
+        "from soulacy.cli import main\n"
         "for argv in (['--help'], ['mcp', 'serve', '--help']):\n"
         "    with contextlib.redirect_stdout(io.StringIO()):\n"
         "        assert main(argv, environ={}) == 0\n"

@@ -12,8 +12,8 @@ from typing import Any
 import attrs
 import pytest
 
+from soulacy.cli import main
 from soulacy.kernel import Kernel
-from soulacy.kernel.cli import main
 from soulacy.kernel.policy import PolicyLimit, declared_limits
 from soulacy.plugins.policy import ExecutionPolicy, ModelCapacity
 from soulacy.testing import Workspace, throwaway_plugin

@@ -472,7 +472,7 @@ def test_policy_show_through_the_installed_command(workspace: Workspace) -> None
     config_file = workspace.write_config(OLD_DEFAULTS)
     workspace.write_agent("old", {})
     script = Path(sys.executable).parent / "soulacy"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "soulacy.kernel.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "soulacy.cli"]
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     environ["SOULACY_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     done = subprocess.run(

@@ -93,7 +93,7 @@ def soulacy_serve(
     URL and the process, and stops it with SIGTERM afterwards."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace), "serve"],
+        [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace), "serve"],
         env={**clean, **(env or {})},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -29,7 +29,7 @@ def test_two_processes_run_each_tick_once(workspace: Workspace) -> None:
     command = [
         sys.executable,
         "-m",
-        "soulacy.kernel.cli",
+        "soulacy.cli",
         "--workspace",
         str(workspace.path),
         "serve",

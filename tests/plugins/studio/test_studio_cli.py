@@ -13,7 +13,7 @@ import pytest
 from ruamel.yaml import YAML
 from studio_support import fenced, soul
 
-from soulacy.kernel.cli import main
+from soulacy.cli import main
 from soulacy.testing import Workspace
 
 ENVIRON = {"SOULACY_DISABLE_PLUGIN_AUTOLOAD": "1"}

@@ -69,7 +69,7 @@ def setup(workspace: Workspace, wait: float) -> Path:
 
 
 def command(workspace: Workspace, *args: str) -> list[str]:
-    return [sys.executable, "-m", "soulacy.kernel.cli", "--workspace", str(workspace.path), *args]
+    return [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path), *args]
 
 
 def env(counters: Path) -> dict[str, str]:

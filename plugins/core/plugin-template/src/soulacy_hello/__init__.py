@@ -34,4 +34,4 @@ def soulacy_tools(kernel: Kernel, agent_id: str) -> Sequence[Tool]:
         """Greet someone by name."""
         return f"{config.greeting}, {name}!"
 
-    return [Tool.from_function(greet)]
+    return [Tool.from_function(greet, effects="read")]  # it changes nothing: safe to run again

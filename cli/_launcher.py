@@ -1,5 +1,10 @@
 """The ``soulacy`` launcher: global options, then subcommands contributed by plugins.
 
+A client of the kernel, as the HTTP transport is (decision 0075): it reads the commands that
+plugins declare through ``soulacy_cli_commands`` (:class:`soulacy.kernel.CliCommand`), parses
+the command line, sets up logging and runs the command with a
+:class:`soulacy.kernel.CliContext`.
+
 Start-up is part of the interface (decisions 0036 and 0038): this module imports argparse and
 the plugin manager, nothing of the kernel's runtime, nor attrs. ``soulacy --help`` (and any
 usage error or help of a subcommand) is answered from the commands' declarations, collected
@@ -15,162 +20,30 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from ._errors import ConfigError, FrozenRecord, PluginError, SoulacyError, UsageError
-from ._manager import COMMAND_PLUGINS, PluginSelection, SoulacyPluginManager
+from soulacy.kernel import (
+    CliCommand,
+    CliContext,
+    ConfigError,
+    PluginError,
+    SoulacyError,
+    SoulacyPluginManager,
+)
+
+# The two names of the plugin manager that only the launcher needs: which builtins declare
+# commands (to answer --help without loading the others), and how -p and plugins.* combine.
+from soulacy.kernel._manager import COMMAND_PLUGINS, PluginSelection
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from soulacy.kernel import LoadedPlugins, Scope
 
-    from ._config import Scope
-    from ._kernel import Kernel
-    from ._loading import LoadedPlugins
-
-Runner = Callable[[argparse.Namespace, "CliContext"], Any]
-Configure = Callable[[argparse.ArgumentParser], None]
-
-# Kernel._kernel's file layout, repeated so that the launcher does not import the kernel to
-# find a workspace (tests/kernel/test_startup.py checks that they agree).
+# The kernel's file layout, repeated so that the launcher does not import the kernel's loading
+# (attrs, the configuration) to find a workspace (tests/kernel/test_startup.py checks that they
+# agree).
 CONFIG_FILE = "config.yaml"
 AGENT_FILE = "SOUL.yaml"
 AGENTS_DIR = "agents"
-
-
-def _no_arguments(parser: argparse.ArgumentParser) -> None:
-    """The default ``configure``: the command takes no arguments."""
-
-
-class CliCommand(FrozenRecord):
-    """A subcommand. ``name`` may have two words (``"config set"``) to nest under a group.
-
-    ``run(args, ctx)`` returns an exit code (None means 0); it may be ``async def``, in which
-    case the launcher runs it under ``trio.run``. A ``read_only`` command only reads: its kernel
-    (``ctx.kernel()``) needs a workspace, and opens stores read-only, creating no file.
-
-    ``run`` and ``configure`` may also be given as ``"package.module:function"`` strings, so
-    that a plugin declares its commands without importing what they do: the launcher imports
-    ``configure`` only to parse that command's arguments (or print its help) and ``run`` only
-    to run it. ``soulacy --help`` then costs no more than the declarations.
-    """
-
-    _fields = ("name", "help", "run", "configure", "read_only")
-    __slots__ = _fields
-    name: str
-    help: str
-    run: Runner | str
-    configure: Configure | str
-    read_only: bool
-
-    def __init__(
-        self,
-        name: str,
-        help: str,
-        run: Runner | str,
-        configure: Configure | str = _no_arguments,
-        read_only: bool = False,
-    ) -> None:
-        self._set(name=name, help=help, run=run, configure=configure, read_only=read_only)
-
-    def runner(self) -> Runner:
-        """``run``, imported first if it was declared by name."""
-        return cast("Runner", _resolve(self.run))
-
-    def configurer(self) -> Configure:
-        """``configure``, imported first if it was declared by name."""
-        return cast("Configure", _resolve(self.configure))
-
-
-def _resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
-    if not isinstance(target, str):
-        return target
-    module, sep, name = target.partition(":")
-    if not sep or not module or not name:
-        raise PluginError(f"{target!r} is not a 'package.module:function' reference")
-    import importlib
-
-    try:
-        value: Any = importlib.import_module(module)
-        for part in name.split("."):
-            value = getattr(value, part)
-    except (ImportError, AttributeError) as exc:
-        raise PluginError(f"command function {target!r} cannot be imported: {exc}") from exc
-    if not callable(value):
-        raise PluginError(f"command function {target!r} is not callable")
-    return cast("Callable[..., Any]", value)
-
-
-KEPT_SHOWN = 3  # more kept keys than this are summarized in one warning (validate lists all)
-
-
-class CliContext:
-    """What a subcommand gets besides its arguments: the kernel (loaded on first use) and output."""
-
-    def __init__(
-        self,
-        plugins: LoadedPlugins,
-        out: TextIO | None = None,
-        err: TextIO | None = None,
-        inp: TextIO | None = None,
-        read_only: bool = False,
-        kernel: Kernel | None = None,
-    ) -> None:
-        self.plugins = plugins
-        self.out: TextIO = sys.stdout if out is None else out
-        self.err: TextIO = sys.stderr if err is None else err
-        self.inp: TextIO = sys.stdin if inp is None else inp
-        self.read_only = read_only  # the command's CliCommand.read_only
-        self._kernel = kernel
-
-    def __repr__(self) -> str:
-        return f"CliContext(root={str(self.plugins.root)!r}, read_only={self.read_only})"
-
-    def kernel(self) -> Kernel:
-        if self._kernel is None:
-            from ._kernel import Kernel
-
-            if self.read_only:
-                require_workspace(self.plugins.root)
-            kernel = Kernel.from_plugins(self.plugins)
-            kernel.read_only = self.read_only
-            self._kernel = kernel
-            kept = {str(k) for k in kernel.config.kept}
-            for warning in kernel.config.warnings:
-                if warning not in kept or len(kept) <= KEPT_SHOWN:
-                    self.warn(warning)
-            if len(kept) > KEPT_SHOWN:  # an original workspace: say it once, not 70 times
-                paths = [k.path for k in kernel.config.kept]
-                self.warn(
-                    f"{kernel.config.file.name}: {len(paths)} keys of the original format are kept"
-                    f" with no effect (no loaded plugin implements them): {', '.join(paths[:5])}, …"
-                    " — `soulacy config validate` lists each with its line"
-                )
-        return self._kernel
-
-    def print(self, text: str = "") -> None:
-        print(text, file=self.out)
-
-    def print_json(self, data: Any) -> None:
-        import json
-
-        print(json.dumps(data, indent=2, sort_keys=True, default=str), file=self.out)
-
-    def warn(self, text: str) -> None:
-        print(f"soulacy: warning: {text}", file=self.err)
-
-
-def is_workspace(folder: Path) -> bool:
-    """A workspace is a folder with config.yaml, or with at least one agents/ID/SOUL.yaml."""
-    return (folder / CONFIG_FILE).is_file() or any((folder / AGENTS_DIR).glob(f"*/{AGENT_FILE}"))
-
-
-def require_workspace(folder: Path) -> None:
-    if not is_workspace(folder):
-        raise UsageError(
-            f"{folder} is not a Soulacy workspace: a workspace is a folder with {CONFIG_FILE}"
-            f" and/or {AGENTS_DIR}/ID/{AGENT_FILE}; pass --workspace DIR (or set"
-            " SOULACY_WORKSPACE), or make this one with `soulacy agents new ID`"
-        )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -433,7 +306,7 @@ class _Launch:
         self.loaded: LoadedPlugins | None = None
 
     def run(self, warn: bool) -> int:
-        from ._loading import load_plugins
+        from soulacy.kernel import load_plugins
 
         early = self.early
         loaded = load_plugins(early.workspace, plugins=early.plugins, environ=self.environ)
@@ -442,7 +315,7 @@ class _Launch:
             for warning in _unknown_blocks(loaded.pm, early.plugins):
                 print(f"soulacy: warning: {warning}", file=sys.stderr)
         if loaded.issues:
-            from ._kernel import Kernel
+            from soulacy.kernel import Kernel
 
             Kernel.from_plugins(loaded)  # raises every problem of config.yaml together
         parsed = _parse(_build_parser(_collect_commands(loaded.pm)), self.args_list)
@@ -567,4 +440,4 @@ def _soulacy_error(exc: BaseException) -> Any:
     return exc if isinstance(exc, SoulacyError | KeyboardInterrupt) else None
 
 
-__all__ = ["CliCommand", "CliContext", "UsageError", "is_workspace", "main"]
+__all__ = ["main"]

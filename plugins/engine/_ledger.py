@@ -1,0 +1,126 @@
+"""The effect ledger: a tool call that may change something is reserved in the store before it
+runs, so that a call a crash cut while it ran is never run again blindly
+(docs/running.md#the-effect-ledger, docs/decisions/0074-the-effect-ledger.md).
+
+Before a call of a tool whose effects are not ``read`` executes, the run stores what it did so
+far (the reply that asked for the call among it) and its *reservation*: one durable state row
+of the run (``save_state(..., run_id=)``, under its fence) listing the calls under way, each
+with its tool, the digest of its arguments and the attempt. The call's receipt is its tool
+record, stored with the next turn. On a same-id retry, a reserved call of the stored history
+with no result was cut while it ran: ``read`` never gets here, ``idempotent`` runs again under
+the same idempotency key, ``unsafe`` waits for a person's decision through the approval keeper
+(approve: run it again; deny: the model is told it was not run again, its effect unknown).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from soulacy.kernel import Tool, redact_arguments
+from soulacy.kernel.engine import ToolOutcome
+from soulacy.kernel.messages import Message, ToolCall
+from soulacy.kernel.store import Store, ToolRecord, canonical_json
+
+from ._endings import answers_to_unanswered_calls
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+    from ._run import EngineRun
+
+KEY = "effects:"  # + run id: the run's reservations, one row replaced at each reservation
+CUT_REASON = (
+    "this call began before its run was cut (a crash, a stop or a lost lease) and had no"
+    " result stored: its effect is unknown. Approve to run it again; deny to tell the model it"
+    " was not run again"
+)
+NOT_RUN_AGAIN = (
+    "error: not run again: this call began before the run was cut and its effect is unknown"
+)
+
+
+def digest(arguments: Mapping[str, Any]) -> str:
+    """The arguments' identity: a reservation names them without keeping their values."""
+    return hashlib.sha256(canonical_json(dict(arguments)).encode()).hexdigest()
+
+
+def effects_of(run: EngineRun, tool: Tool | None) -> str:
+    """What running the call again does: the agent's ``tool_effects`` first, then the tool's
+    own declaration; an unknown tool changes nothing (it is refused before it runs)."""
+    if tool is None:
+        return "read"
+    declared: Mapping[str, str] = run.agent.section("tool_effects") or {}
+    return declared.get(tool.name, tool.effects)
+
+
+async def reserve(engine: Engine, run: EngineRun, call: ToolCall) -> None:
+    """Store the run so far and the call's reservation, before the call runs."""
+    await run.save()
+    run.under_way[call.id] = {
+        "tool": call.name,
+        "digest": digest(call.arguments),
+        "attempt": run.result.attempt,
+        # arguments the history keeps masked cannot be given to the tool again from it
+        "masked": redact_arguments(call.arguments) != dict(call.arguments),
+    }
+    await engine.kernel.store().save_state(
+        KEY + run.run_id, {"calls": run.under_way}, run.fence(), run_id=run.run_id
+    )
+
+
+async def cut_calls(run: EngineRun, store: Store) -> tuple[list[ToolCall], dict[str, Any]]:
+    """The calls of the loaded history that were reserved under this run id and have no
+    result (cut while they ran), with their reservations; read on a retry only."""
+    unanswered = answers_to_unanswered_calls(run.messages, lambda call: "")
+    if not unanswered:
+        return [], {}
+    state = await store.load_state(KEY + run.run_id)
+    reserved: Mapping[str, Any] = (state or {}).get("calls") or {}
+    ids = {answer.tool_call_id for _, answer in unanswered} & set(reserved)
+    if not ids:
+        return [], {}
+    calls = [
+        call
+        for message in run.messages
+        for call in message.tool_calls or ()
+        if call.id in ids and call.id not in run.outcomes
+    ]
+    return calls, {call.id: reserved[call.id] for call in calls}
+
+
+async def settle(engine: Engine, run: EngineRun, calls: list[ToolCall], found: Any) -> None:
+    """Give each cut call a result before the run goes on: run it again where that is safe
+    (or a person says so), else tell the model it was not run again."""
+    for call in calls:
+        tool = run.tools.get(call.name)
+        effects = effects_of(run, tool)
+        again = effects in ("read", "idempotent")
+        if found[call.id].get("masked"):
+            again = False  # its arguments are kept masked: it cannot be given them again
+        elif not again:
+            again = await engine.ask_keeper(run, _decision_call(call), [CUT_REASON]) is None
+        if again:
+            await run.call_tool(call.name, call.arguments, call.id)
+            continue
+        outcome = ToolOutcome(NOT_RUN_AGAIN, True)
+        run.outcomes[call.id] = outcome  # a later retry replays the answer: asked once
+        run.pending_tools.append(
+            ToolRecord(
+                run.run_id,
+                call.id,
+                call.name,
+                redact_arguments(call.arguments),
+                outcome.content,
+                True,
+            )
+        )
+        run.messages.append(
+            Message("tool", outcome.content, tool_call_id=call.id, name=call.name, is_error=True)
+        )
+
+
+def _decision_call(call: ToolCall) -> ToolCall:
+    """The decision on a cut call is asked under an id of its own: the call's own approval
+    (``confirm_tools``), decided before it first ran, is another question."""
+    return ToolCall(f"cut:{call.id}", call.name, call.arguments)
