@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the rest is imported by the hooks that need it (decision 00
 def soulacy_config_sections() -> list[ConfigSection]:
     from soulacy.kernel import ConfigSection, Effects
 
+    from ._pause import OnLimit
     from ._settings import LeaseSettings
 
     return [
@@ -35,6 +36,18 @@ def soulacy_config_sections() -> list[ConfigSection]:
             scope="agent",
             default=dict,
             doc="what running a tool's call again does, by tool: read, idempotent or unsafe",
+        ),
+        ConfigSection(
+            "on_limit",
+            OnLimit,
+            default=lambda: "end",
+            doc="a run that reaches a turn, step, call or token limit: end, or pause for a person",
+        ),
+        ConfigSection(
+            "on_limit",
+            OnLimit | None,
+            scope="agent",
+            doc="this agent's on_limit (end or pause); omitted: the workspace's",
         ),
     ]
 

@@ -19,6 +19,7 @@ from soulacy.kernel.store import Lease, RunRecord, ToolRecord
 
 from ._deadlines import INF, RunClock
 from ._participants import NO_PARTICIPANTS, Participants
+from ._pause import go_on
 from ._states import Life, RunState
 from ._states import RunState as S
 
@@ -143,7 +144,11 @@ class EngineRun:
         self.clock.step = INF  # a turn boundary ends the step
         await self._engine._record(self)
         await self._engine._yield(self)
-        self._engine._check_budget(self, limit)
+        try:
+            self._engine._check_budget(self, limit)
+        except RunStop as stop:  # on_limit: pause asks a person first (_pause.py)
+            if not await go_on(self._engine, self, stop):
+                raise
         self.result.turns += 1
 
     def start_step(self, seconds: float | None) -> None:
