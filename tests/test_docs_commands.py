@@ -38,6 +38,16 @@ A marked ```console block is a transcript whose output is checked, not only run:
 - a ```console block without any ``$`` line is what the page's previous ```python block prints,
   run as ``python sample.py`` in the block's folder (with ``/tmp/acme`` replaced the same way).
 
+``<!-- runnable serve -->`` runs a block against a real server: once the setup has run, the
+block's folder is served (``soulacy serve`` on a free loopback port, stopped after the block),
+and its commands see ``B`` (the API's base URL, ``http://127.0.0.1:PORT/api/v1``), ``J`` (the
+header ``content-type: application/json``) and ``ALICE``, ``BOB``, ``ROOT`` (the headers
+``authorization: Bearer alice-key`` and so on: a setup that configures keys gives the principals
+those tokens); what they print shows the server's port as the default one, 8484.
+``$ soulacy serve`` in such a transcript is not run again: what it prints is what
+the harness's server printed until it was ready. Setup lines after a line ``# once served:`` run
+once the server answers, with those variables (requests that make the state a sample shows).
+
 Each block runs in a fresh temporary folder, with ``soulacy`` and ``python`` on PATH from the
 interpreter running the tests and no SOULACY_* variables. Keep marked blocks fast and offline:
 the scripted model only, no network.
@@ -45,13 +55,17 @@ the scripted model only, no network.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -69,6 +83,9 @@ CAT_FILE = re.compile(r"^cat (?P<path>[\w./-]+)$")
 WORKSPACE = "/tmp/acme"  # how pages name the folder a transcript runs in
 ELLIPSIS = "…"
 TIMEOUT = 240  # seconds per block, on a slow shared machine
+ONCE_SERVED = "# once served:"  # in a serve block's setup: what follows runs against the server
+PRINCIPALS = ("alice", "bob", "root")  # each gets a header variable of its key, NAME-key
+SERVING = "; Ctrl-C stops"  # the end of the line `soulacy serve` prints once it serves
 
 
 @attrs.frozen
@@ -91,6 +108,7 @@ class Block:
     transcript: tuple[Command, ...] | None = None  # a ```console block
     needs: str = ""  # a command that must be on PATH, else the block is skipped
     workspace: str = WORKSPACE  # how the page names the block's folder
+    serve: bool = False  # run against `soulacy serve` of the block's folder
 
     @property
     def where(self) -> str:
@@ -148,7 +166,7 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
         for option in marker["options"].split():
             key, _, value = option.partition("=")
             options[key] = value
-        unknown = set(options) - {"exit", "venv", "files", "needs", "workspace"}
+        unknown = set(options) - {"exit", "venv", "files", "needs", "workspace", "serve"}
         if unknown:
             problems.append(f"{path}:{n + 1}: unknown runnable option(s) {sorted(unknown)}")
             continue
@@ -199,6 +217,7 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
                 transcript,
                 options.get("needs", ""),
                 options.get("workspace") or WORKSPACE,
+                "serve" in options,
             )
         )
     return found, problems
@@ -271,14 +290,76 @@ def _prepare(block: Block, tmp: Path) -> tuple[Path, dict[str, str]]:
         target = work / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text.replace(block.workspace, str(work)), encoding="utf-8")
-    if block.setup:
-        done = _bash(block.setup.replace(block.workspace, str(work)), work, env)
-        assert done.returncode == 0, (
-            f"{block.where}: expected the marker's setup to exit 0, got {done.returncode}\n"
-            f"--- setup ---\n{block.setup}--- stdout ---\n{done.stdout[-3000:]}"
-            f"--- stderr ---\n{done.stderr[-3000:]}"
-        )
+    _run_setup(block, block.setup.partition(ONCE_SERVED)[0], work, env)
     return work, env
+
+
+def _run_setup(block: Block, setup: str, work: Path, env: dict[str, str]) -> None:
+    if not setup.strip():
+        return
+    done = _bash(setup.replace(block.workspace, str(work)), work, env)
+    assert done.returncode == 0, (
+        f"{block.where}: expected the marker's setup to exit 0, got {done.returncode}\n"
+        f"--- setup ---\n{setup}--- stdout ---\n{done.stdout[-3000:]}"
+        f"--- stderr ---\n{done.stderr[-3000:]}"
+    )
+
+
+@contextlib.contextmanager
+def _served(block: Block, work: Path, env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The block's environment, with the block's folder served while it runs (``serve``)."""
+    if not block.serve:
+        yield env
+        return
+    log = work.parent / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "soulacy.cli", "serve"],
+            cwd=work,
+            env={**env, "SOULACY_SERVER__PORT": "0"},  # a free port: blocks run side by side
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        printed = _wait_served(block, server, log)
+        ready = work.parent / "serve-ready.log"
+        ready.write_text(printed, encoding="utf-8")
+        port = re.search(r"Running on http://127\.0\.0\.1:(\d+)", printed)
+        assert port is not None, f"{block.where}: expected the server's address, got {printed}"
+        served = {
+            **env,
+            "B": f"http://127.0.0.1:{port[1]}/api/v1",
+            "J": "content-type: application/json",
+            "DOC_SERVE_LOG": str(ready),
+            "DOC_SERVE_PORT": port[1],
+        }
+        served.update({who.upper(): f"authorization: Bearer {who}-key" for who in PRINCIPALS})
+        _run_setup(block, block.setup.partition(ONCE_SERVED)[2], work, served)
+        yield served
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # runs still going: the folder is thrown away
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def _wait_served(block: Block, server: subprocess.Popen[bytes], log: Path) -> str:
+    """What the server printed until it said it serves (it exits or takes a minute: fails)."""
+    deadline = time.monotonic() + 60
+    while True:
+        printed = log.read_text(encoding="utf-8", errors="replace")
+        if SERVING in printed:
+            return printed
+        stopped = server.poll() is not None or time.monotonic() > deadline
+        assert not stopped, (
+            f"{block.where}: expected `soulacy serve` to start, got exit {server.poll()}:\n"
+            f"{printed[-3000:]}"
+        )
+        time.sleep(0.05)
 
 
 def _bash(script: str, work: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -296,7 +377,8 @@ def _bash(script: str, work: Path, env: dict[str, str]) -> subprocess.CompletedP
 def run_block(block: Block, tmp: Path) -> subprocess.CompletedProcess[str]:
     """Run one ```sh block in ``tmp`` (a fresh folder) and return what it did."""
     work, env = _prepare(block, tmp)
-    return _bash(block.script, work, env)
+    with _served(block, work, env) as env:
+        return _bash(block.script, work, env)
 
 
 # between two commands of a transcript: the status of the one before, on a line of its own
@@ -318,20 +400,27 @@ def run_transcript(block: Block, tmp: Path) -> list[tuple[Command, int | None, l
                 f'[ -e {path} ] || {{ mkdir -p "$(dirname {path})"; '
                 f"cat > {path} <<'__SOULACY_DOC_EOF__'\n{text}\n__SOULACY_DOC_EOF__\n}}"
             )
-        script.append(command.text.replace(block.workspace, str(work)))
+        if block.serve and command.text == "soulacy serve":  # the harness's server
+            script.append('cat "$DOC_SERVE_LOG"')
+        else:
+            script.append(command.text.replace(block.workspace, str(work)))
         # keep $? for a following `echo $?`
         script.append(f"__status=$?; printf '\\n{STATUS} %s\\n' \"$__status\"; (exit $__status)")
-    done = subprocess.run(
-        ["bash", "-c", "\n".join(script) + "\n"],
-        cwd=work,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    parts = re.split(rf"\n{STATUS} (\d+)\n", done.stdout.replace(str(work), block.workspace))
+    with _served(block, work, env) as served:
+        done = subprocess.run(
+            ["bash", "-c", "\n".join(script) + "\n"],
+            cwd=work,
+            env=served,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    printed = done.stdout.replace(str(work), block.workspace)
+    if block.serve:  # the free port the server took is shown as the default one
+        printed = printed.replace(f"127.0.0.1:{served['DOC_SERVE_PORT']}", "127.0.0.1:8484")
+    parts = re.split(rf"\n{STATUS} (\d+)\n", printed)
     results: list[tuple[Command, int | None, list[str]]] = []
     for n, command in enumerate(block.transcript):
         if 2 * n + 1 < len(parts):

@@ -31,8 +31,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from psycopg import errors as pg
 
 from soulacy.kernel import UsageError
 from soulacy.kernel.store import LeaseOwner
+from soulacy.plugins.sqlkit import epoch, is_wal
 
 from ._schema import Connection
 from ._store import PostgresStore
@@ -303,22 +303,12 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _is_wal(path: Path) -> bool:
-    """Whether the file's header says WAL (file format version 2 at bytes 18-19)."""
-    try:
-        with path.open("rb") as fh:
-            header = fh.read(20)
-    except OSError:
-        return False
-    return len(header) == 20 and header[18:20] == b"\x02\x02"
-
-
 def _connect_read_only(path: Path) -> sqlite3.Connection:
     """Open without creating or changing any file: a WAL file without its ``-wal`` is
     complete in itself (``immutable``); with it (a process may be writing) ``mode=ro`` reads
     the commits still in the WAL too."""
     query = "mode=ro"
-    if _is_wal(path) and not Path(f"{path}-wal").exists():
+    if is_wal(path) and not Path(f"{path}-wal").exists():
         query += "&immutable=1"
     return sqlite3.connect(
         f"{path.resolve().as_uri()}?{query}", uri=True, isolation_level=None, timeout=30
@@ -360,24 +350,8 @@ def open_source(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _epoch(value: Any) -> float:
-    """Epoch seconds, as the SQLite store reads them: a number, or the original system's
-    'YYYY-MM-DD HH:MM:SS' (UTC); 0 when unreadable."""
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return 0.0
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.timestamp()
-    return 0.0
-
-
 def _maybe_epoch(value: Any) -> float | None:
-    return None if value is None else _epoch(value)
+    return None if value is None else epoch(value)
 
 
 def _text(value: Any) -> str | None:
@@ -421,108 +395,50 @@ def _evidence(evidence: Any, legacy_state: Any) -> str | None:
     return json.dumps({"result": result}, default=str)
 
 
+def _maybe_bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _int_or(default: int) -> Callable[[Any], int | None]:
+    return lambda value: _int(value, default)
+
+
+# How each column of a source row (``Table.query``) is read, the way the SQLite store reads it,
+# into the target's row (``Table.columns``), by table.
+_S, _T, _E, _ME = _str, _text, epoch, _maybe_epoch
+_COLUMNS: dict[str, tuple[Callable[[Any], Any], ...]] = {
+    "runs": (_S, _S, _S, _T, _T, _S, _T, _T, _T, _E, _ME, _int_or(1), _T, _int),
+    "conversation_history": (
+        *(int, _S, _S, _T, _S, _S, _int, _E, _T, _T, _T, _T, bool, _T, _T),
+        _int_or(1),
+    ),
+    "attempt_endings": (_S, _int_or(1), _S),
+    "tool_records": (int, _S, _S, _S, _S, _S, bool, _E),
+    "proofs": (_S, _S, _S, _int_or(0), _E),
+    "superseded_proofs": (_S, _S, _S, _int_or(0), _E, _E),
+    # evidence: read with the legacy state beside it (``_convert``)
+    "workflow_checkpoints": (int, _S, _S, _S, _S, _same, _T, _E),
+    "plugin_state": (_S, _S, _E, _T),
+    "lease_high_water": (lambda _: True, _int_or(0)),
+    "leases": (_S, _int_or(0), _T, _int, _T, _T, _S, _ME, _ME, _ME),
+    "counters": (_S, lambda v: float(v or 0.0), _E),
+    "tool_approvals": (
+        *(int, _S, _S, _S, _S, _S, _S, _T, _T, _S, _S, _E),
+        *(_maybe_bool, _T, _T, _T, _ME),
+    ),
+}
+
+
 def _convert(table: str, r: Sequence[Any]) -> tuple[Any, ...]:
     """One source row as the target's row (``Table.columns``), read the way the SQLite store
     reads it."""
-    if table == "runs":
-        return (
-            _str(r[0]),
-            _str(r[1]),
-            _str(r[2]),
-            _text(r[3]),
-            _text(r[4]),
-            _str(r[5]),
-            _text(r[6]),
-            _text(r[7]),
-            _text(r[8]),
-            _epoch(r[9]),
-            _maybe_epoch(r[10]),
-            _int(r[11], 1),
-            _text(r[12]),
-            _int(r[13]),
-        )
-    if table == "conversation_history":
-        return (
-            int(r[0]),
-            _str(r[1]),
-            _str(r[2]),
-            _text(r[3]),
-            _str(r[4]),
-            _str(r[5]),
-            _int(r[6]),
-            _epoch(r[7]),
-            _text(r[8]),
-            _text(r[9]),
-            _text(r[10]),
-            _text(r[11]),
-            bool(r[12]),
-            _text(r[13]),
-            _text(r[14]),
-            _int(r[15], 1),
-        )
-    if table == "attempt_endings":
-        return (_str(r[0]), _int(r[1], 1), _str(r[2]))
-    if table == "tool_records":
-        return (
-            int(r[0]),
-            _str(r[1]),
-            _str(r[2]),
-            _str(r[3]),
-            _str(r[4]),
-            _str(r[5]),
-            bool(r[6]),
-            _epoch(r[7]),
-        )
-    if table == "proofs":
-        return (_str(r[0]), _str(r[1]), _str(r[2]), _int(r[3], 0), _epoch(r[4]))
-    if table == "superseded_proofs":
-        return (_str(r[0]), _str(r[1]), _str(r[2]), _int(r[3], 0), _epoch(r[4]), _epoch(r[5]))
-    if table == "workflow_checkpoints":
-        return (
-            int(r[0]),
-            _str(r[1]),
-            _str(r[2]),
-            _str(r[3]),
-            _str(r[4]),
-            _evidence(r[5], r[6]),
-            _text(r[7]),
-            _epoch(r[8]),
-        )
-    if table == "plugin_state":
-        return (_str(r[0]), _str(r[1]), _epoch(r[2]), _text(r[3]))
-    if table == "lease_high_water":
-        return (True, _int(r[1], 0))
-    if table == "leases":
-        return (
-            _str(r[0]),
-            _int(r[1], 0),
-            _text(r[2]),
-            _int(r[3]),
-            _text(r[4]),
-            _text(r[5]),
-            _str(r[6]),
-            _maybe_epoch(r[7]),
-            _maybe_epoch(r[8]),
-            _maybe_epoch(r[9]),
-        )
-    if table == "counters":
-        return (_str(r[0]), float(r[1] or 0.0), _epoch(r[2]))
-    if table == "tool_approvals":
-        return (
-            int(r[0]),
-            *(_str(v) for v in r[1:7]),
-            _text(r[7]),
-            _text(r[8]),
-            _str(r[9]),
-            _str(r[10]),
-            _epoch(r[11]),
-            None if r[12] is None else bool(r[12]),
-            _text(r[13]),
-            _text(r[14]),
-            _text(r[15]),
-            _maybe_epoch(r[16]),
-        )
-    raise AssertionError(table)
+    if table == "workflow_checkpoints":  # evidence and the original system's state: one column
+        r = (*r[:5], _evidence(r[5], r[6]), *r[7:])
+    return tuple(read(value) for read, value in zip(_COLUMNS[table], r, strict=True))
 
 
 def _rows(source: sqlite3.Connection, table: Table) -> Iterator[tuple[Any, ...]]:

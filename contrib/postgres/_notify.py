@@ -18,10 +18,11 @@ from typing import Any
 import psycopg
 import trio
 
+from soulacy.plugins.sqlkit import CANCELS, RUN_EVENTS
+
 log = logging.getLogger("soulacy.contrib.postgres")
 
-RUN_EVENTS = "soulacy_run_events"  # payload: the run id
-CANCELS = "soulacy_cancel"  # payload: the request's id
+# The channels (sqlkit's): RUN_EVENTS, payload the run id; CANCELS, payload the request's id.
 RECONNECT_AFTER = 1.0  # seconds between two attempts to (re)open the listening connection
 STARTUP_WAIT = 5.0  # seconds a first waiter waits for LISTEN to take effect before polling
 CLOSE_CHECK = 1.0  # seconds the listening thread blocks before looking whether to stop

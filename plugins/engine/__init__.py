@@ -25,8 +25,7 @@ if TYPE_CHECKING:  # the rest is imported by the hooks that need it (decision 00
 def soulacy_config_sections() -> list[ConfigSection]:
     from soulacy.kernel import ConfigSection, Effects
 
-    from ._pause import OnLimit
-    from ._settings import LeaseSettings
+    from ._settings import LeaseSettings, OnLimit
 
     return [
         ConfigSection("leases", LeaseSettings, doc="ownership across processes"),

@@ -78,7 +78,9 @@ async def cut_calls(run: EngineRun, store: Store) -> tuple[list[ToolCall], dict[
     state = await store.load_state(KEY + run.run_id)
     reserved: Mapping[str, Any] = (state or {}).get("calls") or {}
     ids = {answer.tool_call_id for _, answer in unanswered} & set(reserved)
-    if not ids:
+    if not ids or await store.load_checkpoints(run.run_id):
+        # A run with checkpoints is a workflow's: a step cut while it ran is refused until a
+        # person reconciles it (docs/workflows.md#same-id-recovery), the step as a whole.
         return [], {}
     calls = [
         call

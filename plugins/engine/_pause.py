@@ -10,7 +10,7 @@ repeats itself are not resources a person can add to.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from soulacy.kernel.engine import RunStop
 from soulacy.kernel.messages import ToolCall
@@ -28,7 +28,6 @@ PAUSABLE = {
     "max_tokens": "max_tokens",
 }
 DECIDED = "a person's decision (on_limit: pause)"
-OnLimit = Literal["end", "pause"]
 
 
 def pauses(run: EngineRun) -> bool:

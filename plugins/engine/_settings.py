@@ -1,12 +1,15 @@
-"""The engine's configuration: ``leases:`` in config.yaml."""
+"""The engine's configuration: ``leases:`` and ``on_limit:`` in config.yaml."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from soulacy.kernel import ConfigIssue, Duration, Location, Settings
+
+# ``on_limit:`` (config.yaml, and an agent's SOUL.yaml): what a run at a count limit does
+OnLimit = Literal["end", "pause"]
 
 
 @attrs.frozen

@@ -350,6 +350,8 @@ class PortalApi:
                 "evidence": meta.get("evidence"),
                 "started_at": record.started_at,
                 "finished_at": record.finished_at,
+                "attempt": record.attempt,
+                "limits": await _limits.load(self.kernel, run_id),  # the last attempt's
                 "turns": meta.get("turns"),
                 "tokens": meta.get("tokens"),
                 "cost_usd": meta.get("cost_usd"),

@@ -6,7 +6,8 @@ kept in memory while the run goes on (the timeline is live), then written once, 
 ends, as a small state of the store (``portal.timeline:RUN_ID``, deleted with its run), so that
 a later ``GET /api/v1/runs/{run_id}/timeline`` — from this process or another on the same
 store — shows it complete. Arguments and results are redacted (as events are) and excerpted.
-Keeping never fails a run: a store that refuses is a logged warning.
+A run continued in place (its next attempt, same run id) keeps the earlier attempts' steps
+before its own. Keeping never fails a run: a store that refuses is a logged warning.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import attrs
@@ -109,6 +110,17 @@ class Timeline:
     def to_dict(self) -> dict[str, Any]:
         return {"entries": list(self.entries), "left_out": self.left_out}
 
+    @classmethod
+    def after(cls, earlier: Mapping[str, Any] | None, later: Timeline) -> Timeline:
+        """The steps of ``earlier`` attempts of a run (as stored), then those of ``later``."""
+        if not earlier:
+            return later
+        merged = cls(list(earlier.get("entries") or []), int(earlier.get("left_out") or 0))
+        for found in later.entries:
+            merged.add(found)
+        merged.left_out += later.left_out
+        return merged
+
 
 @attrs.define
 class Timelines:
@@ -146,7 +158,9 @@ def observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:
 
 async def _save(kernel: Kernel, run_id: str, timeline: Timeline) -> None:
     try:
-        await kernel.store().save_state(state_key(run_id), timeline.to_dict(), run_id=run_id)
+        earlier = await kernel.store().load_state(state_key(run_id))  # a continued run's
+        whole = Timeline.after(earlier, timeline)
+        await kernel.store().save_state(state_key(run_id), whole.to_dict(), run_id=run_id)
     except Exception as exc:  # the page shows what the run's record says; the run goes on
         log.warning("could not keep the timeline of run %s for the portal: %s", run_id, exc)
 
@@ -155,7 +169,7 @@ async def load(kernel: Kernel, run_id: str) -> tuple[dict[str, Any] | None, bool
     """The run's timeline and whether it is live (going on in this process); None when not
     kept (a run from before the portal was served, or one whose write failed)."""
     live = kernel.stash[KEY].live.get(run_id) if KEY in kernel.stash else None
-    if live is not None:
-        return live.to_dict(), True
     state = await kernel.store().load_state(state_key(run_id))
+    if live is not None:  # after the earlier attempts' steps, when it was continued
+        return Timeline.after(state, live).to_dict(), True
     return (dict(state) if state else None), False

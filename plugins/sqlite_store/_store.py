@@ -16,52 +16,41 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-import attrs
 import trio
 
 from soulacy.kernel import json_encoder
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
-    EVERY_PRINCIPAL,
-    AlreadyDecided,
-    ApprovalDecision,
-    ApprovalRequest,
-    CancelRequest,
-    Checkpoint,
-    EveryPrincipal,
     HistoryEntry,
     Lease,
-    LeaseGrant,
     LeaseLost,
-    LeaseOwner,
-    ProofRecord,
     Pruned,
-    RetentionLimits,
-    RunEvent,
-    RunEventBatch,
-    RunEvents,
-    RunIdTaken,
     RunRecord,
     StorageError,
     ToolRecord,
-    identity_differs,
-    make_proof,
-    run_as_read,
+)
+from soulacy.plugins.sqlkit import (
+    HISTORY,
+    LEASE,
+    SQLITE,
+    SQLITE_CLOCK,
+    TOOL_RECORD,
+    Schema,
+    SQLStore,
+    high_water,
+    is_wal,
 )
 
-from . import _retention
 from ._schema import ENTRY_METADATA, SCHEMA_VERSION, migrate, refuse_newer
 
 if TYPE_CHECKING:
@@ -82,9 +71,7 @@ HOMES_KEPT = 4096  # runs whose home (decision 0047) a store remembers
 # SQLite build. A turn of more rows is written in a transaction of several.
 FENCED_ROWS = 62
 INLINE_ROWS = 256  # rows of a long read made on the Trio thread (about 1 ms); the rest in a thread
-RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream event is kept
 RUN_EVENTS_POLL = 0.25  # seconds between two looks for events another process appended
-HOUSEKEEPING_EVERY = 600.0  # seconds between two sweeps of old stream events
 
 
 # What the OS or SQLite said, in words a person acts on.
@@ -135,16 +122,6 @@ def _free_bytes(path: Path) -> int | None:
     return stat.f_bavail * stat.f_frsize
 
 
-def _is_wal(path: Path) -> bool:
-    """Whether the database file's header says WAL (file format version 2 at bytes 18-19)."""
-    try:
-        with path.open("rb") as fh:
-            header = fh.read(20)
-    except OSError:
-        return False
-    return len(header) == 20 and header[18:20] == b"\x02\x02"
-
-
 def _busy(exc: sqlite3.OperationalError) -> bool:
     """SQLite's answer when another connection holds a lock: worth waiting for, in a thread."""
     return "locked" in str(exc) or "busy" in str(exc)
@@ -154,42 +131,24 @@ def _checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
-def _loads(text: str | None) -> Any:
-    return json.loads(text) if text else None
+def _clock() -> float:
+    return time.time()  # looked up at each call: a test may stand in for the clock
 
 
-def _evidence(evidence: str | None, legacy_state: str | None) -> Any:
-    """A checkpoint's evidence; the original system kept a step's result in ``state``."""
-    if evidence is not None:
-        return _loads(evidence)
-    if legacy_state is None:
-        return None
-    try:
-        return {"result": json.loads(legacy_state)}
-    except ValueError:
-        return {"result": legacy_state}
-
-
-def _epoch(value: Any) -> float:
-    """New rows store epoch seconds; rows of the original system store 'YYYY-MM-DD HH:MM:SS'."""
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return 0.0
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.timestamp()
-    return 0.0
-
-
-class SQLiteStore:
+class SQLiteStore(SQLStore[sqlite3.Connection]):
     """Every role of the store in one SQLite file: history, runs, tool records, proofs,
-    checkpoints, plugin state, leases (with their queues), cancel requests and counters."""
+    checkpoints, plugin state, leases (with their queues), cancel requests and counters.
+    The statements it shares with the PostgreSQL store are ``SQLStore``'s (``sqlkit``)."""
 
     multi_process: ClassVar[bool] = True  # processes on one host share the file
+    dialect = SQLITE
+    retention = Schema(
+        SQLITE, keeps_newest=True, first_history_id="COALESCE(r.first_history_id, -1)"
+    )
+    # Every entry the run writes from now has a greater id: set by the first attempt started
+    # with schema 10 (those before kept every record apart).
+    first_history_id = "(SELECT COALESCE(max(id), 0) FROM conversation_history)"
+    legacy_state = "state"
 
     def __init__(
         self,
@@ -226,7 +185,6 @@ class SQLiteStore:
         self.start_soon: Callable[..., bool] = _nowhere
         self.migrated_from: int | None = None
         self._appended = trio.Event()  # set, and replaced, by this process's appends
-        self._swept_at = -float("inf")  # time.monotonic() of the last sweep of old events
         # Runs whose records this process has seen held in their history rows: (run id,
         # agent, session, principal, user) of a runs row with a first_history_id. Once true it
         # stays true while the run is not finished (only retention deletes a runs row, of a
@@ -270,7 +228,7 @@ class SQLiteStore:
         finally:
             self._lock.release()
 
-    async def _call(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _read(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """A read. A WAL read waits for no writer, so it runs inline like a write: no hop to
         a worker thread for each of a run's reads (docs/decisions/0044)."""
         return await self._run(what, fn)
@@ -291,9 +249,9 @@ class SQLiteStore:
         except (sqlite3.Error, OSError) as exc:
             raise self._error(what, exc) from exc
 
-    async def _commit(self, what: str, body: Callable[[sqlite3.Connection], T]) -> T:
+    async def _write(self, what: str, body: Callable[[sqlite3.Connection], T]) -> T:
         """One write transaction: inline when uncontended, else in a thread that waits."""
-        result = await self._run(what, lambda conn: self._write(conn, body))
+        result = await self._run(what, lambda conn: self._transaction(conn, body))
         await self._count_commit()
         return result
 
@@ -368,6 +326,8 @@ class SQLiteStore:
             while True:
                 try:
                     self._conn = self._open()
+                    # SQLITE.now: the host's clock, read inside the transaction
+                    self._conn.create_function(SQLITE_CLOCK, 0, _clock)
                     break
                 except sqlite3.OperationalError as exc:
                     locked = _busy(exc)
@@ -420,13 +380,13 @@ class SQLiteStore:
             migrate(conn)
         else:
             source = self.path
-            if _is_wal(self.path) and wal.exists() and not shm.exists():
+            if is_wal(self.path) and wal.exists() and not shm.exists():
                 self._snapshot = tempfile.TemporaryDirectory(prefix="soulacy-ro-")
                 source = Path(self._snapshot.name) / self.path.name
                 shutil.copyfile(self.path, source)
                 shutil.copyfile(wal, f"{source}-wal")
             query = "mode=ro"
-            if _is_wal(source) and not Path(f"{source}-wal").exists():
+            if is_wal(source) and not Path(f"{source}-wal").exists():
                 query += "&immutable=1"
             conn = sqlite3.connect(
                 f"{source.resolve().as_uri()}?{query}",
@@ -454,7 +414,7 @@ class SQLiteStore:
         return conn
 
     @staticmethod
-    def _write(conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:
+    def _transaction(conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = body(conn)
@@ -467,7 +427,7 @@ class SQLiteStore:
 
     async def open(self) -> int:
         """Open (creating and migrating as needed); returns the version it migrated from."""
-        await self._call("open", lambda conn: None)
+        await self._read("open", lambda conn: None)
         return int(self.migrated_from or 0)
 
     async def aclose(self) -> None:
@@ -488,47 +448,14 @@ class SQLiteStore:
 
     # -- conversation store ----------------------------------------------------------------------
 
-    async def load_history(
-        self,
-        agent_id: str,
-        session_id: str,
-        principal: str | None = None,
-        user_id: str | None = None,
-    ) -> list[Message]:
-        entries = await self._entries(
-            "load history",
-            "h.session_id = ? AND h.agent_id = ? AND h.principal IS ? AND h.user_id IS ?",
-            (session_id, agent_id, principal, user_id),
-        )
-        return [e.message() for e in entries]
-
-    async def history(
-        self,
-        session_id: str,
-        agent_id: str | None = None,
-        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
-    ) -> list[HistoryEntry]:
-        where: list[str] = ["h.session_id = ?"]
-        args: list[str | None] = [session_id]
-        if agent_id is not None:
-            where.append("h.agent_id = ?")
-            args.append(agent_id)
-        if not isinstance(principal, EveryPrincipal):
-            where.append("h.principal IS ?")
-            args.append(principal)  # None matches only None (IS)
-        return await self._entries("read history", " AND ".join(where), tuple(args))
-
     async def _entries(self, what: str, where: str, args: tuple[Any, ...]) -> list[HistoryEntry]:
         # Reply metadata is kept once per attempt (the run's, or its stored ending), not on
         # every entry: joined here, so finish_run writes one row (docs/decisions/0039).
         sql = (
-            "SELECT h.id, h.agent_id, h.session_id, h.run_id, h.role, h.content, h.tokens,"
-            f" h.created_at, {ENTRY_METADATA}, h.tool_call_id, h.tool_calls, h.name,"
-            " h.is_error, h.principal, h.user_id, h.attempt"
-            " FROM conversation_history AS h LEFT JOIN runs AS r ON r.run_id = h.run_id"
-            f" WHERE {where} ORDER BY h.id"
+            f"SELECT {_ENTRY_COLUMNS} FROM conversation_history AS h"
+            f" LEFT JOIN runs AS r ON r.run_id = h.run_id WHERE {where} ORDER BY h.id"
         )
-        return await self._read_long(what, sql, args, _history_entry)
+        return await self._read_long(what, sql, args, HISTORY.decode)
 
     async def _read_long(
         self,
@@ -584,76 +511,7 @@ class SQLiteStore:
             self._lock.release()
 
     async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
-        lease_key = fence.key if fence is not None else run.lease_key
-
-        def write(conn: sqlite3.Connection) -> RunRecord:
-            _check_fence(conn, fence)
-            # Insert-or-fail with the run's identity: read and written in one BEGIN IMMEDIATE
-            # transaction, so of two processes starting a fresh id exactly one owns it.
-            row = conn.execute(
-                "SELECT attempt, metadata, agent_id, session_id, user_id, principal FROM runs"
-                " WHERE run_id = ?",
-                (run.run_id,),
-            )
-            previous = row.fetchone()
-            if previous:
-                differs = identity_differs(run, previous[2:])
-                if differs:  # another request's run id: nothing is written
-                    raise RunIdTaken(run.run_id, previous[5], differs)
-            attempt = int(previous[0]) + 1 if previous else 1
-            # A retry with the same run id is a new attempt: the last attempt's proof is kept
-            # aside (never lost) and the new attempt gets its own.
-            conn.execute(
-                "INSERT INTO superseded_proofs (run_id, sha256, body, receipts, created_at,"
-                " superseded_at) SELECT run_id, sha256, body, receipts, created_at, ?"
-                " FROM proofs WHERE run_id = ?",
-                (time.time(), run.run_id),
-            )
-            conn.execute("DELETE FROM proofs WHERE run_id = ?", (run.run_id,))
-            if previous:
-                # The last attempt's ending is kept for its entries before runs.metadata is
-                # reset; one that never ended crashed: its entries read interrupted.
-                number, ending = int(previous[0]), previous[1]
-                conn.execute(
-                    "INSERT OR IGNORE INTO attempt_endings (run_id, attempt, metadata)"
-                    " VALUES (?, ?, ?)",
-                    (
-                        run.run_id,
-                        number,
-                        ending or _dumps({"status": "interrupted", "attempt": number}),
-                    ),
-                )
-            # first_history_id: every entry the run writes from now has a greater id; kept
-            # by a retry (its records of earlier attempts stay found), set by the first
-            # attempt started with schema 10 (those before kept every record apart).
-            # lease_token: the fence's, which the run's events of earlier attempts are
-            # refused by (append_run_events)
-            stored = conn.execute(
-                "INSERT INTO runs (run_id, agent_id, session_id, user_id, principal, status,"
-                " started_at, attempt, lease_key, lease_token, first_history_id) VALUES (?, ?,"
-                " ?, ?, ?, 'running', ?, ?, ?, ?,"
-                " (SELECT COALESCE(max(id), 0) FROM conversation_history))"
-                " ON CONFLICT (run_id) DO UPDATE SET status = 'running', verification = NULL,"
-                " incomplete_reason = NULL, metadata = NULL, finished_at = NULL,"
-                " attempt = excluded.attempt, lease_key = excluded.lease_key,"
-                " lease_token = excluded.lease_token,"
-                " first_history_id = COALESCE(runs.first_history_id, excluded.first_history_id)"
-                f" RETURNING {_RUN_COLUMNS}",
-                (
-                    run.run_id,
-                    run.agent_id,
-                    run.session_id,
-                    run.user_id,
-                    run.principal,
-                    run.started_at,
-                    attempt,
-                    lease_key,
-                    fence.token if fence is not None else None,
-                ),
-            ).fetchall()  # all of it: the statement is done before COMMIT
-            return _run(stored[0])
-
-        stored = await self._commit("start run", write)
+        stored = await super().start_run(run, fence)
         # first_history_id is set now (by this start or an earlier one): the home is known.
         self._remember_home(
             (stored.run_id, stored.agent_id, stored.session_id, stored.principal, stored.user_id)
@@ -685,7 +543,9 @@ class SQLiteStore:
                 # A turn of a run whose home is known, every record held by the next tool
                 # message of its call: one statement, its own transaction, the fence asked by
                 # the statement itself (decision 0052).
-                await self._run("record turn", lambda conn: _insert_fenced(conn, flat, fence))
+                await self._run(
+                    "record turn", lambda conn: _insert_fenced(conn, flat, fence, self._check_fence)
+                )
                 await self._count_commit()
                 return
         rows = [
@@ -715,9 +575,9 @@ class SQLiteStore:
             # was started (schema 10) by this owner; else every record is kept apart.
             values, apart = _place(rows, messages, tools, arguments, places, home)
             if not apart and fence is not None and values:
-                _insert_fenced(conn, list(chain.from_iterable(values)), fence)
+                _insert_fenced(conn, list(chain.from_iterable(values)), fence, self._check_fence)
                 return home
-            _check_fence(conn, fence)
+            self._check_fence(conn, fence)
             if not apart:
                 conn.executemany(_INSERT_ENTRY, values)
                 return home
@@ -745,329 +605,8 @@ class SQLiteStore:
             )
             return home
 
-        if await self._commit("record turn", write) and not known:
+        if await self._write("record turn", write) and not known:
             self._remember_home(owner)
-
-    async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
-        return await self._call("load tool records", lambda conn: _tool_records(conn, run_id))
-
-    async def finish_run(
-        self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
-    ) -> None:
-        body = _dumps(metadata)
-
-        def write(conn: sqlite3.Connection) -> None:
-            _check_fence(conn, fence)
-            finished = conn.execute(
-                "UPDATE runs SET status = ?, verification = ?, incomplete_reason = ?,"
-                " metadata = ?, finished_at = ? WHERE run_id = ?",
-                (
-                    metadata.get("status"),
-                    metadata.get("verification"),
-                    metadata.get("incomplete_reason"),
-                    body,
-                    time.time(),
-                    run_id,
-                ),
-            )
-            # One row: the entries of the run's current attempt read it from here (joined).
-            if finished.rowcount == 0:  # no record of the run: its entries are attempt 1's
-                conn.execute(
-                    "INSERT INTO attempt_endings (run_id, attempt, metadata) VALUES (?, 1, ?)"
-                    " ON CONFLICT (run_id, attempt) DO UPDATE SET metadata = excluded.metadata",
-                    (run_id, body),
-                )
-
-        await self._commit("finish run", write)
-
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        runs = await self._runs("WHERE r.run_id = ?", (run_id,))
-        return runs[0] if runs else None
-
-    async def list_runs(
-        self,
-        limit: int = 50,
-        agent_id: str | None = None,
-        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
-    ) -> list[RunRecord]:
-        where, args = _run_filters(agent_id, principal)
-        return await self._runs(f"{where} ORDER BY r.started_at DESC LIMIT ?", (*args, limit))
-
-    async def _runs(self, clause: str, args: tuple[Any, ...]) -> list[RunRecord]:
-        def read(conn: sqlite3.Connection) -> list[RunRecord]:
-            now = time.time()
-            rows = conn.execute(
-                f"SELECT {_columns('r', _RUN_COLUMNS)}, {_columns('l', _LEASE_COLUMNS)}"
-                f" FROM runs AS r LEFT JOIN leases AS l ON l.key = r.lease_key {clause}",
-                args,
-            ).fetchall()
-            width = _RUN_COLUMNS.count(",") + 1
-            runs = []
-            for row in rows:
-                run = _run(row[:width])
-                lease = _lease(run.lease_key or "", row[width:], now)
-                runs.append(run_as_read(run, lease))
-            return runs
-
-        return await self._call("read runs", read)
-
-    # -- proof store -------------------------------------------------------------------------------
-
-    async def finalize_proof(
-        self,
-        run_id: str,
-        metadata: Mapping[str, Any],
-        assertions: Sequence[Mapping[str, Any]] = (),
-        fence: Lease | None = None,
-    ) -> ProofRecord:
-        def write(conn: sqlite3.Connection) -> ProofRecord:
-            _check_fence(conn, fence)
-            existing = _proof(conn, run_id)
-            if existing is not None:
-                return existing
-            records = list(_tool_records(conn, run_id).values())
-            proof = make_proof(run_id, metadata, records, assertions)
-            conn.execute(
-                "INSERT INTO proofs (run_id, sha256, body, receipts, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (run_id, proof.sha256, proof.body, proof.receipts, proof.created_at),
-            )
-            return proof
-
-        # BEGIN IMMEDIATE before the read: concurrent finalizations queue on the writer lock.
-        return await self._commit("finalize proof", write)
-
-    async def get_proof(self, run_id: str) -> ProofRecord | None:
-        return await self._call("read proof", lambda conn: _proof(conn, run_id))
-
-    # -- checkpoint store --------------------------------------------------------------------------
-
-    async def load_checkpoints(self, run_id: str) -> list[Checkpoint]:
-        def read(conn: sqlite3.Connection) -> list[Checkpoint]:
-            rows = conn.execute(
-                "SELECT step_id, status, agent_id, evidence, identity, updated_at, state"
-                " FROM workflow_checkpoints WHERE run_id = ? ORDER BY rowid",
-                (run_id,),
-            ).fetchall()
-            return [
-                Checkpoint(
-                    run_id,
-                    r[0],
-                    r[1],
-                    r[2] or "",
-                    _evidence(r[3], r[6]),
-                    _loads(r[4]),
-                    _epoch(r[5]),
-                )
-                for r in rows
-            ]
-
-        return await self._call("load checkpoints", read)
-
-    async def save_checkpoint(self, checkpoint: Checkpoint, fence: Lease | None = None) -> None:
-        c = checkpoint
-        row = (
-            c.agent_id,
-            c.run_id,
-            c.step_id,
-            c.status,
-            json.dumps(c.evidence, default=str) if c.evidence is not None else None,
-            json.dumps(c.identity, sort_keys=True) if c.identity is not None else None,
-            c.updated_at,
-        )
-
-        def write(conn: sqlite3.Connection) -> None:
-            _check_fence(conn, fence)
-            # An upsert keeps the row (and its rowid, the step order) of a step saved before.
-            conn.execute(
-                "INSERT INTO workflow_checkpoints (agent_id, run_id, step_id, status, evidence,"
-                " identity, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id,"
-                " step_id) DO UPDATE SET agent_id = excluded.agent_id, status = excluded.status,"
-                " evidence = excluded.evidence, identity = excluded.identity,"
-                " updated_at = excluded.updated_at",
-                row,
-            )
-
-        await self._commit("save checkpoint", write)
-
-    async def discard_checkpoints(self, run_id: str, step_id: str | None = None) -> int:
-        def write(conn: sqlite3.Connection) -> int:
-            if step_id is None:
-                cursor = conn.execute(
-                    "DELETE FROM workflow_checkpoints WHERE run_id = ?", (run_id,)
-                )
-            else:
-                cursor = conn.execute(
-                    "DELETE FROM workflow_checkpoints WHERE run_id = ? AND step_id = ?",
-                    (run_id, step_id),
-                )
-            return cursor.rowcount
-
-        return await self._commit("discard checkpoints", write)
-
-    async def load_state(self, key: str) -> Mapping[str, Any] | None:
-        def read(conn: sqlite3.Connection) -> Mapping[str, Any] | None:
-            row = conn.execute("SELECT value FROM plugin_state WHERE key = ?", (key,)).fetchone()
-            return json.loads(row[0]) if row else None
-
-        return await self._call("read state", read)
-
-    async def save_state(
-        self,
-        key: str,
-        value: Mapping[str, Any],
-        fence: Lease | None = None,
-        *,
-        run_id: str | None = None,
-    ) -> None:
-        body = _dumps(value)
-
-        def write(conn: sqlite3.Connection) -> None:
-            _check_fence(conn, fence)
-            conn.execute(
-                "INSERT INTO plugin_state (key, value, updated_at, run_id) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
-                " updated_at = excluded.updated_at, run_id = excluded.run_id",
-                (key, body, time.time(), run_id),
-            )
-
-        await self._commit("save state", write)
-
-    # -- lease store -------------------------------------------------------------------------------
-    # Time is the store's: every expiry is judged by time.time() inside the transaction.
-
-    async def acquire_lease(
-        self, key: str, owner: LeaseOwner, ttl: float, *, holder: str = "", queue: bool = False
-    ) -> LeaseGrant:
-        def write(conn: sqlite3.Connection) -> LeaseGrant:
-            now = time.time()
-            current = _read_lease(conn, key, now)
-            if current is not None and (current.owner.id, current.holder) == (owner.id, holder):
-                # Ours already (expired or not, nobody took it): renewed, the same token.
-                conn.execute(
-                    "UPDATE leases SET renewed_at = ?, expires_at = ? WHERE key = ?",
-                    (now, now + ttl, key),
-                )
-                _leave_queue(conn, key, owner.id, holder)
-                renewed = attrs.evolve(current, renewed_at=now, expires_at=now + ttl, expired=False)
-                return LeaseGrant(True, renewed)
-            live = current is not None and not current.expired and not current.owner.provably_gone()
-            ahead = 0
-            if queue:
-                ahead = _wait_in_queue(conn, key, owner.id, holder, now, ttl)
-            if live:
-                return LeaseGrant(False, current, ahead=ahead)
-            if ahead:
-                return LeaseGrant(False, None, ahead=ahead)  # free, but served in arrival order
-            row = conn.execute("SELECT token FROM leases WHERE key = ?", (key,)).fetchone()
-            # Released leases included, and pruned ones (their high-water mark): never reused.
-            token = int(row[0]) + 1 if row else _retention.high_water(conn) + 1
-            conn.execute(
-                "INSERT INTO leases (key, token, owner_id, pid, host, boot, holder, acquired_at,"
-                " renewed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key)"
-                " DO UPDATE SET token = excluded.token, owner_id = excluded.owner_id,"
-                " pid = excluded.pid, host = excluded.host, boot = excluded.boot,"
-                " holder = excluded.holder, acquired_at = excluded.acquired_at,"
-                " renewed_at = excluded.renewed_at, expires_at = excluded.expires_at",
-                (
-                    key,
-                    token,
-                    owner.id,
-                    owner.pid,
-                    owner.host,
-                    owner.boot,
-                    holder,
-                    now,
-                    now,
-                    now + ttl,
-                ),
-            )
-            _leave_queue(conn, key, owner.id, holder)
-            lease = Lease(key, owner, token, holder, now, now, now + ttl)
-            return LeaseGrant(True, lease, took_over_from=current)
-
-        return await self._commit("acquire lease", write)
-
-    async def renew_leases(self, leases: Sequence[Lease], ttl: float) -> list[Lease]:
-        if not leases:
-            return []
-
-        def write(conn: sqlite3.Connection) -> list[Lease]:
-            now = time.time()
-            kept: list[Lease] = []
-            for lease in leases:
-                cursor = conn.execute(
-                    "UPDATE leases SET renewed_at = ?, expires_at = ?"
-                    " WHERE key = ? AND token = ? AND owner_id = ?",
-                    (now, now + ttl, lease.key, lease.token, lease.owner.id),
-                )
-                if cursor.rowcount:
-                    kept.append(
-                        attrs.evolve(lease, renewed_at=now, expires_at=now + ttl, expired=False)
-                    )
-            return kept
-
-        return await self._commit("renew leases", write)
-
-    async def release_lease(self, lease: Lease) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            # The row stays, with its token, so that the next grant's token is greater.
-            conn.execute(
-                "UPDATE leases SET owner_id = NULL, pid = NULL, host = NULL, boot = NULL,"
-                " holder = '', acquired_at = NULL, renewed_at = NULL, expires_at = NULL"
-                " WHERE key = ? AND token = ? AND owner_id = ?",
-                (lease.key, lease.token, lease.owner.id),
-            )
-            _leave_queue(conn, lease.key, lease.owner.id, lease.holder)
-
-        await self._commit("release lease", write)
-
-    async def get_lease(self, key: str) -> Lease | None:
-        return await self._call("read lease", lambda conn: _read_lease(conn, key, time.time()))
-
-    # -- retention -------------------------------------------------------------------------------
-
-    async def prune(self, limits: RetentionLimits) -> Pruned:
-        """Delete what ``limits`` no longer keeps, a batch per transaction (``_retention``)."""
-        total = Pruned()
-        for step in _retention.steps(limits, time.time()):
-            more = True
-            while more:
-                counts, more = await self._commit("prune", step)
-                total = _retention.add(total, counts)
-                await trio.lowlevel.checkpoint()  # runs write between two batches
-        # A run whose row is gone is no longer a known home (decision 0047).
-        if total.runs:
-            self._homes.clear()
-        return total
-
-    async def request_cancel(
-        self, reason: str, *, run_id: str | None = None, lease_key: str | None = None
-    ) -> CancelRequest:
-        def write(conn: sqlite3.Connection) -> CancelRequest:
-            now = time.time()
-            conn.execute("DELETE FROM cancel_requests WHERE created_at < ?", (now - CANCEL_KEPT,))
-            cursor = conn.execute(
-                "INSERT INTO cancel_requests (reason, run_id, lease_key, created_at)"
-                " VALUES (?, ?, ?, ?)",
-                (reason, run_id, lease_key, now),
-            )
-            return CancelRequest(int(cursor.lastrowid or 0), reason, run_id, lease_key)
-
-        request = await self._commit("request cancel", write)
-        self._wake()
-        return request
-
-    async def cancel_requests(self, after: int) -> list[CancelRequest]:
-        def read(conn: sqlite3.Connection) -> list[CancelRequest]:
-            rows = conn.execute(
-                "SELECT id, reason, run_id, lease_key FROM cancel_requests"
-                " WHERE id > ? AND created_at >= ? ORDER BY id",
-                (after, time.time() - CANCEL_KEPT),
-            ).fetchall()
-            return [CancelRequest(r[0], r[1], r[2], r[3]) for r in rows]
-
-        return await self._call("read cancel requests", read)
 
     async def wait_cancel_requests(self, after: int, seconds: float) -> None:
         # No notification crosses processes on a file: this process's own requests wake at
@@ -1075,116 +614,52 @@ class SQLiteStore:
         with trio.move_on_after(seconds):
             await self._appended.wait()
 
-    # -- run events ----------------------------------------------------------------------------
+    def _tool_records(self, conn: sqlite3.Connection, run_id: str) -> list[ToolRecord]:
+        """The run's records in call order, from both places (``_TOOL_RECORDS``); of two with
+        one call id the first, as ``INSERT OR IGNORE`` kept it."""
+        home = conn.execute(
+            "SELECT session_id, agent_id, principal, user_id, first_history_id FROM runs"
+            " WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        # No run (or none started with schema 10): no record held in the history; session
+        # NULL matches no entry.
+        owner = home if home is not None and home[4] is not None else (None,) * 5
+        records: dict[str, ToolRecord] = {}
+        for row in conn.execute(_TOOL_RECORDS, (*owner, run_id, run_id)):
+            record = TOOL_RECORD.decode(row, run_id=run_id)
+            records.setdefault(record.call_id, record)
+        return list(records.values())
 
-    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> list[str]:
-        sweep = time.monotonic() - self._swept_at >= HOUSEKEEPING_EVERY
-
-        def write(conn: sqlite3.Connection) -> list[str]:
-            now = time.time()
-            refused: list[str] = []
-            if sweep:
-                conn.execute(
-                    "DELETE FROM run_events WHERE created_at < ?", (now - RUN_EVENTS_KEPT,)
-                )
-            for batch in batches:
-                newest = conn.execute(
-                    "SELECT principal, lease_token FROM run_events WHERE run_id = ?"
-                    " ORDER BY id DESC LIMIT 1",
-                    (batch.run_id,),
-                ).fetchone()
-                fence = batch.fence
-                started = None  # the run as stored: (principal, lease_key, lease_token)
-                if fence is not None:
-                    started = conn.execute(
-                        "SELECT principal, lease_key, lease_token FROM runs WHERE run_id = ?",
-                        (batch.run_id,),
-                    ).fetchone()
-                    if started is not None and started[1] not in (None, fence.key):
-                        # another request's (its start of the stored id refused): never written
-                        if batch.run_id not in refused:
-                            refused.append(batch.run_id)
-                        continue
-                # Another principal's events: never replaced, unless this is the stored run's
-                # own batch and those were a refused request's, written before the run started.
-                replacing = newest is not None and newest[0] != batch.principal
-                if replacing and not (
-                    started is not None and fence is not None and started[0] == batch.principal
-                ):
-                    continue
-                written = None if replacing or newest is None else newest[1]
-                if fence is not None and _stale_events(conn, batch.run_id, fence, written, started):
-                    if batch.run_id not in refused:
-                        refused.append(batch.run_id)
-                    continue  # an attempt a later one replaced: nothing of it is written
-                token = fence.token if fence is not None else None
-                if batch.restart or replacing:
-                    conn.execute("DELETE FROM run_events WHERE run_id = ?", (batch.run_id,))
-                conn.executemany(
-                    "INSERT OR REPLACE INTO run_events (run_id, id, name, data, principal,"
-                    " created_at, lease_token) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        # the transport's own encoding when it gives it (decision 0050)
-                        (
-                            batch.run_id,
-                            e.id,
-                            e.name,
-                            e.json or _dumps(e.data),
-                            batch.principal,
-                            now,
-                            token,
-                        )
-                        for e in batch.events
-                    ],
-                )
-                if batch.events:
-                    conn.execute(
-                        "DELETE FROM run_events WHERE run_id = ? AND id <= ?",
-                        (batch.run_id, batch.events[-1].id - keep),
-                    )
-            return refused
-
-        refused = await self._commit("append run events", write)
-        if sweep:
-            self._swept_at = time.monotonic()
-        self._wake()
-        return refused
-
-    def _wake(self) -> None:
+    def _announced(self) -> None:
         """Wake this process's waiters for run events and cancellation requests."""
         self._appended.set()
         self._appended = trio.Event()
 
-    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
-        def read(conn: sqlite3.Connection) -> RunEvents | None:
-            first = conn.execute(
-                "SELECT id, principal FROM run_events WHERE run_id = ? ORDER BY id LIMIT 1",
-                (run_id,),
-            ).fetchone()
-            if first is None:
-                return None
-            rows = conn.execute(
-                "SELECT id, name, data FROM run_events WHERE run_id = ? AND id > ?"
-                " ORDER BY id LIMIT ?",
-                (run_id, after, limit),
-            ).fetchall()
-            # the text as stored comes along: a stream writes it without encoding it again
-            events = [RunEvent(r[0], r[1], json.loads(r[2]), r[2]) for r in rows]
-            return RunEvents(run_id, first[1], first[0], events)
+    def _pruned(self, total: Pruned) -> None:
+        # A run whose row is gone is no longer a known home (decision 0047).
+        if total.runs:
+            self._homes.clear()
 
-        return await self._call("read run events", read)
+    def _lease_to_grant(
+        self, conn: sqlite3.Connection, key: str
+    ) -> tuple[Lease | None, int, float]:
+        # BEGIN IMMEDIATE: this transaction is the file's only writer. Time is the host's.
+        now = time.time()
+        row = conn.execute(f"SELECT {LEASE.select()} FROM leases WHERE key = ?", (key,)).fetchone()
+        if row is None:  # never granted, or pruned: above the pruned tokens' high-water mark
+            return None, high_water(conn) + 1, now
+        current = LEASE.decode(row, key=key, now=now)
+        return current, int(LEASE.value(row, "token")) + 1, now  # released ones included
 
     async def wait_run_events(self, run_id: str, after: int, seconds: float) -> bool:
         def newest(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
-                "SELECT max(id) FROM run_events WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            return int(row[0]) if row and row[0] is not None else 0
+            return self._newest_event(conn, run_id)
 
         with trio.move_on_after(seconds):
             while True:
                 appended = self._appended
-                if await self._call("read run events", newest) > after:
+                if await self._read("read run events", newest) > after:
                     return True
                 with trio.move_on_after(RUN_EVENTS_POLL):
                     await appended.wait()  # this process's appends wake at once
@@ -1207,287 +682,15 @@ class SQLiteStore:
             )
             return total
 
-        return await self._commit("spend", write)
-
-    async def counter(self, key: str) -> float:
-        def read(conn: sqlite3.Connection) -> float:
-            row = conn.execute("SELECT total FROM counters WHERE key = ?", (key,)).fetchone()
-            return float(row[0]) if row else 0.0
-
-        return await self._call("read counter", read)
-
-    # -- approval store ----------------------------------------------------------------------------
-
-    async def request_approval(
-        self, request: ApprovalRequest, fence: Lease | None = None
-    ) -> ApprovalRequest:
-        r = request
-        row = (
-            r.run_id,
-            r.call_id,
-            r.tool,
-            json.dumps(dict(r.arguments), sort_keys=True, default=str),
-            r.agent_id,
-            r.session_id,
-            r.principal,
-            r.user_id,
-            json.dumps(dict(r.request), sort_keys=True, default=str),
-            json.dumps(list(r.reasons)),
-            r.requested_at,
-        )
-
-        def write(conn: sqlite3.Connection) -> ApprovalRequest:
-            _check_fence(conn, fence)
-            conn.execute(
-                "INSERT OR IGNORE INTO tool_approvals (run_id, call_id, tool, arguments,"
-                " agent_id, session_id, principal, user_id, request, reasons, requested_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-            found = _approvals(conn, "run_id = ? AND call_id = ?", (r.run_id, r.call_id))
-            return found[0]
-
-        return await self._commit("request approval", write)
-
-    async def decide_approval(
-        self,
-        run_id: str,
-        call_id: str,
-        decision: ApprovalDecision,
-        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
-    ) -> ApprovalRequest | None:
-        where, args = _approval_where(run_id, call_id, principal)
-
-        def write(conn: sqlite3.Connection) -> ApprovalRequest | None:
-            # BEGIN IMMEDIATE: of two deciders, the second reads the first's decision.
-            found = _approvals(conn, where, args)
-            if not found:
-                return None
-            if found[0].decision is not None:
-                raise AlreadyDecided(found[0])
-            conn.execute(
-                "UPDATE tool_approvals SET approved = ?, approver = ?, decided_by = ?, note = ?,"
-                " decided_at = ? WHERE run_id = ? AND call_id = ? AND approved IS NULL",
-                (
-                    int(decision.approved),
-                    decision.approver,
-                    decision.decided_by,
-                    decision.note,
-                    time.time(),
-                    run_id,
-                    call_id,
-                ),
-            )
-            return _approvals(conn, where, args)[0]
-
-        return await self._commit("decide approval", write)
-
-    async def get_approval(
-        self,
-        run_id: str,
-        call_id: str,
-        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
-    ) -> ApprovalRequest | None:
-        where, args = _approval_where(run_id, call_id, principal)
-        found = await self._call("read approval", lambda conn: _approvals(conn, where, args))
-        return found[0] if found else None
-
-    async def list_approvals(
-        self,
-        run_id: str | None = None,
-        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
-        *,
-        pending: bool = False,
-    ) -> list[ApprovalRequest]:
-        clauses: list[str] = []
-        args: list[Any] = []
-        if run_id is not None:
-            clauses.append("run_id = ?")
-            args.append(run_id)
-        if not isinstance(principal, EveryPrincipal):
-            clauses.append("principal IS ?")
-            args.append(principal)
-        if pending:
-            clauses.append("approved IS NULL")
-        where = " AND ".join(clauses) or "1"
-        return await self._call("read approvals", lambda conn: _approvals(conn, where, tuple(args)))
+        return await self._write("spend", write)
 
 
-_APPROVAL_COLUMNS = (
-    "run_id, call_id, tool, arguments, agent_id, session_id, principal, user_id, request,"
-    " reasons, requested_at, approved, approver, decided_by, note, decided_at"
-)
-
-
-def _approval_where(
-    run_id: str, call_id: str, principal: str | EveryPrincipal | None
-) -> tuple[str, tuple[Any, ...]]:
-    if isinstance(principal, EveryPrincipal):
-        return "run_id = ? AND call_id = ?", (run_id, call_id)
-    return "run_id = ? AND call_id = ? AND principal IS ?", (run_id, call_id, principal)
-
-
-def _approvals(
-    conn: sqlite3.Connection, where: str, args: tuple[Any, ...]
-) -> list[ApprovalRequest]:
-    rows = conn.execute(
-        f"SELECT {_APPROVAL_COLUMNS} FROM tool_approvals WHERE {where} ORDER BY rowid", args
-    ).fetchall()
-    return [
-        ApprovalRequest(
-            r[0],
-            r[1],
-            r[2],
-            json.loads(r[3]),
-            r[4],
-            r[5],
-            r[6],
-            r[7],
-            json.loads(r[8]),
-            tuple(json.loads(r[9])),
-            float(r[10]),
-            None
-            if r[11] is None
-            else ApprovalDecision(bool(r[11]), r[12] or "", r[13], r[14], float(r[15] or 0.0)),
-        )
-        for r in rows
-    ]
-
-
-CANCEL_KEPT = 3600.0  # seconds a cancellation request is kept
 COUNTERS_KEPT = 2 * 86400.0  # seconds a counter not written to is kept
-
-_RUN_COLUMNS = (
-    "run_id, agent_id, session_id, user_id, principal, status, verification, incomplete_reason,"
-    " metadata, started_at, finished_at, attempt, lease_key"
-)
-_LEASE_COLUMNS = "token, owner_id, pid, host, boot, holder, acquired_at, renewed_at, expires_at"
-
-
-def _columns(table: str, columns: str) -> str:
-    return ", ".join(f"{table}.{c.strip()}" for c in columns.split(","))
-
-
-def _run_filters(
-    agent_id: str | None, principal: str | EveryPrincipal | None
-) -> tuple[str, tuple[Any, ...]]:
-    """The WHERE clause of a runs listing, and its arguments."""
-    clauses: list[str] = []
-    args: list[Any] = []
-    if agent_id is not None:
-        clauses.append("r.agent_id = ?")
-        args.append(agent_id)
-    if not isinstance(principal, EveryPrincipal):
-        clauses.append("r.principal IS ?")  # IS: None lists the runs without a principal
-        args.append(principal)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(args)
-
-
+# The SELECT list of a history entry, its reply metadata joined (``ENTRY_METADATA``).
+_ENTRY_COLUMNS = HISTORY.select("h", metadata=ENTRY_METADATA)
 # Built once: json.dumps given any option builds a JSONEncoder per call (this is every turn's).
 _encode_arguments = json_encoder(default=str)  # json.dumps(value, default=str), built once
 _encode_calls = json_encoder()  # json.dumps(value)
-
-
-def _dumps(value: Mapping[str, Any]) -> str:
-    return json.dumps(dict(value), sort_keys=True, default=str)
-
-
-def _run(r: Sequence[Any]) -> RunRecord:
-    """A RunRecord as stored (``_RUN_COLUMNS``), before its lease is judged."""
-    return RunRecord(
-        r[0],
-        r[1],
-        r[2],
-        r[3],
-        r[4],
-        r[5],
-        r[6],
-        r[7],
-        _loads(r[8]),
-        r[9],
-        r[10],
-        int(r[11]),
-        r[12],
-    )
-
-
-def _history_entry(r: Sequence[Any]) -> HistoryEntry:
-    """A HistoryEntry from a row of ``_entries``'s SELECT."""
-    return HistoryEntry(
-        r[0],
-        r[1] or "",
-        r[2] or "",
-        r[3],
-        r[4] or "",
-        r[5] or "",
-        r[6],
-        _epoch(r[7]),
-        _loads(r[8]),
-        r[9],
-        _loads(r[10]) or (),
-        r[11],
-        bool(r[12]),
-        r[13],
-        r[14],
-        int(r[15]),
-    )
-
-
-def _lease(key: str, r: Sequence[Any], now: float) -> Lease | None:
-    """A Lease from ``_LEASE_COLUMNS`` (None when free: released or no row)."""
-    if r[1] is None:
-        return None
-    owner = LeaseOwner(r[1], int(r[2] or 0), r[3] or "", r[4] or "")
-    expires_at = float(r[8] or 0.0)
-    return Lease(
-        key,
-        owner,
-        int(r[0]),
-        r[5] or "",
-        float(r[6] or 0.0),
-        float(r[7] or 0.0),
-        expires_at,
-        expires_at <= now,
-    )
-
-
-def _read_lease(conn: sqlite3.Connection, key: str, now: float) -> Lease | None:
-    row = conn.execute(f"SELECT {_LEASE_COLUMNS} FROM leases WHERE key = ?", (key,)).fetchone()
-    return _lease(key, row, now) if row else None
-
-
-def _check_fence(conn: sqlite3.Connection, fence: Lease | None) -> None:
-    """Inside the write's transaction: the lease's token still holds, else LeaseLost (the
-    transaction rolls back, nothing is written). An expired lease that nobody took over
-    still holds."""
-    if fence is None:
-        return
-    row = conn.execute(
-        f"SELECT {_LEASE_COLUMNS} FROM leases WHERE key = ?", (fence.key,)
-    ).fetchone()
-    if row is None or row[0] != fence.token or row[1] != fence.owner.id:
-        current = _lease(fence.key, row, time.time()) if row else None
-        raise LeaseLost(fence.key, fence.token, current)
-
-
-def _stale_events(
-    conn: sqlite3.Connection,
-    run_id: str,
-    fence: Lease,
-    written: int | None,
-    started: Sequence[Any] | None,
-) -> bool:
-    """Inside the append's transaction: whether a later attempt of the run has begun under a
-    later grant of the fence's key. Its newest stored event was written (``written``), or it
-    was started (``started``: the run's principal, lease_key, lease_token), under a greater
-    token, or the run holds the key now under one (its next attempt took the lease over, and
-    has not started yet)."""
-    if written is not None and written > fence.token:
-        return True
-    if started is not None and started[1] == fence.key and (started[2] or 0) > fence.token:
-        return True
-    held = conn.execute("SELECT holder, token FROM leases WHERE key = ?", (fence.key,)).fetchone()
-    return held is not None and held[0] == run_id and int(held[1]) > fence.token
 
 
 def _place(
@@ -1554,7 +757,12 @@ def _held_turn(
     return flat if waiting == count else None
 
 
-def _insert_fenced(conn: sqlite3.Connection, flat: list[Any], fence: Lease) -> None:
+def _insert_fenced(
+    conn: sqlite3.Connection,
+    flat: list[Any],
+    fence: Lease,
+    check_fence: Callable[[sqlite3.Connection, Lease], None],
+) -> None:
     """History rows (their values one after another) inserted only while the lease holds,
     ``FENCED_ROWS`` to a statement: no id needed (the rowid's own append is the fastest), and
     the fence asked by the statement, not by one of its own. Out of a transaction (at most
@@ -1572,34 +780,8 @@ def _insert_fenced(conn: sqlite3.Connection, flat: list[Any], fence: Lease) -> N
         chunk += lease
         cursor = conn.execute(sql, chunk)
         if cursor.rowcount != rows:
-            _check_fence(conn, fence)
+            check_fence(conn, fence)
             raise LeaseLost(fence.key, fence.token, None)  # not reached: tokens only grow
-
-
-def _wait_in_queue(
-    conn: sqlite3.Connection, key: str, owner_id: str, holder: str, now: float, ttl: float
-) -> int:
-    """Join (or keep a place in) the queue of ``key``; returns how many live waiters are
-    ahead. Waiters that stopped asking (expired) lose their place."""
-    conn.execute("DELETE FROM lease_waiters WHERE key = ? AND expires_at <= ?", (key, now))
-    conn.execute(
-        "INSERT INTO lease_waiters (key, owner_id, holder, expires_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (key, owner_id, holder) DO UPDATE SET expires_at = excluded.expires_at",
-        (key, owner_id, holder, now + ttl),
-    )
-    row = conn.execute(
-        "SELECT COUNT(*) FROM lease_waiters WHERE key = ? AND ticket < (SELECT ticket"
-        " FROM lease_waiters WHERE key = ? AND owner_id = ? AND holder = ?)",
-        (key, key, owner_id, holder),
-    ).fetchone()
-    return int(row[0])
-
-
-def _leave_queue(conn: sqlite3.Connection, key: str, owner_id: str, holder: str) -> None:
-    conn.execute(
-        "DELETE FROM lease_waiters WHERE key = ? AND owner_id = ? AND holder = ?",
-        (key, owner_id, holder),
-    )
 
 
 _NOT_HELD = (None, None, None)  # the record columns of an entry holding no tool record
@@ -1672,31 +854,6 @@ def _tool_messages(
             start = found + 1
         places.append(found)
     return places
-
-
-def _tool_records(conn: sqlite3.Connection, run_id: str) -> dict[str, ToolRecord]:
-    """The run's records by call id, in call order; of two with one call id the first, as
-    ``INSERT OR IGNORE`` kept it."""
-    home = conn.execute(
-        "SELECT session_id, agent_id, principal, user_id, first_history_id FROM runs"
-        " WHERE run_id = ?",
-        (run_id,),
-    ).fetchone()
-    # No run (or none started with schema 10): no record held in the history; session NULL
-    # matches no entry.
-    owner = home if home is not None and home[4] is not None else (None,) * 5
-    records: dict[str, ToolRecord] = {}
-    for r in conn.execute(_TOOL_RECORDS, (*owner, run_id, run_id)):
-        if r[0] not in records:
-            records[r[0]] = ToolRecord(run_id, r[0], r[1], json.loads(r[2]), r[3], bool(r[4]), r[5])
-    return records
-
-
-def _proof(conn: sqlite3.Connection, run_id: str) -> ProofRecord | None:
-    row = conn.execute(
-        "SELECT sha256, body, receipts, created_at FROM proofs WHERE run_id = ?", (run_id,)
-    ).fetchone()
-    return ProofRecord(run_id, row[0], row[1], row[2], row[3]) if row else None
 
 
 if TYPE_CHECKING:

@@ -52,6 +52,7 @@ def write_workspace(workspace: Workspace, store: str = "") -> Path:
         "a",
         [{"tool": "slow", "arguments": {"name": "step"}, "id": "c1"}, {"text": "finished"}],
         tools=["tools.py:slow"],
+        tool_effects={"slow": "idempotent"},  # re-run by the successor: ownership, not effects
     )
     (workspace.path / "agents" / "a" / "tools.py").write_text(TOOLS_PY)
     return marks

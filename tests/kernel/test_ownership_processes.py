@@ -49,6 +49,7 @@ def setup(workspace: Workspace, leases: dict[str, str] | None = None) -> Path:
         "a",
         [{"tool": "slow", "arguments": {"name": "step"}, "id": "c1"}, {"text": "finished"}],
         tools=["tools.py:slow"],
+        tool_effects={"slow": "idempotent"},  # a retry runs a cut call again: ownership tests
     )
     (workspace.path / "agents" / "a" / "tools.py").write_text(TOOLS_PY)
     return marks
@@ -249,6 +250,7 @@ def test_two_processes_on_one_conversation_never_interleave_their_turns(
         "b",
         [{"tool": "slow", "arguments": {"name": "b"}}, {"text": "done"}],
         tools=["tools.py:slow"],
+        tool_effects={"slow": "idempotent"},
         repeat=True,
     )
     (workspace.path / "agents" / "b" / "tools.py").write_text(TOOLS_PY)

@@ -5,16 +5,24 @@
 // conversation from durable history (GET /history/{session}), on this browser or another.
 // A tool call that waits for approval (tool.approval, pending) shows a notice with Approve and
 // Deny (POST /chat/confirm); the notice shows the decision when the stream says it.
+// A reply that ended incomplete has Continue: the run goes on in place, as its next attempt
+// (POST /runs/{id}/continue/stream), with an optional steering message and a raised limit, and
+// its reply streams into the same reply; the earlier attempt stays above it.
 
 import { ApiError, api, apiKey, get, openStream, randomId, readEvents } from "./api.js";
 import {
-  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, countTool, load, mergeHistory, namespace,
-  newConversation, notice, pendingReply, reply, save, titleOf, usageText,
+  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, continuable, continueBody, continueFields,
+  countTool, load, mergeHistory, namespace, newConversation, notice, pendingReply, raisable, refusalText, reply, save,
+  titleOf, usageText,
 } from "./chatstate.js";
 import { renderMarkdown } from "./md.js";
 import { errorText, h, toast, uid } from "./dom.js";
 
-const ctx = { ns: null, state: null, main: null, agents: [], following: new Set(), saveTimer: null, drawn: null };
+const ctx = {
+  ns: null, state: null, main: null, agents: [], following: new Set(), saveTimer: null, drawn: null,
+  continuing: new Map(), // run id -> the Continue form's state, while it is open
+  handoff: null, // a continuation started elsewhere (a run's timeline), for the chat to follow
+};
 
 function persistSoon() {
   clearTimeout(ctx.saveTimer);
@@ -57,6 +65,11 @@ export async function renderChat(main, params) {
   }
   draw();
   const conv = current();
+  if (ctx.handoff && conv && ctx.handoff.sessionId === conv.session_id) {
+    const { runId, text, response } = ctx.handoff;
+    ctx.handoff = null;
+    if (reply(conv, runId)) goOn(conv.session_id, runId, text, response);
+  }
   // A conversation started here that has no message yet has no history to read (a 404).
   if (conv && conv.messages.length) refreshFromHistory(conv.session_id, { quiet: true });
   for (const c of Object.values(ctx.state.conversations)) {
@@ -233,7 +246,7 @@ function apply(sessionId, runId, event) {
       target.streamed = (target.streamed || "") + (data.text || "");
       break;
     case "run.limits":
-      target.limits = data.max_turns ? { max_turns: data.max_turns } : null;
+      target.limits = raisable(data);
       break;
     case "tool.call":
       countTool(target, String(data.name || "(unnamed)"));
@@ -316,6 +329,97 @@ async function decide(sessionId, runId, callId, approved) {
   drawReply(sessionId, runId);
 }
 
+// -- continuing an incomplete run ------------------------------------------------------------
+
+function openContinue(sessionId, runId) {
+  const conv = conversation(sessionId);
+  const m = conv && reply(conv, runId);
+  if (!m) return;
+  ctx.continuing.set(runId, { text: "", values: {}, busy: false, error: null, limits: m.limits || null });
+  drawReply(sessionId, runId);
+  focusById(`continue-${runId}-text`);
+  if (!m.limits) { // limits not seen here (another browser's run): the run's own, for the prefill
+    get(`/runs/${encodeURIComponent(runId)}/timeline`).then((run) => {
+      const state = ctx.continuing.get(runId);
+      if (state && run.limits) {
+        state.limits = raisable(run.limits);
+        drawReply(sessionId, runId);
+      }
+    }).catch(() => {});
+  }
+}
+
+function closeContinue(sessionId, runId) {
+  ctx.continuing.delete(runId);
+  drawReply(sessionId, runId);
+  focusById(`continue-${runId}-open`);
+}
+
+async function submitContinue(sessionId, runId, body) {
+  const state = ctx.continuing.get(runId);
+  if (!state || state.busy) return;
+  state.busy = true;
+  state.error = null;
+  drawReply(sessionId, runId);
+  let response;
+  try {
+    response = await openStream("POST", `/runs/${encodeURIComponent(runId)}/continue/stream`, { body });
+  } catch {
+    response = null; // it may have reached the server: follow the run id
+  }
+  if (response && !response.ok) {
+    let answer = null;
+    try {
+      answer = await response.json();
+    } catch {
+      answer = null;
+    }
+    state.busy = false;
+    state.error = refusalText(response.status, answer);
+    drawReply(sessionId, runId);
+    focusById(`continue-${runId}-go`);
+    if (response.status === 409) { // continued elsewhere, maybe to its end: said where it shows
+      toast(state.error, "error");
+      refreshFromHistory(sessionId, { quiet: true });
+    }
+    return;
+  }
+  ctx.continuing.delete(runId);
+  goOn(sessionId, runId, body.text || "", response);
+}
+
+// The reply of runId becomes its next attempt's, following `response` (the continue stream):
+// the attempt it was is kept above it, with the steering message.
+function goOn(sessionId, runId, text, response) {
+  const conv = conversation(sessionId);
+  const m = conv && reply(conv, runId);
+  if (!m) return;
+  const attempt = m.attempt || 1;
+  m.earlier = [...(m.earlier || []), { attempt, text: m.text, status: m.status, reason: m.reason, steer: text || null }];
+  Object.assign(m, {
+    attempt: attempt + 1, text: "", streamed: "", status: "running", final: false, accepted: true, lastEventId: 0,
+    reason: null, error: null, verification: null, tools: [], activity: [], gap: false, note: null, lost: false,
+    reconnecting: false, proof: null, tokens: null, cost_usd: undefined,
+  });
+  conv.updated = Date.now();
+  persistNow();
+  drawReply(sessionId, runId);
+  focusById(`reply-${runId}`);
+  follow(sessionId, runId, response);
+}
+
+// A continuation asked for on a run's timeline: the chat opens the run's conversation and its
+// reply streams there, under the same run id.
+export function continueInChat(sessionId, runId, text, response) {
+  ctx.handoff = { sessionId, runId, text, response };
+  location.hash = `#/chat?session=${encodeURIComponent(sessionId)}`;
+}
+
+function focusById(id) {
+  const el = ctx.main && document.getElementById(id);
+  if (el && ctx.main.contains(el)) el.focus({ preventScroll: false });
+}
+
 // -- drawing --------------------------------------------------------------------------------
 
 function replyElement(m, agentId) {
@@ -336,14 +440,39 @@ function replyElement(m, agentId) {
   if (usage) details.push(usage);
   if (m.gap) details.push("some events were dropped by the server; the text is the final reply");
   if (m.note) details.push(m.note);
+  if (m.attempt > 1) details.push(`attempt ${m.attempt}`);
   const cancelButton = m.status === "running" && !m.final && m.accepted
     ? h("button", { type: "button", class: "small", text: "Cancel", onclick: () => cancel(m.run_id) })
     : null;
+  const going = ctx.continuing.get(m.run_id);
+  const sessionId = sessionOf(m.run_id);
+  const canGoOn = continuable(m.status) && m.final;
+  const continueButton = canGoOn && !going
+    ? h("button", { type: "button", class: "small", id: `continue-${m.run_id}-open`, text: "Continue",
+      onclick: () => openContinue(sessionId, m.run_id) })
+    : null;
+  const form = canGoOn && going
+    ? continueForm({ runId: m.run_id, state: going, prefix: `continue-${m.run_id}`,
+      fields: continueFields(m.reason, going.limits),
+      onSubmit: (body) => submitContinue(sessionId, m.run_id, body), onCancel: () => closeContinue(sessionId, m.run_id) })
+    : null;
   const approvals = (m.approvals || []).map((a) => approvalElement(m, a));
-  return h("article", { class: "msg assistant", dataset: { runId: m.run_id, status: m.status }, "aria-label": "Reply" },
+  const earlier = (m.earlier || []).map((a) => {
+    const said = `Attempt ${a.attempt} · ${notice({ status: a.status, reason: a.reason }).text}`;
+    return h("div", { class: "attempt", dataset: { attempt: a.attempt } },
+      a.text
+        ? h("details", {}, h("summary", { text: said }), h("div", { class: "text md" }, renderMarkdown(a.text)))
+        : h("p", { class: "meta", text: said }),
+      a.steer ? h("p", { class: "steer" }, h("strong", { text: "You: " }), a.steer) : null);
+  });
+  return h("article", { class: "msg assistant", id: `reply-${m.run_id}`, tabindex: "-1",
+    dataset: { runId: m.run_id, status: m.status, attempt: m.attempt || 1 }, "aria-label": "Reply" },
+    earlier.length ? h("div", { class: "attempts" }, earlier) : null,
     approvals.length ? h("div", { class: "approvals" }, approvals) : null,
     body,
-    h("p", { class: `notice ${kind}`, dataset: { status: m.status, verification: m.verification || "" } }, text, cancelButton ? " " : "", cancelButton, fixLink ? " · " : "", fixLink),
+    h("p", { class: `notice ${kind}`, dataset: { status: m.status, verification: m.verification || "" } }, text, cancelButton ? " " : "", cancelButton,
+      continueButton ? " " : "", continueButton, fixLink ? " · " : "", fixLink),
+    form,
     details.length ? h("p", { class: "meta", text: details.join(" · ") }) : null,
     m.tools && m.tools.length
       ? h("p", { class: "meta tools-used", text: `tools: ${m.tools.map(([n, c]) => (c > 1 ? `${n} ×${c}` : n)).join(", ")}` })
@@ -397,9 +526,13 @@ function drawReply(sessionId, runId) {
   if (!m || !old) return;
   const active = document.activeElement;
   const focusedCall = active && old.contains(active) ? active.closest("[data-call-id]") : null;
+  const focusedId = active && old.contains(active) && active.id ? active.id : null;
   const fresh = replyElement(m, conv.agent_id);
   old.replaceWith(fresh);
-  if (focusedCall) { // keep the keyboard where it was: on the call's notice, or its button
+  const same = focusedId && document.getElementById(focusedId);
+  if (same && fresh.contains(same)) {
+    same.focus({ preventScroll: true }); // a field of the Continue form, or the reply itself
+  } else if (focusedCall) { // keep the keyboard where it was: on the call's notice, or its button
     const again = [...fresh.querySelectorAll("[data-call-id]")].find((el) => el.dataset.callId === focusedCall.dataset.callId);
     const target = again && (again.querySelector("button:not([disabled])") || again);
     if (target) target.focus({ preventScroll: true });
@@ -498,4 +631,44 @@ function draw() {
   ctx.drawn = conv ? conv.session_id : null;
   const again = focused && document.getElementById(focused);
   if (again && main.contains(again)) again.focus({ preventScroll: true });
+}
+
+// -- the Continue form (a reply's and a run timeline's) -----------------------------------------
+
+// The form. `state`: {text, values: {name: text}, busy, error} (kept by the caller, so that a
+// redraw keeps what was typed); `prefix`: unique to the run, so that focus survives a
+// redraw; `fields`: continueFields(); onSubmit(body), onCancel().
+export function continueForm({ runId, state, fields, prefix, onSubmit, onCancel }) {
+  const textId = `${prefix}-text`;
+  const helpId = `${prefix}-help`;
+  const text = h("textarea", { id: textId, name: "text", rows: 2, "aria-describedby": helpId });
+  text.value = state.text || "";
+  text.addEventListener("input", () => { state.text = text.value; });
+  const rows = fields.map((f) => {
+    const id = `${prefix}-${f.name}`;
+    const input = h("input", {
+      id, name: f.name, type: f.duration ? "text" : "number", min: f.duration ? null : "0",
+      step: f.duration ? null : "1", autocomplete: "off",
+      "aria-describedby": `${id}-now`, dataset: { limit: f.name },
+    });
+    input.value = state.values[f.name] ?? f.value;
+    input.addEventListener("input", () => { state.values[f.name] = input.value; });
+    return h("div", { class: "field" }, h("label", { for: id, text: f.label }), input,
+      h("p", { class: "help", id: `${id}-now`, text: `${f.now ? `now ${f.now}; ` : ""}${f.duration ? "e.g. 30m, 2h; " : "0: unlimited; "}empty: the agent's own` }));
+  });
+  const form = h("form", { class: "continue card", "aria-label": `Continue run ${runId.slice(0, 12)}`, dataset: { runId } },
+    h("p", { class: "help", id: helpId, text: "The run goes on from where it stopped, as its next attempt. A message is added as yours." }),
+    h("div", { class: "field" }, h("label", { for: textId, text: "Message to steer it (optional)" }), text),
+    rows,
+    state.error ? h("p", { class: "error", role: "alert", text: state.error }) : null,
+    h("div", { class: "actions" },
+      h("button", { type: "submit", class: "primary small", id: `${prefix}-go`, disabled: Boolean(state.busy), text: state.busy ? "Continuing…" : "Continue the run" }),
+      h("button", { type: "button", class: "small", id: `${prefix}-close`, text: "Close", onclick: onCancel })));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (state.busy) return;
+    const values = Object.fromEntries(fields.map((f) => [f.name, form.querySelector(`#${CSS.escape(`${prefix}-${f.name}`)}`).value]));
+    onSubmit(continueBody(text.value, values));
+  });
+  return form;
 }

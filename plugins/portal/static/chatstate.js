@@ -72,6 +72,8 @@ export function applyResult(conv, runId, result) {
   target.reason = result.incomplete_reason ?? meta.incomplete_reason ?? null;
   target.error = meta.error ?? result.error ?? null;
   if (meta.proof) target.proof = meta.proof;
+  const attempt = meta.attempt ?? result.attempt;
+  if (typeof attempt === "number") target.attempt = attempt;
   const tokens = result.tokens || meta.tokens;
   if (tokens && typeof tokens === "object") target.tokens = tokens;
   const cost = result.cost_usd !== undefined ? result.cost_usd : meta.cost_usd;
@@ -110,7 +112,8 @@ export function mergeHistory(conv, entries) {
       conv.messages.push(target);
       if (!conv.agent_id) conv.agent_id = run.agent_id;
     }
-    if (run.metadata) {
+    const stale = Boolean(run.metadata) && (run.metadata.attempt ?? 1) < (target.attempt || 1);
+    if (run.metadata && !stale) { // an earlier attempt's end never undoes a continuation seen here
       const local = target.final ? { status: target.status, verification: target.verification } : null;
       if (!local || local.status !== run.metadata.status || local.verification !== run.metadata.verification) {
         applyResult(conv, run.run_id, { status: run.metadata.status, metadata: run.metadata, reply: run.reply });
@@ -118,7 +121,7 @@ export function mergeHistory(conv, entries) {
       } else if (!target.text && run.reply) {
         target.text = run.reply;
       }
-    } else if (!target.text && run.reply) {
+    } else if (!stale && !target.text && run.reply) {
       target.text = run.reply;
     }
   }
@@ -288,4 +291,85 @@ export function usageText(m) {
   if (typeof m.cost_usd === "number") parts.push(`cost $${m.cost_usd < 0.01 && m.cost_usd > 0 ? m.cost_usd.toFixed(4) : m.cost_usd.toFixed(2)}`);
   else if (m.cost_usd === null && parts.length) parts.push("cost unknown (no price for this model in costs.pricing)");
   return parts.join(" · ");
+}
+
+// -- continuing a run that ended incomplete (POST /runs/{id}/continue/stream) ----------------
+// The form a chat reply and a run's timeline show: an optional steering message, the turn
+// limit, and the limit that stopped the run if it is another; the one that stopped it is
+// prefilled with its value doubled. A field left empty keeps the agent's own limit (the attempt
+// counts from zero).
+
+// The limits a continuation can raise: the run.limits name, its label, how it goes in the
+// request's overrides, and whether it is a duration.
+const LIMITS = {
+  max_turns: { label: "Turn limit (max_turns)", put: (o, v) => { o.max_turns = v; } },
+  max_llm_calls: { label: "Model-call budget (max_llm_calls)", put: (o, v) => { (o.budget ||= {}).max_llm_calls = v; } },
+  max_tokens: { label: "Token budget (max_tokens)", put: (o, v) => { (o.budget ||= {}).max_tokens = v; } },
+  no_progress_limit: { label: "No-progress limit (no_progress_limit)", put: (o, v) => { o.no_progress_limit = v; } },
+  run_timeout: { label: "Run timeout (run_timeout)", put: (o, v) => { o.run_timeout = v; }, duration: true },
+};
+// The limit an incomplete_reason names.
+const STOPPED_BY = { no_progress: "no_progress_limit" };
+
+export const continuable = (status) => status === "incomplete";
+
+function stopper(reason) {
+  const name = STOPPED_BY[reason] || reason;
+  return LIMITS[name] ? name : null;
+}
+
+function seconds(value) {
+  if (value % 3600 === 0) return `${value / 3600}h`;
+  if (value % 60 === 0) return `${value / 60}m`;
+  return `${Math.ceil(value)}s`;
+}
+
+function doubled(name, limit) {
+  if (!limit || limit.unlimited || typeof limit.value !== "number") return "";
+  return LIMITS[name].duration ? seconds(limit.value * 2) : String(limit.value * 2);
+}
+
+// The form's fields for a run stopped by `reason` under `limits` (its run.limits, or null):
+// [{name, label, value, now}]; the limit that stopped it is prefilled doubled.
+export function continueFields(reason, limits) {
+  const names = ["max_turns"];
+  const stopped = stopper(reason);
+  if (stopped && stopped !== "max_turns") names.push(stopped);
+  return names.map((name) => {
+    const limit = limits ? limits[name] : null;
+    return { name, label: LIMITS[name].label, duration: Boolean(LIMITS[name].duration), value: name === stopped ? doubled(name, limit) : "", now: limit ? (limit.unlimited ? "unlimited" : limit.text || String(limit.value)) : "" };
+  });
+}
+
+// The limits kept of a run.limits event: those a continuation may raise.
+export function raisable(limits) {
+  if (!limits) return null;
+  const kept = Object.fromEntries(Object.keys(LIMITS).filter((n) => limits[n]).map((n) => [n, limits[n]]));
+  return Object.keys(kept).length ? kept : null;
+}
+
+// The request's body: {text?, overrides?}; an empty field is left out.
+export function continueBody(text, values) {
+  const body = {};
+  if (text && text.trim()) body.text = text.trim();
+  const overrides = {};
+  for (const [name, raw] of Object.entries(values || {})) {
+    const value = String(raw ?? "").trim();
+    if (!value || !LIMITS[name]) continue;
+    LIMITS[name].put(overrides, LIMITS[name].duration ? value : Number(value));
+  }
+  if (Object.keys(overrides).length) body.overrides = overrides;
+  return body;
+}
+
+// Why a continuation was refused, in plain words.
+export function refusalText(status, body) {
+  const said = body && body.error ? body.error : "";
+  const fields = body && body.fields ? Object.entries(body.fields).map(([k, v]) => `${k.replace(/^overrides\./, "")}: ${v}`) : [];
+  if (status === 404) return "Not continued: this key sees no such run.";
+  if (status === 409) return `Not continued: ${said || "the run is no longer incomplete"}.`;
+  if (status === 422) return `Not continued: a value is not accepted${fields.length ? ` (${fields.join("; ")})` : said ? ` (${said})` : ""}.`;
+  if (status === 503) return "Not continued: the server is shutting down; try again in a moment.";
+  if (status === 0) return "Not continued: the server could not be reached.";
+  return `Not continued: ${said || `the server answered HTTP ${status}`}.`;
 }

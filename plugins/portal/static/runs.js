@@ -1,11 +1,13 @@
 // Runs: this principal's recent runs (GET /runs) with status, the limits each ran under, what it
 // used and its proof; interrupted runs; and, for an admin, the reconcile action of a workflow
 // step left in progress (POST /runs/{id}/reconcile). One run's timeline (GET /runs/{id}/timeline):
-// its turns, model and tool calls, approvals, compactions, limits and how it ended.
+// its turns, model and tool calls, approvals, compactions, limits and how it ended, every attempt
+// of it; a run that ended incomplete has Continue, which goes on in its conversation (chat.js).
 
-import { api, get } from "./api.js";
+import { api, get, openStream } from "./api.js";
 import { errorText, formatTime, h, limitText, toast } from "./dom.js";
-import { notice } from "./chatstate.js";
+import { continuable, continueFields, notice, refusalText } from "./chatstate.js";
+import { continueForm, continueInChat } from "./chat.js";
 
 // The limits a row shows at a glance; every limit is in the row's details.
 const SHOWN = [["max_turns", "turns"], ["max_tokens", "tokens"], ["run_timeout", "run"]];
@@ -124,9 +126,9 @@ function costText(cost) {
 }
 
 // One step of the timeline: {title, detail (preformatted) or null}.
-function stepText(e) {
+function stepText(e, attempt) {
   switch (e.kind) {
-    case "started": return { title: `Started${e.agent_id ? ` (agent ${e.agent_id})` : ""}` };
+    case "started": return { title: `${attempt > 1 ? `Attempt ${attempt} started` : "Started"}${e.agent_id ? ` (agent ${e.agent_id})` : ""}` };
     case "limits": return { title: "Limits", detail: Object.entries(e.limits || {}).map(([k, v]) => `${k}: ${v}`).join("\n") };
     case "model_call": return { title: `Turn ${e.turn} · model call with ${number(e.messages)} messages` };
     case "model_reply": return {
@@ -152,6 +154,51 @@ function stepText(e) {
   }
 }
 
+// Continue, for a run that ended incomplete: the form, then the run's conversation, where the
+// continued reply streams (the request is made here, so that a refusal is said here).
+function continueSection(run) {
+  const prefix = `continue-${run.run_id}`;
+  const state = { text: "", values: {}, busy: false, error: null };
+  const fields = continueFields(run.incomplete_reason, run.limits);
+  const section = h("section", { class: "card", "aria-labelledby": "continue-title" });
+  const focus = (suffix) => { const el = document.getElementById(`${prefix}-${suffix}`); if (el) el.focus(); };
+  const submit = async (body) => {
+    state.busy = true;
+    state.error = null;
+    draw(true);
+    let response = null;
+    try {
+      response = await openStream("POST", `/runs/${encodeURIComponent(run.run_id)}/continue/stream`, { body });
+    } catch {
+      response = null;
+    }
+    if (response && response.ok) {
+      continueInChat(run.session_id, run.run_id, body.text || "", response);
+      return;
+    }
+    let answer = null;
+    try {
+      answer = response ? await response.json() : null;
+    } catch {
+      answer = null;
+    }
+    state.busy = false;
+    state.error = refusalText(response ? response.status : 0, answer);
+    draw(true);
+    focus("go");
+  };
+  function draw(open) {
+    const head = [h("h2", { id: "continue-title", text: "Continue this run" }),
+      h("p", { class: "note", text: "It stopped at a limit. It can go on in place, as its next attempt, in its conversation." })];
+    section.replaceChildren(...head, open
+      ? continueForm({ runId: run.run_id, state, fields, prefix, onSubmit: submit, onCancel: () => { draw(false); focus("open"); } })
+      : h("button", { type: "button", class: "primary", id: `${prefix}-open`, text: "Continue",
+        onclick: () => { draw(true); focus("text"); } }));
+  }
+  draw(false);
+  return section;
+}
+
 export async function renderTimeline(main, runId) {
   const here = location.hash;
   const title = `Run ${runId.slice(0, 12)}`;
@@ -173,13 +220,16 @@ export async function renderTimeline(main, runId) {
     ["status", h("span", { class: `notice ${kind}`, text })],
     ["started", formatTime(run.started_at)],
     ["finished", run.finished_at ? `${formatTime(run.finished_at)} (${(run.finished_at - run.started_at).toFixed(2)} s)` : "—"],
+    run.attempt > 1 ? ["attempt", String(run.attempt)] : null,
     ["turns", run.turns ?? "—"],
     ["tokens", tokens.total !== undefined ? `${number(tokens.total)} (${number(tokens.input)} in, ${number(tokens.output)} out)` : "—"],
     ["cost", costText(run.cost_usd)],
     ["proof", run.proof ? `${run.proof.receipts} receipt${run.proof.receipts === 1 ? "" : "s"} · ${run.proof.sha256}` : "—"],
   ];
+  let attempt = 0;
   const steps = run.entries.map((e) => {
-    const { title: line, detail } = stepText(e);
+    if (e.kind === "started") attempt += 1;
+    const { title: line, detail } = stepText(e, attempt);
     return h("li", { dataset: { kind: e.kind } }, h("p", { class: "step-title", text: line }),
       detail ? h("pre", { class: "step-detail", text: detail }) : null);
   });
@@ -187,7 +237,8 @@ export async function renderTimeline(main, runId) {
     h("div", { class: "page-head" }, h("h1", { text: title }), h("a", { href: "#/runs", text: "All runs" })),
     h("p", { class: "lead" }, "Run ", h("code", { text: run.run_id }),
       run.live ? " · live: this page follows it until it ends" : ""),
-    h("dl", { class: "pairs card" }, pairs.map(([k, v]) => [h("dt", { text: k }), h("dd", {}, v)])),
+    h("dl", { class: "pairs card" }, pairs.filter(Boolean).map(([k, v]) => [h("dt", { text: k }), h("dd", {}, v)])),
+    continuable(run.status) && !run.live ? continueSection(run) : null,
     run.evidence ? h("section", { class: "card", "aria-labelledby": "evidence-title" }, h("h2", { id: "evidence-title", text: "Evidence" }),
       h("pre", { class: "step-detail", text: JSON.stringify(run.evidence, null, 2) })) : null,
     h("section", { class: "card", "aria-labelledby": "steps-title" }, h("h2", { id: "steps-title", text: "Timeline" }),

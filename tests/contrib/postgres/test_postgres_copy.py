@@ -336,7 +336,8 @@ def test_the_text_report_names_what_was_copied_and_the_dsn_comes_from_the_enviro
     assert lines[0].startswith(
         f"copied {moved} (SQLite, schema version {SQLITE_SCHEMA}) into postgresql://"
     )
-    assert "in one transaction: 8 rows" in lines[0]
+    # one more than before the effect ledger: the reservation of its tool call (plugin state)
+    assert "in one transaction: 9 rows" in lines[0]
     assert SECRET not in done.stdout + done.stderr
     counts = {line.rsplit(maxsplit=1)[0].strip(): line.split()[-1] for line in lines[1:4]}
     assert counts == {"runs": "1", "history entries": "4", "tool records": "1"}

@@ -85,6 +85,36 @@ def add_agents(workspace: Workspace) -> None:
     workspace.scripted_agent("slow", [{"text": "late", "sleep": 30}], repeat=True)
 
 
+COUNT_PY = """
+from pathlib import Path
+
+
+def count(n: int) -> str:
+    \"\"\"Count to n (each call noted in counted.txt).\"\"\"
+    with (Path(__file__).parent / "counted.txt").open("a") as fh:
+        fh.write(f"{n}\\n")
+    return f"counted {n}"
+"""
+
+
+def add_counter(workspace: Workspace, agent_id: str = "counter") -> Path:
+    """An agent that counts to two with two tool calls, then says so, under ``max_turns: 1``:
+    a run of it ends incomplete (max_turns) after its first call, and a continuation with two
+    more turns completes it (its script starts where the conversation left off). Returns the
+    file each call of its tool is noted in."""
+    steps = [
+        {"tool": "count", "arguments": {"n": 1}, "id": "c1"},
+        {"tool": "count", "arguments": {"n": 2}, "id": "c2"},
+        {"text": "counted to two"},
+    ]
+    workspace.scripted_agent(agent_id, steps, tools=["tools.py:count"], max_turns=1)
+    folder = workspace.path / "agents" / agent_id
+    script = folder / "script.yaml"
+    script.write_text(script.read_text() + "start: conversation\n")
+    (folder / "tools.py").write_text(COUNT_PY)
+    return folder / "counted.txt"
+
+
 @contextmanager
 def soulacy_serve(
     workspace: Path, env: Mapping[str, str] | None = None

@@ -4,9 +4,10 @@ Debian's Chromium driven by Playwright, against a real ``soulacy serve`` on loop
 - A cold load (a fresh browser, nothing cached) of the chat page is at most 200 KB; the bytes
   and seconds are printed (``-s``) for the notes, never asserted on time.
 - axe-core finds no violation on the screens of this issue: a reply rendered from Markdown with
-  its usage and tools, a run's timeline, the unsaved-changes question, a refused save with its
-  errors, the header at 390 px. axe-core is an npm package: the test runs where
-  ``$SOULACY_AXE_JS`` (or a known install) has ``axe.min.js``, and skips saying so elsewhere.
+  its usage and tools, a run's timeline, an incomplete reply's Continue form (and the
+  timeline's), the unsaved-changes question, a refused save with its errors, the header at
+  390 px. axe-core is an npm package: the test runs where ``$SOULACY_AXE_JS`` (or a known
+  install) has ``axe.min.js``, and skips saying so elsewhere.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 from _support.http_server import CHROMIUM, KEYS
-from portal_support import add_agents, advanced_config, browser_page, soulacy_serve
+from portal_support import add_agents, add_counter, advanced_config, browser_page, soulacy_serve
 
 from soulacy.testing import Workspace
 
@@ -71,6 +72,7 @@ def test_axe_finds_no_violation_on_the_new_screens(workspace: Workspace, browser
     workspace.write_config(advanced_config())
     add_agents(workspace)
     workspace.scripted_agent("writer", [{"text": REPLY}], repeat=True)
+    add_counter(workspace)  # its runs end incomplete (max_turns)
     script = axe_script()
     assert script is not None
     found: dict[str, list[str]] = {}
@@ -98,6 +100,18 @@ def test_axe_finds_no_violation_on_the_new_screens(workspace: Workspace, browser
             page.get_by_role("link", name="Timeline of this run").click()
             page.locator("ol.timeline > li[data-kind='ended']").wait_for()
             check("a run's timeline")
+
+            page.goto(url + "/#/chat?agent=counter")
+            page.get_by_role("textbox", name="Message").fill("count")
+            page.get_by_role("button", name="Send").click()
+            page.locator("article.assistant[data-status='incomplete']").wait_for()
+            page.get_by_role("button", name="Continue", exact=True).click()
+            page.get_by_role("button", name="Continue the run").wait_for()
+            check("an incomplete reply with its Continue form")
+            page.get_by_role("link", name="Timeline of this run").click()
+            page.get_by_role("button", name="Continue", exact=True).click()
+            page.get_by_role("button", name="Continue the run").wait_for()
+            check("an incomplete run's timeline with its Continue form")
 
             page.goto(url + "/#/agents/echo")
             page.get_by_role("button", name="Advanced").click()

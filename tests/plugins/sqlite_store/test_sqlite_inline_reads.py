@@ -96,7 +96,7 @@ async def test_a_read_answered_busy_inline_runs_again_in_a_worker_thread(tmp_pat
         return int(conn.execute("SELECT count(*) FROM conversation_history").fetchone()[0])
 
     try:
-        assert await store._call("count", read) == 2
+        assert await store._read("count", read) == 2
         assert len(ran) == 2
         assert ran[0] == trio_thread
         assert ran[1] != trio_thread

@@ -404,7 +404,7 @@ async def test_spend_refuses_past_the_limit_and_gives_back(store: SQLiteStore) -
 
     # Counters untouched for two days are dropped on a later write.
     old = time.time() - 3 * 86400
-    await store._commit(
+    await store._write(
         "age", lambda conn: conn.execute("UPDATE counters SET updated_at = ?", (old,))
     )
     await store.spend("tokens:now", 1)
@@ -457,7 +457,7 @@ async def test_cancel_requests_are_read_in_order_after_the_last_seen(
 
     # Kept an hour: an older request is no longer answered, and the next request drops it.
     old = time.time() - 3601
-    await store._commit(
+    await store._write(
         "age",
         lambda conn: conn.execute(
             "UPDATE cancel_requests SET created_at = ? WHERE id = ?", (old, first.id)
@@ -465,11 +465,11 @@ async def test_cancel_requests_are_read_in_order_after_the_last_seen(
     )
     assert await store.cancel_requests(0) == [second]
     third = await store.request_cancel("again", run_id="r3")
-    ids = await store._call(
+    ids = await store._read(
         "ids", lambda conn: [r[0] for r in conn.execute("SELECT id FROM cancel_requests")]
     )
     assert ids == [second.id, third.id]
-    await store._commit("empty", lambda conn: conn.execute("DELETE FROM cancel_requests"))
+    await store._write("empty", lambda conn: conn.execute("DELETE FROM cancel_requests"))
     assert (await store.request_cancel("later")).id > third.id  # ids are never reused
 
 

@@ -21,7 +21,7 @@ class ForgetsTheHighWaterMark(SQLiteStore):
 
     async def prune(self, limits: RetentionLimits) -> Pruned:
         pruned = await super().prune(limits)
-        await self._commit("forget", lambda conn: conn.execute("DELETE FROM lease_high_water"))
+        await self._write("forget", lambda conn: conn.execute("DELETE FROM lease_high_water"))
         return pruned
 
 
@@ -29,7 +29,7 @@ class PrunesRunningRuns(SQLiteStore):
     """Takes every run for finished before it prunes."""
 
     async def prune(self, limits: RetentionLimits) -> Pruned:
-        await self._commit(
+        await self._write(
             "finish all",
             lambda conn: conn.execute(
                 "UPDATE runs SET status = 'completed', finished_at = 0 WHERE status = 'running'"
@@ -48,7 +48,7 @@ class PrunesEveryPrincipal(SQLiteStore):
                 " FROM runs WHERE status <> 'running')"
             )
 
-        await self._commit("wider", wider)
+        await self._write("wider", wider)
         return await super().prune(limits)
 
 

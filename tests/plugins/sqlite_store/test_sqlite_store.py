@@ -172,7 +172,7 @@ async def test_a_replayed_call_id_survives_a_restart(
 async def test_a_read_only_database_raises_a_storage_error(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "ro.db")
     await store.open()
-    await store._call("make read-only", lambda conn: conn.execute("PRAGMA query_only = ON"))
+    await store._read("make read-only", lambda conn: conn.execute("PRAGMA query_only = ON"))
     try:
         with pytest.raises(StorageError, match=r"record turn failed: .*readonly"):
             await store.record_turn(RunRecord("r", "a", "s"), [Message("user", "x")], [])
@@ -204,7 +204,7 @@ async def test_a_file_of_a_newer_schema_is_refused_and_left_as_it_was(
 async def test_a_full_database_raises_a_storage_error(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "full.db")
     await store.open()
-    await store._call("shrink", lambda conn: conn.execute("PRAGMA max_page_count = 1"))
+    await store._read("shrink", lambda conn: conn.execute("PRAGMA max_page_count = 1"))
     try:
         with pytest.raises(StorageError, match="full"):
             await store.record_turn(RunRecord("r", "a", "s"), [Message("user", "x" * 100_000)], [])
