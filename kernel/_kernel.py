@@ -58,8 +58,8 @@ class Service(Protocol):
 
     async def serve(self, *, task_status: trio.TaskStatus[Any] = ...) -> None:
         """Call ``task_status.started()`` once ready, optionally with what callers need (such as
-        the bound addresses); return within half a second of ``kernel.stopping`` being set
-        (await it, never ``trio.sleep_forever()``: what still runs after the grace period is
+        the bound addresses); return by itself once ``kernel.stopping`` is set, at once when
+        idle (await it, never ``trio.sleep_forever()``: what still runs after the grace period is
         cancelled, and every stop waits that long). ``check_service_stops`` checks a service.
 
         A service with work to drain first (the ``http`` plugin's runs, for

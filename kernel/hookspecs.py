@@ -508,8 +508,8 @@ def soulacy_services(kernel: Kernel) -> Sequence[Service]:
 
     Called when ``open_kernel`` starts. Each service's ``serve(task_status=...)`` is started with
     ``await nursery.start(...)`` and must call ``task_status.started()`` once ready. On shutdown
-    the kernel sets ``kernel.stopping``: ``serve`` then ends its work and returns, within half a
-    second (``soulacy.testing.check_service_stops`` checks it). What still runs after the
+    the kernel sets ``kernel.stopping``: ``serve`` then ends its work and returns by itself, at
+    once when idle (``soulacy.testing.check_service_stops`` checks it). What still runs after the
     grace period is cancelled, with a warning naming the service.
     """
 

@@ -11,9 +11,12 @@ from typing import Any
 
 import trio
 
-from soulacy.kernel import Kernel, Service
+from soulacy.kernel import DEFAULT_GRACE_PERIOD, Kernel, Service
 
-STOP_WITHIN = 0.5  # seconds a service may take to return after kernel.stopping is set
+# How long serve() may take to return after kernel.stopping is set: the grace period after which
+# open_kernel would cancel it. A bound for "waits to be cancelled", not a speed test: a service
+# that stops child processes (MCP servers) waits for them to exit, which a loaded machine slows.
+STOP_WITHIN = DEFAULT_GRACE_PERIOD
 START_WITHIN = 30.0  # seconds a service may take to become ready (an MCP server's process …)
 
 
@@ -21,7 +24,8 @@ async def check_service_stops(
     kernel: Kernel, service: Service, *, within: float = STOP_WITHIN
 ) -> Any:
     """Start ``service`` as :func:`~soulacy.kernel.open_kernel` does, set ``kernel.stopping``,
-    and fail unless ``serve`` returns by itself within ``within`` seconds.
+    and fail unless ``serve`` returns by itself within ``within`` seconds (by default the
+    kernel's grace period, after which ``open_kernel`` would cancel it).
 
     ``kernel`` must not be stopping yet (use a fresh one per service). Returns what the service
     handed to ``task_status.started()``. A failure raises AssertionError naming the service,

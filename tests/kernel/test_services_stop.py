@@ -45,7 +45,7 @@ def test_every_builtin_and_contrib_service_is_configured_here(
 
 
 @pytest.mark.parametrize("name", EVERY_SERVICE)
-async def test_the_service_stops_within_half_a_second_of_kernel_stopping(
+async def test_the_service_returns_by_itself_once_the_kernel_is_stopping(
     name: str, workspace: Workspace, make_kernel: Callable[..., Kernel]
 ) -> None:
     configure_every_service(workspace)
