@@ -1,6 +1,7 @@
 """The PostgreSQL store against the SQLite store: durable turns, several processes, takeover.
 
     python bench/postgres.py [--rounds 3] [--runs 60] [--counts 1,2,3] [--dsn ADMIN_DSN]
+                             [--turns-only] [--before DIR]
 
 - **Durable turns.** Committed turns per second, and µs per turn, each beside its floor:
   - the store's ``record_turn`` of one tool turn (an assistant message with its tool call,
@@ -8,8 +9,8 @@
     engine writes it, one transaction each;
   - a whole engine run of 200 turns (``--engine-turns``; a zero-latency scripted model and
     a trivial async tool), every turn committed before the next model call;
-  - the same turn's SQL issued raw, without the store (its statements, in its schema, one
-    transaction each: sqlite3, or psycopg on one connection in the calling thread);
+  - the same turn's SQL issued raw, without the store (its statement, in its schema, its own
+    transaction: sqlite3, or psycopg on one connection in the calling thread);
   - the floor: one raw committed single-row INSERT with the same settings. SQLite: WAL,
     ``synchronous=NORMAL``, ``BEGIN IMMEDIATE`` … ``COMMIT`` (as bench/store_writes.py).
     PostgreSQL: psycopg in autocommit mode (one INSERT, one commit), with the
@@ -18,6 +19,16 @@
   ``synchronous_commit=off`` in the DSN (``options=-csynchronous_commit=off``, floor
   included), which is closer to SQLite's ``NORMAL``: a commit does not wait for the disk, and a
   crash of the server (not of a client) may lose the last ones.
+  Each is timed by the wall clock and by the CPU time of the whole measuring process (every
+  thread of it; the server's own CPU not included).
+- **Before and after** (``--before DIR``): the store turns and the engine runs are measured
+  again, alternating, with an earlier tree first on ``sys.path``: DIR holds a ``soulacy``
+  folder with that tree's ``plugins`` and ``contrib`` (the kernel stays this one's), e.g.::
+
+      mkdir -p /tmp/before/soulacy && cp -r plugins contrib /tmp/before/soulacy/
+      git show REV:contrib/postgres/_store.py > /tmp/before/soulacy/contrib/postgres/_store.py
+
+  ``--turns-only`` leaves out the processes and the takeover.
 - **Several processes on one database.** 1, 2 and 3 OS processes (``--counts``; on each store,
   SQLite's file for comparison), each running ``--runs`` short scripted runs (a tool call,
   then an answer: two model calls) one after the other, on sessions of their own, all started
@@ -126,7 +137,20 @@ def settings(admin_dsn: str) -> dict[str, str]:
 # -- one measurement, in a fresh process ------------------------------------------------------
 
 
-def floor_sqlite(path: Path, writes: int) -> float:
+Timing = dict[str, float]  # "us": wall µs per operation, "cpu_us": this process's CPU µs
+
+
+def clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def per(began: tuple[float, float], count: int) -> Timing:
+    """µs per operation, wall and CPU, since ``began`` (:func:`clock`)."""
+    wall, cpu = clock()
+    return {"us": (wall - began[0]) / count * 1e6, "cpu_us": (cpu - began[1]) / count * 1e6}
+
+
+def floor_sqlite(path: Path, writes: int) -> Timing:
     """µs per committed single-row INSERT: WAL, synchronous=NORMAL, BEGIN IMMEDIATE."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -135,7 +159,7 @@ def floor_sqlite(path: Path, writes: int) -> float:
         "CREATE TABLE t (id INTEGER PRIMARY KEY, session TEXT, role TEXT, content TEXT,"
         " created REAL)"
     )
-    began = time.perf_counter()
+    began = clock()
     for n in range(writes):
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(
@@ -143,38 +167,38 @@ def floor_sqlite(path: Path, writes: int) -> float:
             ("s", "tool", f"ok-{n}", time.time()),
         )
         conn.execute("COMMIT")
-    elapsed = time.perf_counter() - began
+    took = per(began, writes)
     assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == writes
     conn.close()
-    return elapsed / writes * 1e6
+    return took
 
 
-def floor_postgres(dsn: str, writes: int) -> float:
+def floor_postgres(dsn: str, writes: int) -> Timing:
     """µs per committed single-row INSERT: psycopg autocommit, the server's synchronous_commit."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "CREATE TABLE t (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, session TEXT,"
             " role TEXT, content TEXT, created DOUBLE PRECISION)"
         )
-        began = time.perf_counter()
+        began = clock()
         for n in range(writes):
             conn.execute(
                 "INSERT INTO t (session, role, content, created) VALUES (%s, %s, %s, %s)",
                 ("s", "tool", f"ok-{n}", time.time()),
             )
-        elapsed = time.perf_counter() - began
+        took = per(began, writes)
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (writes,)
-    return elapsed / writes * 1e6
+    return took
 
 
-async def store_turns(store: Store, writes: int) -> float:
+async def store_turns(store: Store, writes: int) -> Timing:
     """µs per ``record_turn`` of one tool turn, fenced by the conversation's lease."""
     key = ConversationKey("agent", "s").lease_key()
     grant = await store.acquire_lease(key, LeaseOwner.current("bench"), 3600, holder="bench")
     assert grant.lease is not None
     lease = grant.lease
     run = await store.start_run(RunRecord("bench", "agent", "s"), fence=lease)
-    began = time.perf_counter()
+    began = clock()
     for n in range(writes):
         call = ToolCall(f"c{n}", "step", {"i": n})
         await store.record_turn(
@@ -186,72 +210,96 @@ async def store_turns(store: Store, writes: int) -> float:
             [ToolRecord("bench", f"c{n}", "step", {"i": n}, f"ok-{n}", False)],
             fence=lease,
         )
-    elapsed = time.perf_counter() - began
+    took = per(began, writes)
     assert len(await store.history("s")) == 2 * writes
-    return elapsed / writes * 1e6
+    return took
 
 
 LEASE_KEY = ConversationKey("agent", "s").lease_key()
-HISTORY_SQL = (
-    "INSERT INTO conversation_history (agent_id, session_id, run_id, role, content, created_at,"
-    " tool_call_id, tool_calls, name, is_error, principal, user_id, attempt) VALUES"
+HISTORY_COLUMNS = (
+    "agent_id, session_id, run_id, role, content, created_at, tool_call_id, tool_calls, name,"
+    " is_error, principal, user_id, attempt"
 )
-RECORD_INTO = (
-    "INTO tool_records (run_id, call_id, name, arguments, content, is_error, created_at) VALUES"
+# The SQLite store's turn (docs/performance/0052): both rows, the tool record held in the
+# tool result's row, one INSERT under the lease, its own transaction.
+SQLITE_TURN = (
+    f"INSERT INTO conversation_history ({HISTORY_COLUMNS}, record_arguments, record_content,"
+    " record_created_at) SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?),"
+    " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))"
+    " WHERE EXISTS (SELECT 1 FROM leases WHERE key = ? AND token = ? AND owner_id = ?)"
+)
+# The PostgreSQL store's turn (docs/performance/0080): the lease row read and locked, both
+# history rows and the tool record, one statement, its own transaction.
+PG_NOW = "extract(epoch FROM clock_timestamp())::float8"
+PG_ROW = f"(%s, %s, %s, %s, %s, {PG_NOW}, %s, %s, %s, %s, %s, %s, %s)"
+PG_TURN = (
+    "WITH fence AS MATERIALIZED (SELECT 1 FROM leases WHERE key = %s AND token = %s"
+    " AND owner_id = %s FOR SHARE),"
+    f" history AS (INSERT INTO conversation_history ({HISTORY_COLUMNS})"
+    f" SELECT * FROM (VALUES {PG_ROW}, {PG_ROW}) AS v WHERE EXISTS (SELECT 1 FROM fence)),"
+    " records AS (INSERT INTO tool_records (run_id, call_id, name, arguments, content, is_error,"
+    " created_at) SELECT * FROM (VALUES (%s, %s, %s, %s, %s, %s, %s)) AS v"
+    " WHERE EXISTS (SELECT 1 FROM fence) ON CONFLICT (run_id, call_id) DO NOTHING)"
+    " SELECT count(*) FROM fence"
 )
 
 
-def turn_rows(n: int) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
+def turn_values(n: int) -> tuple[list[Any], list[Any]]:
+    """One tool turn's two history rows (12 values each: the PostgreSQL store's clock is the
+    server's) and its tool record (7 values)."""
     calls = json.dumps([{"id": f"c{n}", "name": "step", "arguments": {"i": n}}])
     history = [
-        ("agent", "s", "bench", "assistant", "", time.time(), None, calls, None, False),
-        ("agent", "s", "bench", "tool", f"ok-{n}", time.time(), f"c{n}", None, "step", False),
+        ("agent", "s", "bench", "assistant", "", None, calls, None, False, None, None, 1),
+        ("agent", "s", "bench", "tool", f"ok-{n}", f"c{n}", None, "step", False, None, None, 1),
     ]
     record = ("bench", f"c{n}", "step", json.dumps({"i": n}), f"ok-{n}", False, time.time())
-    return [(*row, None, None, 1) for row in history], record
+    return [v for row in history for v in row], list(record)
 
 
-def sql_sqlite(path: Path, writes: int) -> float:
-    """µs per turn's SQL as the SQLite store commits it (the fence's read, two history rows,
-    one tool record, in its schema), issued with raw sqlite3: the store's cost without it."""
-    trio.run(SQLiteStore(path).open)  # the schema, made by the store itself
+async def bench_lease(store: Store) -> tuple[str, int, str]:
+    """The conversation's lease, taken by ``store``: its key, token and owner."""
+    owner = LeaseOwner.current("bench")
+    grant = await store.acquire_lease(LEASE_KEY, owner, 3600, holder="bench")
+    assert grant.lease is not None
+    await store.aclose()
+    return LEASE_KEY, grant.lease.token, owner.id
+
+
+def sql_sqlite(path: Path, writes: int) -> Timing:
+    """µs per turn's SQL as the SQLite store commits it (one fenced INSERT of two history
+    rows, one holding the tool record, in its schema), issued with raw sqlite3: the store's
+    cost without it."""
+    lease = trio.run(bench_lease, SQLiteStore(path))  # the schema, made by the store itself
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA synchronous = NORMAL")
-    began = time.perf_counter()
+    began = clock()
     for n in range(writes):
-        history, record = turn_rows(n)
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("SELECT token, owner_id FROM leases WHERE key = ?", (LEASE_KEY,))
-        conn.executemany(f"{HISTORY_SQL} (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", history)
-        conn.execute(f"INSERT OR IGNORE {RECORD_INTO} (?, ?, ?, ?, ?, ?, ?)", record)
-        conn.execute("COMMIT")
-    elapsed = time.perf_counter() - began
+        now = time.time()
+        calls = json.dumps([{"id": f"c{n}", "name": "step", "arguments": {"i": n}}])
+        asked = ("agent", "s", "bench", "assistant", "", now, None, calls, None, 0, None, None)
+        answer = ("agent", "s", "bench", "tool", f"ok-{n}", now, f"c{n}", None, "step", 0, None)
+        held = (json.dumps({"i": n}), None, now)  # the record, in the answer's row
+        values = [*asked, 1, None, None, None, *answer, None, 1, *held, *lease]
+        assert conn.execute(SQLITE_TURN, values).rowcount == 2
+    took = per(began, writes)
     conn.close()
-    return elapsed / writes * 1e6
+    return took
 
 
-def sql_postgres(dsn: str, writes: int) -> float:
-    """µs per turn's SQL as the PostgreSQL store commits it (BEGIN, the fence's SELECT … FOR
-    SHARE, two history rows, one tool record, COMMIT), issued with raw psycopg on one
-    connection in this thread: the store's cost without its thread hop and pool."""
-    trio.run(PostgresStore(dsn).open)  # the schema, made by the store itself
+def sql_postgres(dsn: str, writes: int) -> Timing:
+    """µs per turn's SQL as the PostgreSQL store commits it (one statement: the lease read
+    ``FOR SHARE``, two history rows, one tool record; its own transaction), issued with raw
+    psycopg on one connection in this thread: the store's cost without its thread hop and
+    pool."""
+    lease = trio.run(bench_lease, PostgresStore(dsn))  # the schema, made by the store itself
     with psycopg.connect(dsn, autocommit=True) as conn:
-        began = time.perf_counter()
+        began = clock()
         for n in range(writes):
-            history, record = turn_rows(n)
-            with conn.transaction():
-                conn.execute(
-                    "SELECT token, owner_id FROM leases WHERE key = %s FOR SHARE", (LEASE_KEY,)
-                )
-                with conn.cursor() as cursor:
-                    cursor.executemany(f"{HISTORY_SQL} ({', '.join(['%s'] * 13)})", history)
-                    cursor.executemany(
-                        f"INSERT {RECORD_INTO} (%s, %s, %s, %s, %s, %s, %s)"
-                        " ON CONFLICT (run_id, call_id) DO NOTHING",
-                        [record],
-                    )
-        elapsed = time.perf_counter() - began
-    return elapsed / writes * 1e6
+            history, record = turn_values(n)
+            row = conn.execute(PG_TURN, [*lease, *history, *record]).fetchone()
+            assert row == (1,)
+        took = per(began, writes)
+    return took
 
 
 def engine_kernel(folder: Path, turns: int, dsn: str | None) -> Kernel:
@@ -290,26 +338,26 @@ def engine_kernel(folder: Path, turns: int, dsn: str | None) -> Kernel:
     )
 
 
-def engine_turns(folder: Path, dsn: str | None, turns: int) -> float:
+def engine_turns(folder: Path, dsn: str | None, turns: int) -> Timing:
     """µs per turn of one engine run of ``turns`` turns, every turn committed."""
     kernel = engine_kernel(folder, turns, dsn)
 
-    async def run() -> tuple[Any, float]:
+    async def run() -> tuple[Any, Timing]:
         try:
             await kernel.store().get_run("warm-up")  # connect (and migrate) before the clock
-            began = time.perf_counter()
+            began = clock()
             result = await kernel.run("bench", "go")
-            return result, time.perf_counter() - began
+            return result, per(began, turns)
         finally:
             await kernel.aclose()
 
-    result, elapsed = trio.run(run)
+    result, took = trio.run(run)
     assert result.status == "completed", result.metadata()
     assert (result.llm_calls, result.tool_calls) == (turns, turns - 1)
-    return elapsed / turns * 1e6
+    return took
 
 
-def one(kind: str, target: str, writes: int) -> float:
+def one(kind: str, target: str, writes: int) -> Timing:
     """One measurement (µs per operation) in this process: ``target`` is a folder (SQLite) or
     a DSN (PostgreSQL, ``-pg``; ``-pga``: the same with ``synchronous_commit=off``)."""
     stem, store = kind.split("-")
@@ -492,8 +540,14 @@ def spread(values: Sequence[float], digits: int = 1) -> str:
     )
 
 
-def measure(admin_dsn: str, root: Path, kind: str, writes: int) -> float:
+def measure(
+    admin_dsn: str, root: Path, kind: str, writes: int, before: str | None = None
+) -> Timing:
+    """One measurement in a fresh process; ``before``: a folder holding an earlier
+    ``soulacy`` tree, put first on its ``sys.path``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
+    if before:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [before, env.get("PYTHONPATH")]))
     store = kind.split("-")[1]
     target = target_dsn(admin_dsn, store) if store != "sqlite" else tempfile.mkdtemp(dir=root)
     try:
@@ -509,7 +563,7 @@ def measure(admin_dsn: str, root: Path, kind: str, writes: int) -> float:
             shutil.rmtree(target, ignore_errors=True)
         else:
             drop_database(admin_dsn, target)
-    return float(json.loads(out.stdout))
+    return {k: float(v) for k, v in json.loads(out.stdout).items()}
 
 
 STORES = ("sqlite", "pg", "pga")
@@ -529,6 +583,8 @@ def main() -> None:
     parser.add_argument("--dsn", help="an admin DSN of your own server (default: embedded)")
     parser.add_argument("--one", nargs=3, metavar=("KIND", "TARGET", "WRITES"))
     parser.add_argument("--worker", nargs=3, metavar=("WORKSPACE", "TAG", "RUNS"))
+    parser.add_argument("--before", metavar="DIR", help="an earlier tree, measured beside")
+    parser.add_argument("--turns-only", action="store_true", help="no processes, no takeover")
     args = parser.parse_args()
     if args.one:
         kind, target, writes = args.one
@@ -544,14 +600,28 @@ def main() -> None:
         out: dict[str, Any] = {"server": settings(admin)}
         stems = ("floor", "sql", "turn", "engine")
         kinds = [f"{stem}-{store}" for stem in stems for store in STORES]
-        figures: dict[str, list[float]] = {k: [] for k in kinds}
+        trees: list[str | None] = [None, args.before] if args.before else [None]
+        figures: dict[str, dict[str, list[Timing]]] = {"after": {}, "before": {}}
         for _ in range(args.rounds):  # alternating, a fresh process and store each time
             for kind in kinds:
                 writes = args.pg_writes if kind.endswith("-pg") else args.sqlite_writes
                 if kind.startswith("engine-"):
                     writes = args.engine_turns
-                figures[kind].append(measure(admin, root, kind, writes))
-        out["us"] = figures
+                # The floor and the raw SQL do not use the store: measured once.
+                for tree in trees if kind.startswith(("turn-", "engine-")) else [None]:
+                    found = measure(admin, root, kind, writes, tree)
+                    figures["before" if tree else "after"].setdefault(kind, []).append(found)
+        out["us"] = {k: [t["us"] for t in v] for k, v in figures["after"].items()}
+        out["cpu_us"] = {k: [t["cpu_us"] for t in v] for k, v in figures["after"].items()}
+        if args.before:
+            out["before_us"] = {k: [t["us"] for t in v] for k, v in figures["before"].items()}
+            out["before_cpu_us"] = {
+                k: [t["cpu_us"] for t in v] for k, v in figures["before"].items()
+            }
+        if args.turns_only:
+            out["seconds"] = time.monotonic() - began
+            report(out, args)
+            return
 
         scaling: dict[str, list[dict[str, Any]]] = {}
         counts = [int(c) for c in args.counts.split(",")]
@@ -589,31 +659,37 @@ def main() -> None:
 
 
 def report(out: dict[str, Any], args: argparse.Namespace) -> None:
-    us = out["us"]
     print(f"server: {out['server']}; {args.rounds} rounds; {out['seconds']:.0f} s in all\n")
-    print("| µs (per second) | " + " | ".join(NAMES[s] for s in STORES) + " |")
+    print("| µs wall (per second) / µs CPU | " + " | ".join(NAMES[s] for s in STORES) + " |")
     print("|---" * (len(STORES) + 1) + "|")
-    rows = (
-        ("floor: one committed single-row INSERT", "floor"),
-        ("one turn's SQL, raw (the store's statements, one transaction)", "sql"),
-        ("store `record_turn` of one tool turn, fenced", "turn"),
-        (f"engine run of {args.engine_turns} turns, per turn", "engine"),
-    )
-    for label, stem in rows:
+    rows = [
+        ("floor: one committed single-row INSERT", "floor", ""),
+        ("one turn's SQL, raw (the store's statement, its own transaction)", "sql", ""),
+        ("store `record_turn` of one tool turn, fenced", "turn", ""),
+        (f"engine run of {args.engine_turns} turns, per turn", "engine", ""),
+    ]
+    if "before_us" in out:
+        rows.insert(3, ("the same, before", "turn", "before_"))
+        rows.append(("the same, before", "engine", "before_"))
+    for label, stem, tree in rows:
         cells = []
         for store in STORES:
-            values = us[f"{stem}-{store}"]
+            values = out[f"{tree}us"][f"{stem}-{store}"]
+            cpu = out[f"{tree}cpu_us"][f"{stem}-{store}"]
             rate = 1e6 / statistics.median(values)
-            cells.append(f"{spread(values)} ({rate:,.0f}/s)")
+            cells.append(f"{spread(values)} ({rate:,.0f}/s) / {spread(cpu)}")
         print(f"| {label} | " + " | ".join(cells) + " |")
     ratios = []
-    for label, stem in rows[1:]:
+    for label, stem, tree in rows[1:]:
         cells = []
         for store in STORES:
-            value = statistics.median(us[f"{stem}-{store}"])
-            cells.append(f"{value / statistics.median(us[f'floor-{store}']):.2f}x")
-        ratios.append(f"| {label} / floor | " + " | ".join(cells) + " |")
+            value = statistics.median(out[f"{tree}us"][f"{stem}-{store}"])
+            cells.append(f"{value / statistics.median(out['us'][f'floor-{store}']):.2f}x")
+        ratios.append(f"| {label} / floor (wall) | " + " | ".join(cells) + " |")
     print("\n".join(ratios))
+    if args.turns_only:
+        print("\n" + json.dumps(out))
+        return
 
     counts = [int(c) for c in args.counts.split(",")]
     print(f"\n| store | processes | runs/s | scaling vs {counts[0]} | p50 ms | p99 ms |")

@@ -18,10 +18,14 @@
   time varies most on a shared machine).
 
 ``--before DIR`` measures an earlier store beside this one: DIR holds an earlier
-``contrib/postgres`` (its ``_store.py``, ``_schema.py``, ``_notify.py``), e.g.::
+``contrib/postgres`` (its modules, ``_*.py``; ``soulacy.plugins.sqlkit`` stays this tree's),
+e.g.::
 
     mkdir /tmp/before && for f in _store _schema _notify; do
       git show REV:contrib/postgres/$f.py > /tmp/before/$f.py; done
+
+(bench/postgres.py ``--before`` puts a whole earlier ``plugins`` and ``contrib`` first on the
+path instead.)
 
 Every measurement runs in a fresh process on a fresh database, the kinds alternating within
 each round; figures are medians with min-max. PostgreSQL is the embedded server of the
@@ -76,8 +80,8 @@ def store_class(impl: str) -> Any:
     folder = Path(tempfile.mkdtemp(prefix="soulacy-before-"))
     package = folder / BEFORE_PACKAGE
     package.mkdir()
-    for name in ("_store.py", "_schema.py", "_notify.py"):
-        shutil.copyfile(Path(impl.removeprefix("before:")) / name, package / name)
+    for source in Path(impl.removeprefix("before:")).glob("_*.py"):
+        shutil.copyfile(source, package / source.name)
     (package / "__init__.py").write_text("")  # the plugin's own __init__ is not needed
     sys.path.insert(0, str(folder))
     return importlib.import_module(f"{BEFORE_PACKAGE}._store").PostgresStore
@@ -163,9 +167,9 @@ def turn(impl: str, dsn: str, writes: int) -> dict[str, float]:
     store = store_class(impl)(dsn)
     trio.run(store.open)  # migrated before the WAL is counted
     lsn = _scalar(dsn, "SELECT pg_current_wal_insert_lsn()")
-    us = trio.run(BENCH.store_turns, store, writes)
+    took = trio.run(BENCH.store_turns, store, writes)
     wal = _scalar(dsn, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s)", lsn)
-    return {"us": float(us), "wal": float(wal) / writes}
+    return {"us": took["us"], "cpu_us": took["cpu_us"], "wal": float(wal) / writes}
 
 
 def one(kind: str, impl: str, dsn: str, size: int, runs: int) -> Any:
@@ -239,7 +243,7 @@ def main() -> None:
                     for impl in order:
                         value = measure(admin, kind, impl, args.turn_writes, 0)
                         turns.setdefault(f"{kind}-{names[impl]}", []).append(value)
-                floors.append(measure(admin, "floor", "after", args.floor_writes, 0))
+                floors.append(measure(admin, "floor", "after", args.floor_writes, 0)["us"])
     seconds = time.monotonic() - began
 
     print(f"server: {server}; {args.rounds} rounds, {args.runs} runs each; {seconds:.0f} s\n")

@@ -17,6 +17,8 @@ replaced; the hand-written rest is kept.
     --smoke                 tiny sizes, one round, nothing written unless --out is given
     --runtimes soulacy,...  a subset (soulacy, langgraph, pydantic-ai, openai-agents)
     --save results.json     keep the raw results; --from-json results.json renders them again
+    --served [ARGS]         the served benchmark instead: bench/served.py with ARGS (servers on
+                            loopback, POST + SSE at 1, 16 and 64 clients; its own section)
 """
 
 from __future__ import annotations
@@ -897,6 +899,13 @@ def write_doc(path: Path, generated: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if "--served" in args_in:  # bench/served.py, with the other arguments as its own
+        args_in.remove("--served")
+        sys.path.insert(0, str(BENCH))
+        import served
+
+        return served.main(args_in)
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -915,7 +924,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="also write the raw results as JSON")
     parser.add_argument("--from-json", type=Path, help="render saved results, run nothing")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per process")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--served", action="store_true", help="run bench/served.py instead (its own arguments)"
+    )
+    args = parser.parse_args(args_in)
     sizes = Sizes(args.smoke, args.quick)
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     unknown = set(runtimes) - set(RUNTIMES)

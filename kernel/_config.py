@@ -71,7 +71,7 @@ class ConfigSection:
     key and never conflict with an owner: they say what to do with a key that the owners'
     types do not take. :meth:`trust_root` declares a key (its own or another's) that only the
     operator changes, in the file: editors outside the trust root (``PATCH /config``, the
-    agent editor) refuse it (:meth:`trust_root_changes`).
+    agent editor) refuse it (``soulacy.plugins.yamledit.trust_root_changes``).
     """
 
     key: str
@@ -143,11 +143,10 @@ class ConfigSection:
         kernel: Any = None,
         agent_id: str | None = None,
     ) -> dict[str, str]:
-        """The fields of ``changes`` (dotted keys or nested mappings, as ``PATCH /config`` and
-        the agent editor take them) that touch the trust root, each with the reason: the one
-        check of every editor outside the trust root. ``sections`` are the kernel's
-        (``kernel.sections``), ``saved`` the file's document as it is now."""
-        from ._trust_root import trust_root_changes
+        """Deprecated: :func:`soulacy.plugins.yamledit.trust_root_changes`, where the check of
+        every editor outside the trust root went with the other writing of configuration.
+        This forwards to it for one release."""
+        from soulacy.plugins.yamledit import trust_root_changes
 
         return trust_root_changes(
             sections, changes, scope, aliases=aliases, saved=saved, kernel=kernel, agent_id=agent_id

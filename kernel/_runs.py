@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 # so that a same-id retry resumes it (docs/decisions/0059-a-shutdown-interrupts-runs-resumably.md)
 Status = Literal["completed", "incomplete", "failed", "cancelled", "interrupted"]
 SHUTDOWN = "shutdown"  # the reason of a run interrupted because its kernel stops
+# the reason of a run suspended while a call waits for a decision (which resumes it)
+AWAITING_APPROVAL = "awaiting_approval"
 VerificationStatus = Literal["verified", "unverified", "failed"]
 
 T = TypeVar("T")
@@ -276,12 +278,18 @@ class Run(Protocol):
         plugin's decision, say: call id ``approval:<call id>``)."""
 
     async def wait_for_decision(
-        self, call_id: str, decision: Awaitable[T], *, counts_against_timeout: bool = True
+        self,
+        call_id: str,
+        decision: Awaitable[T],
+        *,
+        counts_against_timeout: bool = True,
+        suspend_after: float | None = None,
     ) -> T:
         """Await ``decision``, a person's on call ``call_id``, as the run's ``awaiting
         approval`` state: the step's deadline does not run meanwhile, the run's timeout only
-        when ``counts_against_timeout``. A run stopped while it waits is suspended (its
-        process stopping) or cancelled, and a stored decision resumes it by a same-id retry."""
+        when ``counts_against_timeout``. A run stopped while it waits, or still waiting after
+        ``suspend_after`` seconds (raising ``RunStop("interrupted", AWAITING_APPROVAL)``), is
+        suspended, or cancelled; a stored decision resumes it by a same-id retry."""
 
 
 class HeldLease:

@@ -11,6 +11,7 @@ strategies) are in :mod:`soulacy.kernel.contracts`.
 from __future__ import annotations
 
 from ._runs import (
+    AWAITING_APPROVAL,
     SHUTDOWN,
     HeldLease,
     LeaseKeeper,
@@ -27,6 +28,7 @@ from ._runs import (
 from ._tools import in_tool_call, schema_of, validate_arguments
 
 __all__ = [
+    "AWAITING_APPROVAL",
     "SHUTDOWN",
     "HeldLease",
     "LeaseKeeper",

@@ -12,8 +12,9 @@ Conventions, as in pytest and pluggy:
 * a *factory* hook — a ``firstresult`` hook returning the object that plays a role — is named
   by that role, never by a verb: ``soulacy_runner``, ``soulacy_store``, ``soulacy_compactor``,
   ``soulacy_progress_detector``, ``soulacy_run_strategy``, ``soulacy_tool_loop``,
-  ``soulacy_approval_keeper``, ``soulacy_provider_registry`` (the two ``soulacy_make_*`` names
-  are deprecated aliases for one release);
+  ``soulacy_approval_keeper``, ``soulacy_provider_registry`` (the two ``soulacy_make_*`` names,
+  deprecated aliases for one release, are the ``engine`` plugin's, with the other deprecated
+  per-turn hooks: ``soulacy.plugins.engine.hookspecs``);
 * the other hooks collect contributions: the kernel gets a list with one result per plugin;
 * hooks are synchronous and cheap; asynchronous work lives in the objects they return (stores,
   providers, services), which the kernel drives in its nursery. Where a hook says so, the kernel
@@ -222,103 +223,6 @@ def soulacy_tools(kernel: Kernel, agent_id: str, agent: AgentSpec | None) -> Seq
     """
 
 
-@hookspec(
-    warn_on_impl=DeprecationWarning(
-        "soulacy_tool_permission is deprecated: return a participant from soulacy_run_participants"
-        " (before_tool_call); it is called through an adapter for one release"
-    )
-)
-def soulacy_tool_permission(
-    kernel: Kernel, agent_id: str, tool_name: str, arguments: Mapping[str, Any]
-) -> bool | None:
-    """Deprecated (a participant's ``before_tool_call``). Decide whether a tool call may run:
-    ``True``, ``False``, or ``None`` to let others decide.
-
-    Called before every tool call. Every plugin is asked and a deny wins: one ``False`` refuses
-    the call whatever the others answer (so the order plugins load in never lets one plugin's
-    allow hide another's deny); with no ``False`` the call runs.
-    """
-
-
-@hookspec(
-    warn_on_impl=DeprecationWarning(
-        "soulacy_tool_approval is deprecated: return a participant from soulacy_run_participants"
-        " (needs_approval); it is called through an adapter for one release"
-    )
-)
-def soulacy_tool_approval(
-    kernel: Kernel, run: Run, tool_name: str, arguments: Mapping[str, Any], call_id: str
-) -> str | None:
-    """Deprecated (a participant's ``needs_approval``). Say why a tool call needs a person's
-    approval before it runs (a reason, such as
-    ``"confirm_tools lists 'delete'"``), or ``None`` when it does not as far as this plugin is
-    concerned.
-
-    Called before every tool call that validated and that ``soulacy_tool_permission`` allowed,
-    never for a call replayed from its stored record. Every plugin is asked and any reason
-    wins: the run stores an approval request, emits ``tool.approval`` and waits, durably,
-    until the call is approved (it runs) or denied (the model gets a refusal naming who
-    denied it). The builtin ``approvals`` plugin answers for the tools an agent's
-    ``confirm_tools`` lists; see docs/approvals.md.
-    """
-
-
-# --------------------------------------------------------------------------------------------
-# Budgets and accounting
-# --------------------------------------------------------------------------------------------
-
-
-@hookspec(
-    warn_on_impl=DeprecationWarning(
-        "soulacy_usage is deprecated: return a participant from soulacy_run_participants"
-        " (after_model_call); it is called through an adapter for one release"
-    )
-)
-def soulacy_usage(kernel: Kernel, run: Run, provider: str, model: str | None, usage: Usage) -> None:
-    """Deprecated (a participant's ``after_model_call``). Observe the usage of one model call
-    of ``run`` (for quotas and accounting).
-
-    Called after every model call, after ``run.result.cost_usd`` was updated. Every
-    implementation is called.
-    """
-
-
-@hookspec(
-    firstresult=True,
-    warn_on_impl=DeprecationWarning(
-        "soulacy_check_budget is deprecated: return a participant from soulacy_run_participants"
-        " (before_model_call); it is called through an adapter for one release"
-    ),
-)
-def soulacy_check_budget(kernel: Kernel, run: Run) -> str | None:
-    """Deprecated (a participant's ``before_model_call``). Return a reason (such as
-    ``max_cost_usd`` or ``token_quota``) to end ``run`` as incomplete before its next model
-    call, or None to let it go on.
-
-    Called at every turn boundary, after the policy's own limits; these budgets stay in force
-    when turns and tokens are unlimited. The first non-None answer wins.
-    """
-
-
-@hookspec(
-    warn_on_impl=DeprecationWarning(
-        "soulacy_admit_model_call is deprecated: return a participant from soulacy_run_participants"
-        " (before_model_call); it is called through an adapter for one release"
-    )
-)
-def soulacy_admit_model_call(kernel: Kernel, run: Run) -> Awaitable[str | None] | str | None:
-    """Deprecated (a participant's ``before_model_call``). Admit the model call ``run`` is
-    about to make, or refuse it with a reason: the run then ends ``incomplete`` with that
-    reason and the call is not made.
-
-    Called before every model call, after its request is built and before the ``llm.call``
-    event. Every plugin is asked; an answer may be awaitable (a budget shared by several
-    processes reserves its estimate in the store), and every awaitable is awaited, so that a
-    plugin that reserved learns of the refusal at the ``run.completed`` event. The first
-    refusal, in hook order, wins.
-    """
-
-
 # --------------------------------------------------------------------------------------------
 # Compaction
 # --------------------------------------------------------------------------------------------
@@ -350,28 +254,6 @@ def soulacy_progress_detector(kernel: Kernel, run: Run) -> ProgressDetector | No
     Called once per run; the first non-None result wins. With no answer, a run whose policy
     sets ``no_progress_limit`` fails with a PluginError: the limit would not be enforced.
     """
-
-
-@hookspec(
-    firstresult=True,
-    warn_on_impl=DeprecationWarning(
-        "soulacy_make_compactor is renamed soulacy_compactor (factory hooks are named by the"
-        " role they return); the old name is still asked, first, for one release"
-    ),
-)
-def soulacy_make_compactor(kernel: Kernel, run: Run) -> Compactor | None:
-    """Deprecated name of ``soulacy_compactor``."""
-
-
-@hookspec(
-    firstresult=True,
-    warn_on_impl=DeprecationWarning(
-        "soulacy_make_progress_detector is renamed soulacy_progress_detector (factory hooks are"
-        " named by the role they return); the old name is still asked, first, for one release"
-    ),
-)
-def soulacy_make_progress_detector(kernel: Kernel, run: Run) -> ProgressDetector | None:
-    """Deprecated name of ``soulacy_progress_detector``."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
-"""Public names for store plugins: records, protocols, errors and proofs.
+"""Public names for store plugins: records, protocols and errors.
 
-The in-memory store is the builtin plugin `soulacy.plugins.memory_store` (`MemoryStore`).
+The in-memory store is the builtin plugin `soulacy.plugins.memory_store` (`MemoryStore`). How a
+store builds a proof (``make_proof``, ``receipt``, ``bounded``, ``RECEIPT_FIELD_CHARS``) is the
+proof toolkit's, :mod:`soulacy.plugins.proofkit`; read here, those names still work, with a
+DeprecationWarning, for one release.
 """
+
+import warnings
 
 from ._runs import ConversationKey
 from ._store import (
     EVERY_PRINCIPAL,
-    RECEIPT_FIELD_CHARS,
     AlreadyDecided,
     ApprovalDecision,
     ApprovalRequest,
@@ -38,18 +42,14 @@ from ._store import (
     StorageError,
     Store,
     ToolRecord,
-    bounded,
     canonical_json,
     identity_differs,
     label_interrupted,
-    make_proof,
-    receipt,
     run_as_read,
 )
 
 __all__ = [
     "EVERY_PRINCIPAL",
-    "RECEIPT_FIELD_CHARS",
     "AlreadyDecided",
     "ApprovalDecision",
     "ApprovalRequest",
@@ -82,11 +82,24 @@ __all__ = [
     "StorageError",
     "Store",
     "ToolRecord",
-    "bounded",
     "canonical_json",
     "identity_differs",
     "label_interrupted",
-    "make_proof",
-    "receipt",
     "run_as_read",
 ]
+
+_MOVED = frozenset({"RECEIPT_FIELD_CHARS", "bounded", "make_proof", "receipt"})
+
+
+def __getattr__(name: str) -> object:
+    """A name that moved to :mod:`soulacy.plugins.proofkit`, with a DeprecationWarning."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"soulacy.kernel.store.{name} is deprecated: import {name} from soulacy.plugins.proofkit",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    import soulacy.plugins.proofkit
+
+    return getattr(soulacy.plugins.proofkit, name)

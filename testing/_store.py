@@ -31,7 +31,6 @@ import trio
 from soulacy.kernel.messages import Message, ToolCall
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
-    RECEIPT_FIELD_CHARS,
     AlreadyDecided,
     ApprovalDecision,
     ApprovalRequest,
@@ -50,6 +49,7 @@ from soulacy.kernel.store import (
     Store,
     ToolRecord,
 )
+from soulacy.plugins.proofkit import RECEIPT_FIELD_CHARS, make_proof
 
 # A factory of fresh stores: a store, or an awaitable of one (an async open)
 StoreFactory = Callable[[], Store | Awaitable[Store]]
@@ -530,6 +530,17 @@ async def _proofs(store: Any) -> None:
         len(last["result"]),
     )
     expect(body["status"], "completed", "the proof's status")
+    # The proof format is one for every store (soulacy.plugins.proofkit), so that a proof copied
+    # to another store still verifies: the body is make_proof's, byte for byte.
+    kept = await store.load_tool_records("kit-p1")
+    in_order = [kept[r["call_id"]] for r in body["receipts"] if r["call_id"] in kept]
+    made = make_proof("kit-p1", run_metadata(run, "completed"), in_order)
+    expect_that(
+        proof.body == made.body,
+        "the proof's body",
+        "make_proof's of the run's tool records (soulacy.plugins.proofkit), byte for byte",
+        proof.body[:SHOWN_CHARS],
+    )
     again = await store.finalize_proof("kit-p1", run_metadata(run, "failed"))
     expect(again.sha256, proof.sha256, "finalizing again returns the stored proof (it is final)")
     stored = await store.get_proof("kit-p1")
@@ -1943,7 +1954,48 @@ async def _approvals_fenced(store: Any) -> None:
     )
 
 
-APPROVAL_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (_approvals, _approvals_fenced)
+async def _suspended_wait(store: Any) -> None:
+    """A run suspended while it waits for a decision (docs/approvals.md#suspended-waits): its
+    lease given back, it reads interrupted with its request pending; decided meanwhile, its
+    retry (the next attempt, under a new lease) finds the decision, which it cannot replace."""
+    run = RunRecord("kit-sw", "agent", "s-kit-sw", principal="alice")
+    _, fence = await _leased_run(store, run, live_owner("kit-waiting"))
+    asked = _approval("kit-sw", "c1")
+    await store.request_approval(asked, fence)
+    await store.release_lease(fence)  # suspended: no ending, no lease
+    stored = await store.get_run("kit-sw")
+    expect(
+        None if stored is None else (stored.status, stored.attempt),
+        ("interrupted", 1),
+        "a run whose lease was given back while its call waits: interrupted, attempt 1",
+    )
+    expect(
+        [(r.call_id, r.pending) for r in await store.list_approvals("kit-sw")],
+        [("c1", True)],
+        "its request, still pending once its lease is given back",
+    )
+    decision = ApprovalDecision(True, "ann", "alice", None)
+    await store.decide_approval("kit-sw", "c1", decision, "alice")
+    retry, again = await _leased_run(store, run, live_owner("kit-resuming"))
+    expect(retry.attempt, 2, "the retry that resumes the run: its next attempt")
+    found = await store.request_approval(asked, again)  # the retry asks again, same call
+    expect(
+        _decision(found),
+        (True, "ann", "alice", None),
+        "request_approval by the retry: the decision made while no process held the run",
+    )
+    expect(
+        _decision(await store.get_approval("kit-sw", "c1")),
+        (True, "ann", "alice", None),
+        "get_approval after the retry asked again: the decision, unchanged",
+    )
+
+
+APPROVAL_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
+    _approvals,
+    _approvals_fenced,
+    _suspended_wait,
+)
 
 
 # -- retention: stores with a ``prune`` (RetentionStore); others have nothing to check --------

@@ -99,6 +99,7 @@ def _hook(name: str, signature: str, flags: dict[str, bool], doc: str) -> list[s
 def _plugin_hooks() -> list[str]:
     """The hooks builtin plugins define for other plugins (their ``hookspecs`` modules)."""
     from soulacy.kernel import BUILTIN_PLUGINS
+    from soulacy.kernel._manager import ESSENTIAL_PLUGINS
 
     out: list[str] = []
     for plugin, package in BUILTIN_PLUGINS:
@@ -110,12 +111,17 @@ def _plugin_hooks() -> list[str]:
         if found is None:
             continue
         specs = importlib.import_module(name)
+        if plugin in ESSENTIAL_PLUGINS:  # always loaded: its hooks are always defined
+            how = f"`{plugin}` is essential, so they are always defined."
+        else:
+            how = (
+                "implement them with `@hookimpl(optionalhook=True)`, so that your plugin still"
+                f" loads when `{plugin}` is disabled."
+            )
         out += [
             f"## Hooks the `{plugin}` plugin defines",
             "",
-            f"In `{name}`, added with `soulacy_addhooks`: implement them with"
-            " `@hookimpl(optionalhook=True)`, so that your plugin still loads when"
-            f" `{plugin}` is disabled.",
+            f"In `{name}`, added with `soulacy_addhooks`: {how}",
             "",
         ]
         for _, hook, signature, flags, doc in hooks(specs):

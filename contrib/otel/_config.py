@@ -31,6 +31,7 @@ TRUSTED = {
     "headers": "the credentials sent with every export",
     "capture_content": "every principal's requests, replies and tool data on spans",
     "metrics_bind": "an address /metrics listens on, without keys",
+    "trust_inbound_trace": "whether callers' traceparent headers place and sample their runs",
 }
 _BIND = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})$")
 
@@ -46,7 +47,11 @@ class OtelConfig:
     ``capture_content`` records the request, the reply, tool arguments and results on spans
     (off: they may be private); ``metrics_bind`` serves ``/metrics`` in the Prometheus text
     format on ``host:port`` (off when unset); ``http_metrics`` also serves it on the HTTP
-    transport, to admins only. Unset keys fall back to the ``OTEL_*`` variables.
+    transport, to admins only; ``trust_inbound_trace`` continues the trace a request names
+    (its W3C ``traceparent``: the run's span a child of the caller's, sampled as the caller
+    says), where false makes every run a trace of its own, sampled by ``sampling`` (for
+    callers that are not this operator's own services). Unset keys fall back to the
+    ``OTEL_*`` variables.
     """
 
     exporter: str | None = None
@@ -58,6 +63,7 @@ class OtelConfig:
     max_content_chars: int = 4096
     metrics_bind: str | None = None
     http_metrics: bool = True
+    trust_inbound_trace: bool = True
     max_open_spans: int = 4096
     max_open_spans_per_run: int = 256
     max_spans_per_run: int = 10_000

@@ -168,6 +168,9 @@ class Observer:
             "workflow.step": self._step,
             "context.compacted": self._compacted,
             "run.completed": self._completed,
+            # suspended waiting for a decision: this attempt's spans end (interrupted); the
+            # decision resumes the run as its next attempt, traced anew
+            "run.suspended": self._completed,
         }
 
     # -- dispatch ------------------------------------------------------------------------------
@@ -245,7 +248,7 @@ class Observer:
             return
         agent_id, run_id = state.agent_id, state.run_id
         parent, parent_run = self._parent_of(run_id)
-        carrier = data.get("trace")
+        carrier = data.get("trace") if self.config.trust_inbound_trace else None
         if parent is None and isinstance(carrier, Mapping):  # the caller's trace goes on
             parent = _W3C.extract(carrier={str(k): str(v) for k, v in carrier.items()})
         attributes: Attributes = {

@@ -3,7 +3,8 @@
 psycopg 3's async API runs on asyncio only, so every call runs psycopg's synchronous API in a
 Trio worker thread. A ``CapacityLimiter`` of ``pool_size`` threads hands out the connections of
 a ``psycopg_pool.ConnectionPool`` of the same size: calls beyond it wait in Trio, not in
-threads. Connections are in autocommit mode; each write is one explicit transaction.
+threads. Connections are in autocommit mode; each write is one explicit transaction, or one
+statement that is its own (a turn, a state row, a counter's spend: one round trip).
 
 Locking, in the order a transaction takes them (so no two transactions wait for each other in
 a cycle):
@@ -25,7 +26,9 @@ inside the transaction, after its locks are held, never by the caller's clock.
 
 Serialization failures and deadlocks are retried (at most :data:`MAX_RETRIES` times, with a
 short random backoff); so is a connection found broken before the transaction's COMMIT was sent
-(the server rolled it back). Everything else is a :class:`StorageError` saying what happened in
+(the server rolled it back), and, for a write that is one statement, a connection the server
+had closed before the statement was sent, or that it ended instead of running the statement
+(``AdminShutdown``). Everything else is a :class:`StorageError` saying what happened in
 plain words (connection refused, connection dropped, statement timeout, disk full …), with the
 DSN's password never shown.
 
@@ -35,7 +38,6 @@ The statements it shares with the SQLite store are ``SQLStore``'s (``soulacy.plu
 from __future__ import annotations
 
 import errno
-import json
 import math
 import random
 import time
@@ -48,7 +50,7 @@ from psycopg import errors as pg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from soulacy.kernel import redact_text
+from soulacy.kernel import json_encoder, redact_text
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import HistoryEntry, Lease, RunRecord, StorageError, ToolRecord
 from soulacy.plugins.sqlkit import (
@@ -60,6 +62,7 @@ from soulacy.plugins.sqlkit import (
     SQLStore,
 )
 
+from ._inline import Row, Statements
 from ._notify import Listener
 from ._schema import (
     SCHEMA_VERSION,
@@ -78,6 +81,7 @@ T = TypeVar("T")
 MAX_RETRIES = 5  # serialization failures and deadlocks, then broken connections (below)
 MAX_RECONNECTS = 2  # a connection found broken before COMMIT: retried on a fresh one
 QUICK_CHECKOUT = 1.0  # seconds waited for a pooled connection before connecting directly
+IDLE_CHECKOUT = 0.001  # seconds the Trio thread waits for a connection the pool says is idle
 COUNTERS_KEPT = 2 * 86400.0  # seconds a counter not written to is kept
 HOUSEKEEPING_EVERY = 600.0  # seconds between two sweeps of old counters by one store
 POLL_LISTENING = 5.0  # seconds between two looks while notifications arrive (a safety net)
@@ -89,6 +93,12 @@ MASK = "***"
 
 _NOW = POSTGRES.now  # the server's clock, epoch seconds
 _text = POSTGRES.text  # NUL characters, which text cannot hold, as U+FFFD
+_encode = json_encoder(default=str)  # json.dumps(value, default=str), built once
+
+# How a body runs on its connection (``_run``).
+READ = 0  # autocommitted statements
+TRANSACTION = 1  # one transaction, committed when the body returns
+STATEMENT = 2  # one writing statement, its own transaction (no BEGIN, no COMMIT)
 
 
 class _CommitUnknown(Exception):
@@ -188,6 +198,47 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, pg.SerializationFailure | pg.DeadlockDetected)
 
 
+CONFLICT = 1  # made again after a short backoff
+RECONNECT = 2  # made again on another connection
+
+
+def _again(
+    exc: psycopg.Error, conn: Connection, committing: bool, conflicts: int, reconnects: int
+) -> int:
+    """Whether an attempt that failed with ``exc`` on ``conn`` is made again (:data:`CONFLICT`,
+    :data:`RECONNECT`); else raises what the caller reports. ``committing``: the COMMIT, or
+    the statement that commits by itself, was sent."""
+    if _retryable(exc) and conflicts < MAX_RETRIES:
+        return CONFLICT
+    # A session the server ended (``AdminShutdown``: a restart, a terminated backend) answers
+    # the statement with that error and runs nothing: the server ends a session between two
+    # commands, never inside a commit.
+    if conn.broken and committing and not isinstance(exc, pg.AdminShutdown):
+        raise _CommitUnknown(str(exc)) from exc
+    if not conn.broken or reconnects >= MAX_RECONNECTS:
+        raise exc
+    # Nothing was committed (the server rolls back a transaction whose connection is gone):
+    # again, on a connection that works.
+    return RECONNECT
+
+
+def _idle(pool: ConnectionPool[Connection]) -> Connection | None:
+    """A connection the pool has idle now, or None (the Trio thread does not wait for one)."""
+    if not pool.get_stats().get("pool_available"):
+        return None
+    try:
+        return pool.getconn(timeout=IDLE_CHECKOUT)
+    except PoolTimeout:
+        return None  # taken meanwhile
+
+
+def _execute(conn: Connection, sql: str, args: Sequence[Any]) -> tuple[int, Row | None]:
+    """:meth:`PostgresStore._statement_row` in a worker thread."""
+    cursor = conn.execute(sql, args)
+    row = cursor.fetchone() if cursor.description else None
+    return cursor.rowcount, None if row is None else [None if v is None else str(v) for v in row]
+
+
 class PostgresStore(SQLStore[Connection]):
     """Every role of the store in one PostgreSQL database: history, runs, tool records,
     proofs, checkpoints, plugin state, leases (with their queues), cancel requests and
@@ -219,7 +270,9 @@ class PostgresStore(SQLStore[Connection]):
         self.migrated_from: int | None = None
         self._pool: ConnectionPool[Connection] | None = None
         self._opening = trio.Lock()
-        self._limiter = trio.CapacityLimiter(pool_size)  # one thread per pooled connection
+        # One thread, or one statement on the Trio thread, per pooled connection.
+        self._limiter = trio.CapacityLimiter(pool_size)
+        self._statements = Statements()  # prepared for the Trio thread's statements
         self._swept_at = -math.inf  # time.monotonic() of the last sweep of old counters
         self._events_swept_at = -math.inf  # the same, for old run events
         self._listener = Listener(lambda: psycopg.connect(self._dsn, **self._connect_args()))
@@ -328,13 +381,15 @@ class PostgresStore(SQLStore[Connection]):
                     raise self._error(what, exc) from exc
             return self._pool
 
-    async def _run(self, what: str, body: Callable[[Connection], T], *, write: bool) -> T:
-        """``body`` in a worker thread on a pooled connection: in one transaction when
-        ``write``, else as autocommitted statements."""
-        pool = await self._ready(what)
+    async def _run(self, what: str, body: Callable[[Connection], T], mode: int) -> T:
+        """``body`` in a worker thread on a pooled connection, as ``mode`` says (:data:`READ`,
+        :data:`TRANSACTION`, :data:`STATEMENT`)."""
+        pool = self._pool
+        if pool is None:
+            pool = await self._ready(what)
         try:
             return await trio.to_thread.run_sync(
-                self._attempts, pool, body, write, limiter=self._limiter
+                self._attempts, pool, body, mode, limiter=self._limiter
             )
         except StorageError:
             raise  # LeaseLost, or a StorageError of the body's own
@@ -360,30 +415,31 @@ class PostgresStore(SQLStore[Connection]):
         return conn, False
 
     def _attempts(
-        self, pool: ConnectionPool[Connection], body: Callable[[Connection], T], write: bool
+        self, pool: ConnectionPool[Connection], body: Callable[[Connection], T], mode: int
     ) -> T:
         conflicts = reconnects = 0
         while True:
             conn, pooled = self._checkout(pool)
             committing = broken = False
             try:
-                if not write:
+                if mode == READ:
+                    return body(conn)
+                if mode == STATEMENT:
+                    # What the server sent this idle connection since its last use: nothing,
+                    # or its goodbye (a restart, a terminated session). The end of the stream
+                    # raises here, before anything is sent: then nothing was written.
+                    conn.pgconn.consume_input()
+                    committing = True  # the statement commits by itself
                     return body(conn)
                 with conn.transaction():
                     result = body(conn)
                     committing = True  # leaving the block sends COMMIT
                 return result
             except psycopg.Error as exc:
-                if _retryable(exc) and conflicts < MAX_RETRIES:
+                if _again(exc, conn, committing, conflicts, reconnects) == CONFLICT:
                     conflicts += 1
                     time.sleep(random.uniform(0.005, 0.02) * conflicts)
                     continue
-                if conn.broken and committing:
-                    raise _CommitUnknown(str(exc)) from exc
-                if not conn.broken or reconnects >= MAX_RECONNECTS:
-                    raise
-                # Nothing was committed (the server rolls back a transaction whose connection
-                # is gone): again, on a connection that works.
                 reconnects += 1
                 broken = True
             finally:
@@ -395,10 +451,69 @@ class PostgresStore(SQLStore[Connection]):
                 pool.check()  # its other idle connections may be as dead (a server restart)
 
     async def _read(self, what: str, body: Callable[[Connection], T]) -> T:
-        return await self._run(what, body, write=False)
+        return await self._run(what, body, READ)
 
     async def _write(self, what: str, body: Callable[[Connection], T]) -> T:
-        return await self._run(what, body, write=True)
+        return await self._run(what, body, TRANSACTION)
+
+    async def _statement(self, what: str, sql: str, args: Sequence[Any]) -> int:
+        return (await self._statement_row(what, sql, args))[0]
+
+    async def _statement_row(
+        self, what: str, sql: str, args: Sequence[Any]
+    ) -> tuple[int, Row | None]:
+        """One writing statement, its own transaction (``sql`` in psycopg's placeholders, its
+        arguments typed by the statement): how many rows it wrote or returned, and its first
+        row as text. Sent from the Trio thread on an idle pooled connection (``_inline``), else
+        (none idle, or a first attempt to be made again) in a worker thread. Once sent, it runs
+        to its end, as a worker thread's call does: a cancellation waits for it."""
+        pool = self._pool
+        if pool is None:
+            pool = await self._ready(what)
+        try:
+            self._limiter.acquire_nowait()  # the uncontended path does not yield
+        except trio.WouldBlock:
+            await self._limiter.acquire()
+        try:
+            conn = _idle(pool)
+            if conn is not None:
+                with trio.CancelScope(shield=True):
+                    done = await self._inline(what, pool, conn, sql, args)
+                if done is not None:
+                    return done
+        finally:
+            self._limiter.release()
+        return await self._run(what, lambda conn: _execute(conn, sql, args), STATEMENT)
+
+    async def _inline(
+        self,
+        what: str,
+        pool: ConnectionPool[Connection],
+        conn: Connection,
+        sql: str,
+        args: Sequence[Any],
+    ) -> tuple[int, Row | None] | None:
+        """One attempt on the Trio thread; None: to be made again (in a worker thread)."""
+        committing = broken = False
+        try:
+            conn.pgconn.consume_input()  # as in _attempts: a goodbye seen before sending
+            committing = True
+            return await self._statements.execute(conn, sql, args)
+        except psycopg.Error as exc:
+            try:
+                again = _again(exc, conn, committing, 0, 0)
+            except (psycopg.Error, _CommitUnknown) as final:
+                raise self._error(what, final) from final
+            broken = again == RECONNECT
+        except (OSError, UnicodeError) as exc:
+            raise self._error(what, exc) from exc
+        finally:
+            pool.putconn(conn)
+        if broken:
+            await trio.to_thread.run_sync(pool.check)  # as in _attempts
+        else:
+            await trio.sleep(random.uniform(0.005, 0.02))  # a conflict's backoff
+        return None
 
     async def open(self) -> int:
         """Connect and migrate as needed; returns the schema version it migrated from."""
@@ -451,64 +566,71 @@ class PostgresStore(SQLStore[Connection]):
         tools: Sequence[ToolRecord],
         fence: Lease | None = None,
     ) -> None:
-        rows = [
-            (
-                run.agent_id,
-                run.session_id,
-                run.run_id,
-                m.role,
-                _text(m.content),
-                m.tool_call_id,
-                json.dumps(
+        if not messages and not tools and fence is None:
+            return
+        base = (run.agent_id, run.session_id, run.run_id)
+        tail = (run.principal, run.user_id, run.attempt)
+        # The lease's key, token and owner first: the statement reads the lease first.
+        values: list[Any] = [] if fence is None else [fence.key, fence.token, fence.owner.id]
+        for m in messages:
+            calls = (
+                _encode(
                     [
                         {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
                         for c in m.tool_calls
-                    ],
-                    default=str,
+                    ]
                 )
                 if m.tool_calls
-                else None,
-                m.name,
-                m.is_error,
-                run.principal,
-                run.user_id,
-                run.attempt,
+                else None
             )
-            for m in messages
-        ]
-        records = [
-            (
+            values += base
+            values += (m.role, _text(m.content), m.tool_call_id, calls, m.name, m.is_error)
+            values += tail
+        for t in tools:
+            values += (
                 t.run_id,
                 t.call_id,
                 t.name,
-                json.dumps(dict(t.arguments), default=str),
+                _encode(dict(t.arguments)),
                 _text(t.content),
                 t.is_error,
                 float(t.created_at),
             )
-            for t in tools
-        ]
+        if len(values) > MAX_ARGUMENTS:  # thousands of messages: several statements
+            rows = values[3:] if fence is not None else values
+            await self._write(
+                "record turn", lambda conn: self._turn_apart(conn, rows, len(messages), fence)
+            )
+            return
+        shape = (len(messages), len(tools), fence is not None)
+        sql = _TURNS.get(shape) or _TURNS.setdefault(shape, _turn_statement(*shape))
 
-        def write(conn: Connection) -> None:
-            self._check_fence(conn, fence)
-            with conn.cursor() as cursor:
-                if rows:
-                    cursor.executemany(
-                        "INSERT INTO conversation_history (agent_id, session_id, run_id, role,"
-                        " content, created_at, tool_call_id, tool_calls, name, is_error,"
-                        f" principal, user_id, attempt) VALUES (%s, %s, %s, %s, %s, {_NOW}, %s,"
-                        " %s, %s, %s, %s, %s, %s)",
-                        rows,
-                    )
-                if records:
-                    cursor.executemany(
-                        "INSERT INTO tool_records (run_id, call_id, name, arguments, content,"
-                        " is_error, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-                        " ON CONFLICT (run_id, call_id) DO NOTHING",
-                        records,
-                    )
+        # One statement, its own transaction: every row, under the lease (decision 0052's
+        # shape on PostgreSQL; docs/performance/0080).
+        if not await self._statement("record turn", sql, values) and fence is not None:
+            await self._read("record turn", lambda conn: self._lease_lost(conn, fence))
 
-        await self._write("record turn", write)
+    def _turn_apart(
+        self, conn: Connection, values: list[Any], rows: int, fence: Lease | None
+    ) -> None:
+        """A turn too large for one statement's arguments, inside a transaction."""
+        self._check_fence(conn, fence)
+        with conn.cursor() as cursor:
+            width = _HISTORY_ROW.count("%s")
+            if rows:
+                history = values[: rows * width]
+                cursor.executemany(
+                    f"INSERT INTO conversation_history {_HISTORY_COLUMNS} VALUES {_HISTORY_ROW}",
+                    [history[i : i + width] for i in range(0, len(history), width)],
+                )
+            records = values[rows * width :]
+            if records:
+                width = _RECORD_ROW.count("%s")
+                cursor.executemany(
+                    f"INSERT INTO tool_records {_RECORD_COLUMNS} VALUES {_RECORD_ROW}"
+                    " ON CONFLICT (run_id, call_id) DO NOTHING",
+                    [records[i : i + width] for i in range(0, len(records), width)],
+                )
 
     async def wait_cancel_requests(self, after: int, seconds: float) -> None:
         await self._listener.start(self.start_soon)
@@ -592,11 +714,8 @@ class PostgresStore(SQLStore[Connection]):
         if sweep:
             self._swept_at = time.monotonic()
 
-        def write(conn: Connection) -> float | None:
-            row = conn.execute(query, args).fetchone()
-            return float(row[0]) if row else None  # None: refused, nothing added
-
-        total = await self._write("spend", write)
+        _, row = await self._statement_row("spend", query, args)
+        total = float(row[0]) if row and row[0] is not None else None  # None: refused
         if sweep:
             await self._sweep_counters()
         return total
@@ -612,6 +731,50 @@ class PostgresStore(SQLStore[Connection]):
             )
         except StorageError:
             self._swept_at = -math.inf  # housekeeping only: tried again at the next spend
+
+
+MAX_ARGUMENTS = 65535  # bound arguments of one statement (the protocol's limit)
+_HISTORY_COLUMNS = (
+    "(agent_id, session_id, run_id, role, content, created_at, tool_call_id, tool_calls, name,"
+    " is_error, principal, user_id, attempt)"
+)
+# Typed where the context does not say (a statement sent from the Trio thread is prepared
+# with its arguments' types left to the server).
+_HISTORY_ROW = f"(%s, %s, %s, %s, %s, {_NOW}, %s, %s, %s, %s::boolean, %s, %s, %s::integer)"
+_RECORD_COLUMNS = "(run_id, call_id, name, arguments, content, is_error, created_at)"
+_RECORD_ROW = "(%s, %s, %s, %s, %s, %s::boolean, %s::float8)"
+_TURNS: dict[tuple[int, int, bool], str] = {}  # the statement of each turn's shape, made once
+
+
+def _turn_statement(rows: int, records: int, fenced: bool) -> str:
+    """A turn of ``rows`` history rows and ``records`` tool records as one statement: its
+    arguments are (``fenced``) the lease's key, token and owner, the history rows', the
+    records'.
+    Fenced, the lease row is read and locked ``FOR SHARE`` first, as ``_check_fence`` does,
+    and every row is written only while it holds; the statement returns one row while the
+    lease holds (unfenced, always), else none."""
+    parts = []
+    held = ""
+    if fenced:
+        parts.append(
+            "fence AS MATERIALIZED (SELECT 1 FROM leases WHERE key = %s AND token = %s"
+            " AND owner_id = %s FOR SHARE)"
+        )
+        held = " WHERE EXISTS (SELECT 1 FROM fence)"
+    if rows:
+        parts.append(
+            f"history AS (INSERT INTO conversation_history {_HISTORY_COLUMNS}"
+            f" SELECT * FROM (VALUES {', '.join([_HISTORY_ROW] * rows)}) AS v{held})"
+        )
+    if records:
+        parts.append(
+            f"records AS (INSERT INTO tool_records {_RECORD_COLUMNS}"
+            f" SELECT * FROM (VALUES {', '.join([_RECORD_ROW] * records)}) AS v{held}"
+            " ON CONFLICT (run_id, call_id) DO NOTHING)"
+        )
+    if not parts:
+        return "SELECT 1"
+    return f"WITH {', '.join(parts)} SELECT 1{' FROM fence' if fenced else ''}"
 
 
 def _locked_lease_row(conn: Connection, key: str) -> Sequence[Any]:

@@ -8,16 +8,20 @@ its Host and Origin checks and bearer keys:
 - ``GET /.well-known/agent-card.json``: the workspace's card, each agent a skill with its own
   interface; ``GET /api/v1/a2a/{agent_id}/.well-known/agent-card.json``: one agent's card,
   its skills from SOUL.yaml ``a2a_skills`` (by default the agent itself, by its ``description``).
-- ``POST /api/v1/a2a/{agent_id}``: ``SendMessage``, ``SendStreamingMessage`` (SSE),
-  ``GetTask``, ``CancelTask``, ``SubscribeToTask`` (0.3: ``message/send``, ``message/stream``,
-  ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe``). A task is a run (task id = run id,
-  context id = session id) stored under the caller's principal; cancelling it cancels the run;
-  subscribing again with ``Last-Event-ID`` gives the events missed.
+- ``POST /api/v1/a2a/{agent_id}``: ``SendMessage``, ``SendStreamingMessage`` (SSE, the reply's
+  text as chunks of its artifact while the model writes it), ``GetTask``, ``ListTasks``,
+  ``CancelTask``, ``SubscribeToTask`` (0.3: ``message/send``, ``message/stream``, ``tasks/get``,
+  ``tasks/cancel``, ``tasks/resubscribe``). A task is a run (task id = run id, context id =
+  session id) stored under the caller's principal; a context id continues that principal's
+  conversation only; cancelling a task cancels the run; subscribing again with
+  ``Last-Event-ID`` gives the events missed. Push notification configs (1.0's four methods)
+  POST a task's updates to URLs under config.yaml ``a2a.push_urls`` (the trust root; empty: off).
 
 **Client**: SOUL.yaml ``a2a_agents: {name: {url, api_key_env}}`` makes each remote agent a tool
-``a2a__<name>`` (``{"text": ..., "context_id": ...?}``), called over plain JSON-RPC with httpx:
-call ids, replay and receipts apply to it as to any tool. ``a2a_agents`` is the trust root (it
-names URLs and environment variables): an editor over HTTP cannot change it.
+``a2a__<name>`` (``{"text": ..., "context_id": ...?}``), called over plain JSON-RPC with httpx,
+streamed when the remote card says it streams; a call cut before its remote task ended cancels
+that task. Call ids, replay and receipts apply to it as to any tool. ``a2a_agents`` is the trust
+root (it names URLs and environment variables): an editor over HTTP cannot change it.
 
 Nothing beyond httpx is needed at run time (the wire format is JSON); the ``a2a-sdk`` is what
 the tests speak to it with. Disable the plugin (``plugins: {disable: [a2a]}``) to serve no A2A
@@ -32,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from soulacy.kernel import StashKey, hookimpl
 
 if TYPE_CHECKING:  # the routes import trio: registering the plugin does not (decision 0038)
-    from soulacy.kernel import AgentSpec, ConfigIssue, ConfigSection, Kernel, Tool
+    from soulacy.kernel import AgentSpec, ConfigIssue, ConfigSection, Kernel, Settings, Tool
 
     from ._server import A2aServer  # noqa: F401  (the stash key's type, a string)
 
@@ -61,9 +65,12 @@ def soulacy_http_routes(kernel: Kernel) -> Sequence[Any]:
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     from soulacy.kernel import ConfigSection
 
-    from ._skills import RemoteAgent, Skill
+    from ._skills import A2aConfig, RemoteAgent, Skill
 
     return [
+        ConfigSection("a2a", A2aConfig, doc="the A2A server: where push notifications may go"),
+        # URLs the server POSTs task updates to (a client names one of them: docs/a2a.md).
+        ConfigSection.trust_root("a2a.push_urls", doc="URLs the server sends task updates to"),
         ConfigSection(
             "a2a_skills", list[Skill] | None, scope="agent", doc="its skills on its A2A card"
         ),
@@ -79,6 +86,13 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
             "a2a_agents", "agent", doc="remote agents the kernel connects to with their keys"
         ),
     ]
+
+
+@hookimpl
+def soulacy_validate_config(config: Settings) -> Sequence[ConfigIssue]:
+    from ._skills import config_issues
+
+    return config_issues(config)
 
 
 @hookimpl

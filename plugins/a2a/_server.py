@@ -4,15 +4,20 @@
   a skill, with an interface of its own.
 - ``GET /api/v1/a2a/{agent_id}/.well-known/agent-card.json``: one agent's card.
 - ``POST /api/v1/a2a/{agent_id}``: ``SendMessage``, ``SendStreamingMessage``, ``GetTask``,
-  ``CancelTask``, ``SubscribeToTask``, and their 0.3 twins (``_v03.py`` translates the shapes).
+  ``ListTasks``, ``CancelTask``, ``SubscribeToTask``, the push notification config methods
+  (``_push.py``), and the 0.3 twins of the first six but ``ListTasks`` (``_v03.py`` translates
+  the shapes).
 
 Every route needs a key (``auth="key"``): the caller's principal owns the runs it starts, and
-another principal's task reads as no task at all. A streamed answer is the whole SSE body, sent
-once the task has ended: a route of the HTTP plugin answers a whole body (see docs/a2a.md).
+another principal's task reads as no task at all (nor listed, nor its context continued: the same
+context id is another principal's own conversation). A streamed answer sends each task event as
+it happens (``HttpResponse.streamed``), the reply's text as chunks of its artifact.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -21,20 +26,25 @@ from typing import Any
 import trio
 
 from soulacy.kernel import AgentSpec, CapacityError, ConfigError, Kernel, RunIdInUse, UsageError
-from soulacy.kernel.store import RunRecord
+from soulacy.kernel.store import EVERY_PRINCIPAL, RunRecord
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, StreamWriter
 
 from . import _v03 as v03
 from . import _wire as wire
-from ._skills import skills_of
+from ._push import read_config
+from ._skills import A2aConfig, skills_of
 from ._tasks import CANCEL_REASON, KernelClosed, TaskLog, Tasks
 
 CARD_PATH = "/.well-known/agent-card.json"
 RPC_PATH = "/a2a/(?P<agent_id>[^/]+)"
 AGENT_CARD_PATH = RPC_PATH + r"/\.well-known/agent-card\.json"
 API_PREFIX = "/api/v1"
+PAGE_SIZE = 50  # ListTasks' page by default, and at most (A2A 1.0's bounds)
+MAX_PAGE_SIZE = 100
+LISTED_RUNS = 1000  # ListTasks reads the caller's newest runs of the agent, this many at most
 CANCEL_WAIT = 30.0  # seconds a CancelTask waits for its run to end before answering its state
 RETRY_AFTER = "5"
+CAPABILITIES = {"streaming": True, "extendedAgentCard": False}
 
 Method = Callable[["Call"], Awaitable["HttpResponse | dict[str, Any]"]]
 
@@ -89,7 +99,12 @@ def security() -> dict[str, Any]:
     }
 
 
-def card_of(agent: AgentSpec, request: HttpRequest) -> dict[str, Any]:
+def capabilities(kernel: Kernel) -> dict[str, Any]:
+    config: A2aConfig = kernel.config.section("a2a")
+    return {**CAPABILITIES, "pushNotifications": bool(config.push_urls)}
+
+
+def card_of(agent: AgentSpec, request: HttpRequest, kernel: Kernel) -> dict[str, Any]:
     name = agent.section("name") or agent.id
     return {
         "name": name,
@@ -97,7 +112,7 @@ def card_of(agent: AgentSpec, request: HttpRequest) -> dict[str, Any]:
         # 1.0 first (clients prefer it); 0.3's methods are served at the same URL.
         "supportedInterfaces": [interface(request, agent.id), interface(request, agent.id, "0.3")],
         "version": soulacy_version(),
-        "capabilities": {"streaming": True, "pushNotifications": False},
+        "capabilities": capabilities(kernel),
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": skills_of(agent),
@@ -140,14 +155,15 @@ class A2aServer:
             "GetTask": self.get_task,
             "CancelTask": self.cancel_task,
             "SubscribeToTask": self.subscribe_to_task,
+            "ListTasks": self.list_tasks,
+            "CreateTaskPushNotificationConfig": self.create_push_config,
+            "GetTaskPushNotificationConfig": self.get_push_config,
+            "ListTaskPushNotificationConfigs": self.list_push_configs,
+            "DeleteTaskPushNotificationConfig": self.delete_push_config,
         }
         self.not_supported = {
-            "ListTasks": "listing tasks is not served: GetTask reads one",
-            "CreateTaskPushNotificationConfig": "push notifications are not served",
-            "GetTaskPushNotificationConfig": "push notifications are not served",
-            "ListTaskPushNotificationConfigs": "push notifications are not served",
-            "DeleteTaskPushNotificationConfig": "push notifications are not served",
-            "GetExtendedAgentCard": "there is no extended agent card",
+            "GetExtendedAgentCard": "there is no extended agent card: every card is served to"
+            " an authenticated caller already",
         }
 
     # -- cards -----------------------------------------------------------------------------
@@ -164,7 +180,7 @@ class A2aServer:
             ),
             "supportedInterfaces": [interface(request, a.id) for a in agents],
             "version": soulacy_version(),
-            "capabilities": {"streaming": True, "pushNotifications": False},
+            "capabilities": capabilities(self.kernel),
             "defaultInputModes": ["text/plain"],
             "defaultOutputModes": ["text/plain"],
             "skills": [
@@ -181,7 +197,8 @@ class A2aServer:
         return HttpResponse.json(card)
 
     async def agent_card(self, request: HttpRequest) -> HttpResponse:
-        return HttpResponse.json(card_of(self._agent(request.params["agent_id"]), request))
+        agent = self._agent(request.params["agent_id"])
+        return HttpResponse.json(card_of(agent, request, self.kernel))
 
     def _agent(self, agent_id: str) -> AgentSpec:
         """The enabled, valid agent ``agent_id`` of the workspace (its id never reaches the file
@@ -223,10 +240,22 @@ class A2aServer:
         if not isinstance(method, str):
             raise wire.RpcError(wire.INVALID_REQUEST, "invalid request: method: expected a string")
         _check_version(request, method)
+        if method in v03.NOT_SERVED and "push" in method.lower():
+            raise wire.RpcError(
+                wire.PUSH_NOT_SUPPORTED,
+                f"{method}: push notifications are served in A2A 1.0 only"
+                f" ({v03.NOT_SERVED[method]})",
+            )
         method = v03.NOT_SERVED.get(method, method)
         if method in self.not_supported:
             code = wire.PUSH_NOT_SUPPORTED if "Push" in method else wire.UNSUPPORTED_OPERATION
             raise wire.RpcError(code, f"{method}: {self.not_supported[method]}")
+        if "PushNotification" in method and not self.push_urls():
+            raise wire.RpcError(
+                wire.PUSH_NOT_SUPPORTED,
+                f"{method}: push notifications are off: the operator lists the URLs they may go"
+                " to in config.yaml a2a.push_urls",
+            )
         if method not in self.methods and method not in v03.METHODS:
             raise wire.RpcError(
                 wire.METHOD_NOT_FOUND,
@@ -256,10 +285,15 @@ class A2aServer:
         configuration = params.get("configuration") or {}
         if not isinstance(configuration, Mapping):
             raise wire.invalid_params("configuration", "expected an object")
-        if configuration.get("taskPushNotificationConfig"):
+        push = configuration.get("taskPushNotificationConfig")
+        if push and not self.push_urls():
             raise wire.RpcError(
-                wire.PUSH_NOT_SUPPORTED, "configuration.taskPushNotificationConfig: not served"
+                wire.PUSH_NOT_SUPPORTED,
+                "configuration.taskPushNotificationConfig: push notifications are off (config.yaml"
+                " a2a.push_urls)",
             )
+        field = "configuration.taskPushNotificationConfig"
+        push_config = read_config(push, "", self.push_urls(), field) if push else None
         at_once = configuration.get("returnImmediately", False)
         if not isinstance(at_once, bool):
             raise wire.invalid_params("configuration.returnImmediately", "expected a boolean")
@@ -288,6 +322,11 @@ class A2aServer:
             raise HttpError(409, str(exc)) from None
         except KernelClosed as exc:
             raise HttpError(503, str(exc), headers={"retry-after": RETRY_AFTER}) from None
+        if push_config is not None:
+            try:
+                self.tasks.push_to(log, {**push_config, "taskId": log.task_id})
+            except KernelClosed as exc:  # pragma: no cover - the task's start found it open
+                raise HttpError(503, str(exc), headers={"retry-after": RETRY_AFTER}) from None
         return log, at_once
 
     async def send_message(self, call: Call) -> dict[str, Any]:
@@ -308,6 +347,130 @@ class A2aServer:
         if log is not None:
             return log.task(length)
         return await self._stored_task(call, task_id, length)
+
+    async def list_tasks(self, call: Call) -> dict[str, Any]:
+        """The caller's tasks at this agent's endpoint (its runs of this agent, started here or
+        through any other route), newest status first, a page at a time; of the newest
+        :data:`LISTED_RUNS` runs only."""
+        params = call.params
+        context_id = wire.optional_id(params, "contextId", "contextId")
+        state = wire.task_state(params, "status")
+        after = wire.seconds_of(params, "statusTimestampAfter")
+        length = wire.history_length(params)
+        artifacts = wire.optional_bool(params, "includeArtifacts")
+        size = params.get("pageSize")
+        if size is None:
+            size = PAGE_SIZE
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE_SIZE:
+            raise wire.invalid_params(
+                "pageSize", f"expected a whole number from 1 to {MAX_PAGE_SIZE}"
+            )
+        cursor = _page_cursor(params.get("pageToken"))
+        request = call.request
+        records = await self.kernel.store().list_runs(
+            LISTED_RUNS,
+            agent_id=call.agent.id,
+            principal=EVERY_PRINCIPAL if request.sees_everything else request.principal,
+        )
+        rows = []
+        for record in records:
+            log = self.tasks.get(record.run_id)
+            found_state = (
+                log.state
+                if log is not None
+                else wire.STATE_OF_STATUS.get(record.status, wire.FAILED)
+            )
+            moment = _status_seconds(record, log)
+            if context_id is not None and record.session_id != context_id:
+                continue
+            if (state is not None and found_state != state) or (
+                after is not None and moment < after
+            ):
+                continue
+            rows.append(((moment, record.run_id), record, log))
+        rows.sort(key=lambda row: row[0], reverse=True)
+        start = (
+            0
+            if cursor is None
+            else next((i for i, row in enumerate(rows) if row[0] < cursor), len(rows))
+        )
+        page = rows[start : start + size]
+        tasks = []
+        for _, record, log in page:
+            task = (
+                log.task(length)
+                if log is not None
+                else await stored_task(self.kernel, record, length)
+            )
+            if not artifacts:
+                task.pop("artifacts", None)
+            tasks.append(task)
+        more = start + size < len(rows)
+        return {
+            "tasks": tasks,
+            "nextPageToken": _page_token(page[-1][0]) if more else "",
+            "pageSize": size,
+            "totalSize": len(rows),
+        }
+
+    # -- push notifications -----------------------------------------------------------------
+
+    def push_urls(self) -> list[str]:
+        config: A2aConfig = self.kernel.config.section("a2a")
+        return list(config.push_urls)
+
+    def _pushed_log(self, call: Call, task_id: str) -> TaskLog:
+        """The caller's task this process runs, whose updates may be pushed."""
+        log = self._visible_log(call, task_id)
+        if log is None:
+            raise _not_found(task_id)  # ended before this process, or another's: none here
+        return log
+
+    async def create_push_config(self, call: Call) -> dict[str, Any]:
+        task_id = wire.required_id(call.params, "taskId")
+        log = self._pushed_log(call, task_id)
+        if log.done:
+            raise wire.RpcError(
+                wire.UNSUPPORTED_OPERATION,
+                f"task {task_id} is in the terminal state {log.state}: nothing more is pushed",
+            )
+        config = read_config(call.params, task_id, self.push_urls(), "")
+        try:
+            self.tasks.push_to(log, config)
+        except KernelClosed as exc:
+            raise HttpError(503, str(exc), headers={"retry-after": RETRY_AFTER}) from None
+        return config
+
+    async def get_push_config(self, call: Call) -> dict[str, Any]:
+        task_id = wire.required_id(call.params, "taskId")
+        config_id = wire.required_id(call.params, "id")
+        configs = self._pushed_log(call, task_id).push
+        found = None if configs is None else configs.configs.get(config_id)
+        if found is None:
+            raise wire.RpcError(
+                wire.TASK_NOT_FOUND,
+                f"task {task_id} has no push notification config {config_id!r}",
+                {"field": "id"},
+            )
+        return found
+
+    async def list_push_configs(self, call: Call) -> dict[str, Any]:
+        task_id = wire.required_id(call.params, "taskId")
+        configs = self._pushed_log(call, task_id).push
+        # At most MAX_CONFIGS of them: one page.
+        return {"configs": [] if configs is None else list(configs.configs.values())}
+
+    async def delete_push_config(self, call: Call) -> dict[str, Any]:
+        task_id = wire.required_id(call.params, "taskId")
+        config_id = wire.required_id(call.params, "id")
+        configs = self._pushed_log(call, task_id).push
+        if configs is None or configs.configs.pop(config_id, None) is None:
+            raise wire.RpcError(
+                wire.TASK_NOT_FOUND,
+                f"task {task_id} has no push notification config {config_id!r}",
+                {"field": "id"},
+            )
+        return {}
 
     async def cancel_task(self, call: Call) -> dict[str, Any]:
         task_id = wire.required_id(call.params)
@@ -424,6 +587,39 @@ async def stored_task(kernel: Kernel, record: RunRecord, length: int | None) -> 
             {"artifactId": f"{record.run_id}-reply", "name": "reply", "parts": replies[-1]["parts"]}
         ]
     return found
+
+
+def _status_seconds(record: RunRecord, log: TaskLog | None) -> float:
+    """When the task's status last changed: its end, or its start while it runs."""
+    if log is not None and log.done and log.ended_at is not None:
+        return log.ended_at
+    return record.finished_at or record.started_at
+
+
+def _page_token(key: tuple[float, str]) -> str:
+    """An opaque token naming the last task of a page: the next page begins after it (it stays
+    valid when that task changes or leaves, as the SDK's own server does it)."""
+    data = json.dumps({"t": key[0], "id": key[1]}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _page_cursor(token: Any) -> tuple[float, str] | None:
+    if token is None or token == "":
+        return None
+    try:
+        if not isinstance(token, str):
+            raise ValueError(token)
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        moment, task_id = data["t"], data["id"]
+        if isinstance(moment, bool) or not isinstance(moment, int | float):
+            raise ValueError(moment)
+        if not isinstance(task_id, str):
+            raise ValueError(task_id)
+    except (ValueError, TypeError, KeyError, binascii.Error):
+        raise wire.invalid_params(
+            "pageToken", "expected the nextPageToken of a ListTasks answer"
+        ) from None
+    return float(moment), task_id
 
 
 def _check_version(request: HttpRequest, method: str) -> None:

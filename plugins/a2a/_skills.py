@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from soulacy.kernel import ConfigIssue, Location
+from soulacy.kernel import ConfigIssue, Location, Settings
 
 if TYPE_CHECKING:
     from soulacy.kernel import AgentSpec
@@ -40,6 +40,37 @@ class RemoteAgent:
     api_key_env: str | None = None
     description: str | None = None  # the tool's; by default the remote card's
     timeout: float = 300.0  # seconds one call may take
+
+
+@attrs.frozen
+class A2aConfig:
+    """``a2a:`` in config.yaml: ``push_urls``, the URLs the server may POST push notifications
+    to (a client's URL must begin with one: the same scheme, host and port, a path below);
+    empty, push notifications are not served. The trust root: the server fetches them."""
+
+    push_urls: list[str] = attrs.Factory(list)
+
+
+def config_issues(settings: Settings) -> list[ConfigIssue]:
+    from ._push import url_allowed
+
+    try:
+        config: A2aConfig = settings.section("a2a")
+    except KeyError:  # pragma: no cover - the plugin declares it
+        return []
+    issues = []
+    for index, url in enumerate(config.push_urls):
+        if not url_allowed(url, [url]):
+            where = settings.source_of("a2a.push_urls") or Location(str(settings.file))
+            issues.append(
+                ConfigIssue(
+                    where,
+                    f"a2a.push_urls.{index}",
+                    "expected an http:// or https:// URL with a host (and no user name)",
+                    url,
+                )
+            )
+    return issues
 
 
 def skills_of(agent: AgentSpec) -> list[dict[str, Any]]:

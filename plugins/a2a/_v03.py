@@ -119,6 +119,7 @@ def event(found: Mapping[str, Any]) -> dict[str, Any]:
         "taskId": update["taskId"],
         "contextId": update["contextId"],
         "artifact": _artifact(update["artifact"]),
+        "append": bool(update.get("append")),
         "lastChunk": bool(update.get("lastChunk")),
     }
 
@@ -188,18 +189,32 @@ def answer_in(found: Mapping[str, Any]) -> dict[str, Any]:
     return {"task": task_in(found)}
 
 
-def task_in(found: Mapping[str, Any]) -> dict[str, Any]:
-    status = found.get("status") if isinstance(found.get("status"), Mapping) else {}
-    assert isinstance(status, Mapping)
-    core_status: dict[str, Any] = {
+def event_in(found: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``message/stream`` event (a task, a message, a status or an artifact update) as 1.0's."""
+    kind = found.get("kind")
+    if kind == "status-update":
+        return {"statusUpdate": {**found, "status": _status_in(found.get("status"))}}
+    if kind == "artifact-update":
+        return {"artifactUpdate": dict(found)}
+    return answer_in(found)
+
+
+def _status_in(status: Any) -> dict[str, Any]:
+    if not isinstance(status, Mapping):
+        status = {}
+    found: dict[str, Any] = {
         "state": "TASK_STATE_" + str(status.get("state", "unknown")).upper().replace("-", "_")
     }
     if isinstance(status.get("message"), Mapping):
-        core_status["message"] = message_in(status["message"])
+        found["message"] = message_in(status["message"])
+    return found
+
+
+def task_in(found: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "id": found.get("id"),
         "contextId": found.get("contextId"),
-        "status": core_status,
+        "status": _status_in(found.get("status")),
         "artifacts": [a for a in found.get("artifacts") or () if isinstance(a, Mapping)],
         "history": [message_in(m) for m in found.get("history") or () if isinstance(m, Mapping)],
     }

@@ -26,6 +26,18 @@ COMPLETED = "TASK_STATE_COMPLETED"
 FAILED = "TASK_STATE_FAILED"
 CANCELED = "TASK_STATE_CANCELED"
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELED, "TASK_STATE_REJECTED"})
+# Every TaskState by its number (protobuf's JSON mapping reads a number as well as a name).
+STATES = (
+    "TASK_STATE_UNSPECIFIED",
+    SUBMITTED,
+    WORKING,
+    COMPLETED,
+    FAILED,
+    CANCELED,
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+)
 
 # A run's status (RunResult.status, RunRecord.status) as a task's state: only a completed run
 # completed its task; a run stopped by a limit, an error or a crash failed it.
@@ -144,9 +156,46 @@ def required_id(params: Mapping[str, Any], key: str = "id") -> str:
 
 
 def history_length(params: Mapping[str, Any], field: str = "historyLength") -> int | None:
-    value = params.get("historyLength")
+    value = params.get(field.rpartition(".")[2])
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise invalid_params(field, "expected a whole number, 0 or more")
+    return value
+
+
+def task_state(params: Mapping[str, Any], field: str) -> str | None:
+    """A TaskState named by ``field`` (its name, or its number), or None when not given (or
+    ``TASK_STATE_UNSPECIFIED``, protobuf's zero)."""
+    value = params.get(field)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(STATES):
+        value = STATES[value]
+    if value is None or value == "" or value == STATES[0]:
+        return None
+    if value not in STATES:
+        raise invalid_params(field, f"expected a TaskState: {', '.join(STATES[1:])}")
+    return str(value)
+
+
+def seconds_of(params: Mapping[str, Any], field: str) -> float | None:
+    """An RFC 3339 timestamp (protobuf's JSON form) as seconds since the epoch, or None."""
+    value = params.get(field)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        # Protobuf writes 0, 3, 6 or 9 digits of a second; Python reads 6 at most.
+        value = re.sub(r"(\.[0-9]{6})[0-9]+", r"\1", value.strip())
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is not None:
+            return moment.timestamp()
+    raise invalid_params(field, "expected an RFC 3339 timestamp with its offset, such as Z")
+
+
+def optional_bool(params: Mapping[str, Any], field: str) -> bool:
+    value = params.get(field, False)
+    if not isinstance(value, bool):
+        raise invalid_params(field, "expected a boolean")
     return value

@@ -1,10 +1,11 @@
 """The ``RunAgentInput`` a client POSTs, read into what a Soulacy run needs.
 
 ``threadId`` is the conversation (the run's session id), ``runId`` the run's id, and the last
-message, which must be the user's, the run's text. Soulacy keeps each conversation's history
-itself, so the earlier messages a client sends are not read again. Whatever cannot be served is
-refused with a 422 naming the field, before any run starts (the SSE binding's "input rejected
-before the run starts is an HTTP error status").
+message, which must be the user's, the run's text; or, with ``resume``, the answers to the
+interrupts of the thread's interrupted run (then the messages are not read). Soulacy keeps each
+conversation's history itself, so the earlier messages a client sends are not read again. Whatever
+cannot be served is refused with a 422 naming the field, before any run starts (the SSE binding's
+"input rejected before the run starts is an HTTP error status").
 """
 
 from __future__ import annotations
@@ -23,11 +24,21 @@ _ID_RULE = "expected 1-200 characters: letters, digits and ._:@-"
 
 
 @attrs.frozen
+class Answer:
+    """One resume entry: the decision on the tool call an interrupt named."""
+
+    interrupt_id: str
+    approved: bool
+    note: str | None = None
+
+
+@attrs.frozen
 class RunInput:
     thread_id: str
     run_id: str
-    text: str
+    text: str  # empty for a resume: it answers interrupts, it asks nothing new
     state: Mapping[str, Any]
+    resume: tuple[Answer, ...] = ()
 
 
 def read_input(body: Any) -> RunInput:
@@ -41,13 +52,44 @@ def read_input(body: Any) -> RunInput:
         state = {}
     elif not isinstance(state, dict):
         _refuse("state", "expected an object: Soulacy adds the run's progress under state.soulacy")
-    if body.get("resume"):
-        _refuse(
-            "resume",
-            "interrupts are not supported: decide a tool call waiting for approval through"
-            " /api/v1/chat/confirm",
-        )
+    resume = body.get("resume")
+    if resume not in (None, []):
+        answers = _answers(resume)
+        return RunInput(thread_id, run_id, "", state, answers)
     return RunInput(thread_id, run_id, _last_user_text(body.get("messages")), state)
+
+
+def _answers(resume: Any) -> tuple[Answer, ...]:
+    """``resume``: the answers to the interrupts of the run it continues. ``resolved`` with
+    ``payload.approved`` decides the call; ``cancelled`` (the person dismissed it) refuses it."""
+    if not isinstance(resume, list):
+        _refuse("resume", "expected an array of resume entries")
+    answers = []
+    for index, entry in enumerate(resume):
+        where = f"resume.{index}"
+        if not isinstance(entry, dict):
+            _refuse(where, "expected a resume entry: {interruptId, status, payload}")
+        interrupt_id = entry.get("interruptId")
+        if not isinstance(interrupt_id, str) or not interrupt_id:
+            _refuse(f"{where}.interruptId", "expected the id of an interrupt")
+        status = entry.get("status")
+        if status == "cancelled":
+            answers.append(Answer(interrupt_id, False, "dismissed"))
+            continue
+        if status != "resolved":
+            _refuse(f"{where}.status", "expected 'resolved' or 'cancelled'")
+        payload = entry.get("payload")
+        approved = payload.get("approved") if isinstance(payload, dict) else None
+        if not isinstance(approved, bool):
+            _refuse(f"{where}.payload.approved", "expected true or false: the call runs or not")
+        assert isinstance(payload, dict)
+        note = payload.get("note")
+        if note is not None and not isinstance(note, str):
+            _refuse(f"{where}.payload.note", "expected a string")
+        answers.append(Answer(interrupt_id, approved, note))
+    if len({a.interrupt_id for a in answers}) != len(answers):
+        _refuse("resume", "expected one entry per interrupt")
+    return tuple(answers)
 
 
 def _id(body: Mapping[str, Any], field: str) -> str:

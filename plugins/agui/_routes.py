@@ -16,11 +16,12 @@ import re
 from functools import partial
 
 from soulacy.kernel import CapacityError, Kernel, RunIdInUse
+from soulacy.kernel.store import EVERY_PRINCIPAL
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
 
 from ._input import RunInput, read_input
 from ._runs import AguiRuns, RunLog
-from ._translate import Translator
+from ._translate import AguiEvent, Translator, thread_messages
 
 SSE_HEADERS = {
     "content-type": "text/event-stream",
@@ -43,7 +44,10 @@ class AguiRoutes:
             raise HttpError(404, f"no agent {agent_id!r}")
         if not self.kernel.agent(agent_id).section("enabled"):
             raise HttpError(409, f"agent {agent_id!r} is disabled")
-        log = await self._start(request, agent_id, given)
+        if given.resume:
+            log = await self._resume(request, agent_id, given)
+        else:
+            log = await self._start(request, agent_id, given)
         return HttpResponse.streamed(partial(log.follow, last_id=0), SSE_HEADERS)
 
     async def events(self, request: HttpRequest) -> HttpResponse:
@@ -86,18 +90,95 @@ class AguiRoutes:
                 if not request.sees(stored.principal):
                     raise HttpError(404, f"no run {given.run_id!r}")
                 raise HttpError(409, f"run {given.run_id!r} exists: a new run needs a new runId")
+            messages = await self._thread(agent_id, given, principal)
             self._refuse_when_stopping()
             log = RunLog(Translator(given.thread_id, given.run_id, given.state), principal)
-            log.add(log.translator.start(agent_id))
+            log.add(log.translator.start(agent_id, messages))
             self.runs.open(log)
-            execute = self.runs.execute
-            if not self.kernel.start_soon(execute, log, agent_id, given.text, handle):
+            follow = self.runs.follow(log, agent_id)
+            if not self.kernel.start_soon(self.runs.execute, follow, given.text, handle):
                 del self.runs.logs[given.run_id]
+                del self.runs.follows[given.run_id]
                 raise HttpError(503, "the kernel is not open: AG-UI runs are not served")
         except BaseException:
             self.kernel.release_run(handle)
             raise
         return log
+
+    async def _resume(self, request: HttpRequest, agent_id: str, given: RunInput) -> RunLog:
+        """A run that answers interrupts: each answer decides the tool call it names (the
+        approvals plugin's decision, as ``/chat/confirm`` makes it), and the new AG-UI run
+        carries the interrupted Soulacy run on from where it waited."""
+        from soulacy.kernel import SoulacyError
+        from soulacy.plugins.approvals import approvals_of
+
+        self._refuse_when_stopping()
+        waiting = self.runs.interrupted(request.sees, given.thread_id)
+        found = []
+        for index, answer in enumerate(given.resume):
+            if answer.interrupt_id not in waiting:  # another principal's reads as none
+                raise HttpError(
+                    404,
+                    f"no interrupt {answer.interrupt_id!r} waits on thread {given.thread_id!r}",
+                    {f"resume.{index}.interruptId": "expected an interrupt of this thread's run"},
+                )
+            found.append(waiting[answer.interrupt_id])
+        follow = found[0][0]
+        if any(f is not follow for f, _ in found) or follow.agent_id != agent_id:
+            raise HttpError(
+                422,
+                "invalid AG-UI run input",
+                {"resume": "expected answers to the interrupts of one run of this agent"},
+            )
+        if given.run_id in self.runs.logs or await self.kernel.store().get_run(given.run_id):
+            raise HttpError(409, f"run {given.run_id!r} exists: a resume needs a new runId")
+        approvals = approvals_of(self.kernel)
+        every = request.sees_everything
+        resumes = []
+        for answer, (_, call_id) in zip(given.resume, found, strict=True):
+            try:
+                decided = await approvals.decide(
+                    follow.run_id,
+                    call_id,
+                    approved=answer.approved,
+                    approver=request.principal or "agui",
+                    decided_by=request.principal,
+                    note=answer.note,
+                    principal=EVERY_PRINCIPAL if every else request.principal,
+                )
+            except SoulacyError as exc:  # decided already, or the run ended meanwhile
+                raise HttpError(409, str(exc)) from None
+            if decided is None:  # pragma: no cover - its request is this principal's
+                raise HttpError(404, f"no interrupt {answer.interrupt_id!r}")
+            follow.pending.pop(call_id, None)
+            if decided.resume:
+                resumes.append(decided.request)
+        if given.run_id in self.runs.logs:  # taken while the decisions were written
+            raise HttpError(409, f"run {given.run_id!r} exists: a resume needs a new runId")
+        log = RunLog(follow.translator, follow.principal)
+        log.run_id = given.run_id
+        log.add(follow.translator.resumed(given.run_id, given.state))
+        self.runs.open(log)
+        follow.attach(log)
+        for suspended in resumes[:1]:  # one retry runs the suspended run on, past every call
+            if not self.kernel.start_soon(self.runs.resume_suspended, follow, suspended):
+                raise HttpError(503, "the kernel is not open: AG-UI runs are not served")
+        return log
+
+    async def _thread(
+        self, agent_id: str, given: RunInput, principal: str | None
+    ) -> list[AguiEvent] | None:
+        """The thread so far, the principal's own conversation, read before the run adds to
+        it, and the run's input last: the MESSAGES_SNAPSHOT of a thread that has messages (a
+        new thread's are the client's own). The input has an id of the server's, as every
+        message of the snapshot: a client merges a snapshot by id, keeping the order of the
+        ids it already has, so no id it holds is reused and the snapshot's order is the one
+        it ends with."""
+        entries = await self.kernel.store().history(given.thread_id, agent_id, principal)
+        if not entries:
+            return None
+        current = {"id": f"{given.run_id}:input", "role": "user", "content": given.text}
+        return thread_messages(entries, current)
 
     def _refuse_when_stopping(self) -> None:
         if self.kernel.stopping.is_set():

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from soulacy.kernel import CliCommand, StashKey, hookimpl, lazy_exports
 
 if TYPE_CHECKING:
-    from soulacy.kernel import AgentSpec, ConfigSection, Kernel, Service
+    from soulacy.kernel import AgentSpec, ConfigIssue, ConfigSection, Kernel, Service
     from soulacy.kernel.contracts import ApprovalKeeper, RunParticipant
     from soulacy.kernel.engine import Run
 
@@ -82,6 +82,13 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
             doc="tools whose calls wait for a person's approval",
         ),
     ]
+
+
+@hookimpl
+def soulacy_validate_agent(kernel: Kernel, agent: AgentSpec) -> Sequence[ConfigIssue]:
+    from ._checks import confirm_tools_issues
+
+    return confirm_tools_issues(kernel, agent)
 
 
 # The confirm_tools of each agent of a kernel, with the AgentSpec they were read from: asked

@@ -85,7 +85,7 @@ def routes(kernel: Kernel) -> Sequence[HttpRoute]:
             )
         resumed = False
         if decided.resume:
-            resumed = resume_service(kernel).resume(decided.request)
+            resumed = await resume_service(kernel).resume_started(decided.request)
             if not resumed:
                 raise HttpError(
                     503,

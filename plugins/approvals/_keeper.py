@@ -107,6 +107,17 @@ def expiry(kernel: Kernel) -> tuple[float | None, str]:
     return (seconds if seconds > 0 else None), outcome
 
 
+def suspend_after(kernel: Kernel) -> float | None:
+    """``approvals.suspend_after`` in seconds (None: never), the ``approvals`` plugin's key:
+    never when no plugin declares it."""
+    try:
+        after = kernel.config.get("approvals.suspend_after")
+    except KeyError:
+        return None
+    seconds = float(getattr(after, "seconds", after) or 0)
+    return seconds if seconds > 0 else None
+
+
 def wait_counts_against_timeout(kernel: Kernel) -> bool:
     """``approvals.wait_counts_against_timeout`` (the ``approvals`` plugin's key): True when
     no plugin declares it."""
@@ -163,6 +174,7 @@ class Approvals:
                 call.id,
                 self._announce_and_wait(run, stored),
                 counts_against_timeout=wait_counts_against_timeout(self.kernel),
+                suspend_after=suspend_after(self.kernel),
             )
         decision = stored.decision
         assert decision is not None

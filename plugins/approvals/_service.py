@@ -8,12 +8,15 @@ from typing import Any
 
 import trio
 
-from soulacy.kernel import Kernel, StashKey, redact_text
+from soulacy.kernel import Event, Kernel, StashKey, redact_text
 from soulacy.kernel.store import ApprovalRequest
 
 from ._keeper import approvals_of
 
 log = logging.getLogger("soulacy.approvals")
+
+STARTED_WAIT = 2.0  # seconds a decision's answer waits for the run it resumed to start
+ENDED = ("run.completed", "run.suspended")
 
 
 class ResumeService:
@@ -46,6 +49,27 @@ class ResumeService:
         if self._nursery is None:
             return False
         self._nursery.start_soon(self._resume, request)
+        return True
+
+    async def resume_started(self, request: ApprovalRequest, within: float = STARTED_WAIT) -> bool:
+        """:meth:`resume`, returning once the retry has started (or ended, or ``within``
+        seconds passed): a client told it resumed then reads the new attempt's events, never
+        the stopped one's ``result`` (on another process too, once its first events are
+        shared: the new attempt's replace them)."""
+        begun = trio.Event()
+
+        def seen(event: Event) -> None:
+            if event.run_id == request.run_id:
+                begun.set()
+
+        stop = self.kernel.events.observe(seen, ("run.started", *ENDED))
+        try:
+            if not self.resume(request):
+                return False
+            with trio.move_on_after(within):
+                await begun.wait()
+        finally:
+            stop()
         return True
 
     async def _resume(self, request: ApprovalRequest) -> None:

@@ -24,8 +24,14 @@ class ApprovalsConfig:
     denied by ``soulacy (expired)``, written as any decision is (a proof receipt); with
     ``on_expiry: cancel`` the run then ends ``cancelled (approval_expired)`` instead of the
     model being told the call was denied.
+
+    ``suspend_after`` (default 5 minutes; ``"0"``: never): a run still waiting this long is
+    suspended to the store: it gives back its task, its concurrency slot and its
+    conversation's lease, ends ``interrupted (awaiting_approval)`` for its caller, and the
+    decision, made on any process, resumes it there (a same-id retry).
     """
 
     wait_counts_against_timeout: bool = True
     expire_after: Duration = Duration(7 * 24 * 3600)
     on_expiry: Literal["deny", "cancel"] = "deny"
+    suspend_after: Duration = Duration(5 * 60)

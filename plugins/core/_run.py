@@ -447,7 +447,7 @@ async def _watch(
                 file=ctx.err,
                 flush=True,
             )
-        elif event.type == "run.completed":
+        elif event.type in ("run.completed", "run.suspended"):  # its decision resumes it
             if live:
                 print(clear, end="", file=ctx.err, flush=True)
             if stream:

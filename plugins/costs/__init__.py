@@ -14,8 +14,9 @@ Price metadata and dollar budgets live in ``costs:`` (config.yaml), token quotas
       tokens_per_hour: 0
       tokens_per_day: 0
 
-These stay in force when turns and tokens are unlimited: the engine asks before every model
-call (``soulacy_check_budget``).
+``GET /api/v1/costs/today`` (``_today.py``) tells any principal today's spend against these
+(the portal shows it). These stay in force when turns and tokens are unlimited: the engine asks
+before every model call (``soulacy_check_budget``).
 
 **Shared budgets.** The daily dollar budget and the token quotas are counters of the store
 (``Store.spend``), so every process sharing the store (one SQLite file) spends from the same
@@ -193,7 +194,8 @@ def _budget(kernel: Kernel, ledger: _Ledger, run_id: str) -> _RunBudget:
     if not ledger.observing:
         ledger.observing = True
         kernel.events.observe(
-            lambda event: _observe(kernel, event), ("llm.result", "run.completed")
+            lambda event: _observe(kernel, event),
+            ("llm.result", *ENDINGS),
         )
     return ledger.runs.setdefault(run_id, _RunBudget())
 
@@ -241,6 +243,16 @@ def _slack(limit: float) -> float:
 @hookimpl
 def soulacy_config_sections() -> Sequence[ConfigSection]:
     return [ConfigSection("rate_limit", RateLimitConfig, doc="token quotas")]
+
+
+@hookimpl(optionalhook=True)  # the HTTP plugin's hook: absent when that plugin is disabled
+def soulacy_http_routes(kernel: Kernel) -> Sequence[Any]:
+    """``GET /costs/today``: today's spend against the budgets, for every principal."""
+    from soulacy.plugins.http import HttpRoute
+
+    from ._today import answer
+
+    return [HttpRoute("GET", "/costs/today", lambda request: answer(kernel, request))]
 
 
 @hookimpl
@@ -336,11 +348,15 @@ def _estimate(kernel: Kernel, run: Run, ledger: _Ledger, budget: _RunBudget) -> 
 
 
 def _observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:
-    if event.run_id is None or event.type not in ("llm.result", "run.completed"):
+    if event.run_id is None or event.type not in ("llm.result", *ENDINGS):
         return None
     if event.run_id not in _ledger(kernel).runs:
         return None  # nothing was reserved for this run: nothing to settle
-    return _settle(kernel, event.run_id, ended=event.type == "run.completed")
+    return _settle(kernel, event.run_id, ended=event.type in ENDINGS)
+
+
+# A suspended run ends here too (its decision resumes it as a new attempt, reserved anew).
+ENDINGS = ("run.completed", "run.suspended")
 
 
 async def _reserve(kernel: Kernel, run_id: str) -> str | None:

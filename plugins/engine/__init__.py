@@ -7,7 +7,8 @@ lease (``leases:`` is its section), the lease keeper, deadlines, identity checks
 records and proof, and the terminal event. The kernel keeps the contract — ``RunRequest``,
 ``RunResult``, the ``Run`` and ``Runner`` protocols in :mod:`soulacy.kernel.engine` — and the
 hooks through which plugins take part (docs/decisions/0060-the-engine-is-an-essential-plugin.md).
-It cannot be disabled; a replacement answers ``soulacy_runner`` with ``tryfirst=True``.
+It cannot be disabled; a replacement answers ``soulacy_runner`` with ``tryfirst=True``. The
+deprecated per-turn hooks it still calls through adapters are its own (``hookspecs.py``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ from typing import TYPE_CHECKING
 from soulacy.kernel import hookimpl
 
 if TYPE_CHECKING:  # the rest is imported by the hooks that need it (decision 0038)
+    import pluggy
+
     from soulacy.kernel import ConfigIssue, ConfigSection, Kernel, Settings
     from soulacy.kernel.engine import Runner
+
+
+@hookimpl
+def soulacy_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)  # the deprecated per-turn hooks, for one release
 
 
 @hookimpl

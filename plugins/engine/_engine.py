@@ -40,6 +40,7 @@ from soulacy.kernel.contracts import (
     Verdict,
 )
 from soulacy.kernel.engine import (
+    AWAITING_APPROVAL,
     SHUTDOWN,
     RunStop,
     Status,
@@ -340,12 +341,17 @@ class Engine:
                     if cancelled and run.state is S.AWAITING_APPROVAL:
                         # left as the store reads a crashed run, for a decision to resume it
                         run.move(S.SUSPENDED)
-                    self._finish(
-                        run,
-                        "cancelled" if cancelled else "failed",
-                        "cancelled by caller" if cancelled else None,
-                        error=None if cancelled else f"{type(exc).__name__}: {exc}",
-                    )
+                        stopping = self.kernel.stopping.is_set()
+                        self._finish(
+                            run, "interrupted", SHUTDOWN if stopping else AWAITING_APPROVAL
+                        )
+                    else:
+                        self._finish(
+                            run,
+                            "cancelled" if cancelled else "failed",
+                            "cancelled by caller" if cancelled else None,
+                            error=None if cancelled else f"{type(exc).__name__}: {exc}",
+                        )
             raise
         finally:
             # A cancellation arriving now must not leave the run stored as running.
@@ -868,7 +874,9 @@ class Engine:
             elif run.held is not None:  # _complete always runs shielded (see its two callers)
                 await run.workers.leases.release(run.held, shielded=True)
         if run.state is S.SUSPENDED:  # not ended: it resumes, as its next attempt, decided
-            await self._emit(run, "run.suspended", {"awaiting": run.awaiting})
+            # How it stopped, as run.completed says how a run ended (a stream's ``result``).
+            stopped = {**run.result.metadata(), "reply": run.result.reply}
+            await self._emit(run, "run.suspended", {**stopped, "awaiting": run.awaiting})
             return
         summary = None if proof is None else {"sha256": proof.sha256, "receipts": proof.receipts}
         # The event's metadata is made only when someone reads it, before the proof is set

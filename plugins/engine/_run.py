@@ -13,7 +13,7 @@ import trio
 
 from soulacy.kernel import PluginError, RunRequest, RunResult, Tool
 from soulacy.kernel.contracts import ProgressDetector, ToolLoop
-from soulacy.kernel.engine import HeldLease, RunStop, ToolOutcome
+from soulacy.kernel.engine import AWAITING_APPROVAL, HeldLease, RunStop, ToolOutcome
 from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall
 from soulacy.kernel.store import Lease, RunRecord, ToolRecord
 
@@ -213,11 +213,18 @@ class EngineRun:
         self.pending_tools.append(record)
 
     async def wait_for_decision(
-        self, call_id: str, decision: Awaitable[T], *, counts_against_timeout: bool = True
+        self,
+        call_id: str,
+        decision: Awaitable[T],
+        *,
+        counts_against_timeout: bool = True,
+        suspend_after: float | None = None,
     ) -> T:
         """Await a person's decision on ``call_id`` as state ``awaiting approval``. Deadlines
         the wait does not use up move by its length: the step's always, the run's unless
-        ``counts_against_timeout``."""
+        ``counts_against_timeout``. Still undecided after ``suspend_after`` seconds, the run
+        is suspended: it ends ``interrupted (awaiting_approval)`` here, stored as far as it
+        went, and its decision resumes it by a same-id retry, on any process."""
         paused = []
         if self.timeout_scope is not None and not counts_against_timeout:
             paused.append(self.timeout_scope)
@@ -230,7 +237,8 @@ class EngineRun:
         waiting = self._engine.waiting_runs  # a run may wait on two calls at once
         waiting[self.run_id] += 1
         try:
-            answer = await decision
+            with trio.move_on_after(INF if suspend_after is None else suspend_after) as timer:
+                answer = await decision
         finally:
             waiting[self.run_id] -= 1
             if not waiting[self.run_id]:
@@ -240,6 +248,15 @@ class EngineRun:
                 scope.deadline = deadline + waited
             if self.clock.step == INF:  # unless the strategy started a step meanwhile
                 self.clock.set_step(step + waited)
+        if timer.cancelled_caught:
+            # Nothing of the run stays here: its task, slot and lease go with its ending.
+            self.move(S.SUSPENDED)
+            raise RunStop(
+                "interrupted",
+                AWAITING_APPROVAL,
+                error=f"suspended while call {call_id!r} waits for a decision; the decision"
+                " resumes the run, on any process",
+            )
         self.awaiting = None
         self.move(S.RUNNING)
         return answer

@@ -82,8 +82,10 @@ TRANSITIONS: tuple[Transition, ...] = (
                "the turn so far and a result for every cut tool call; not its ending",
                outside=True),
     Transition(S.AWAITING_APPROVAL, S.SUSPENDED,
-               "its kernel stopped, or its caller went away, while it waited",
-               "the turn so far; not its ending", outside=True),
+               "it waited longer than approvals.suspend_after, or its kernel stopped or its"
+               " caller went away while it waited",
+               "the turn so far (the request stored before the wait); not its ending; the"
+               " lease given back", outside=True),
     Transition(S.RUNNING, S.UNSTORED, "the store refused a write (failed, storage_error)",
                "nothing now: kept under its lease, renewed", outside=True),
     Transition(S.UNSTORED, S.FINISHED, "the store answers again (a heartbeat after)",

@@ -23,7 +23,6 @@ import trio
 from soulacy.kernel import (
     CapacityError,
     ConfigError,
-    ConfigSection,
     Event,
     Kernel,
     PluginError,
@@ -35,6 +34,7 @@ from soulacy.kernel import (
     redact_text,
     structure,
 )
+from soulacy.kernel.engine import SHUTDOWN
 from soulacy.kernel.store import (
     RunEvents,
     RunRecord,
@@ -43,6 +43,7 @@ from soulacy.kernel.store import (
     label_interrupted,
 )
 from soulacy.kernel.yamlio import load_yaml_file, plain
+from soulacy.plugins.yamledit import trust_root_changes
 
 from ._asgi import (
     HttpError,
@@ -670,8 +671,8 @@ class Api:
                 )
         finally:
             if not log.finished and self.kernel.stopping.is_set():
-                # Stopped without its terminal event (left waiting for an approval, which
-                # resumes it): its streams still learn that it stopped, and how to go on.
+                # Stopped without its terminal event: its streams still learn that it
+                # stopped, and how to go on.
                 log.append("result", _interrupted(run_id, session_id))
             self._live.discard(run_id)
             if self._quiet is not None:
@@ -934,7 +935,7 @@ class Api:
         # store, telemetry's destinations and content…), as the plugins that own it declare it.
         kernel = self.kernel
         saved = load_yaml_file(kernel.config_file) if kernel.config_file.is_file() else {}
-        refused = ConfigSection.trust_root_changes(
+        refused = trust_root_changes(
             kernel.sections,
             body.changes,
             "workspace",
@@ -1162,7 +1163,7 @@ def _interrupted(run_id: str, session_id: str) -> dict[str, Any]:
         "run_id": run_id,
         "session_id": session_id,
         "status": "interrupted",
-        "incomplete_reason": "shutdown",
+        "incomplete_reason": SHUTDOWN,
     }
     return {
         "reply": "",

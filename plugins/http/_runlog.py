@@ -31,6 +31,7 @@ STREAMED = {
     "tool.approval": "tool.approval",  # a call waits for a person's decision, then has it
     "workflow.step": "workflow.step",
     "run.completed": "result",
+    "run.suspended": "result",  # it stopped, waiting for a decision that resumes it
 }
 
 
@@ -154,7 +155,7 @@ class RunLogs:
         self.events_per_run = events_per_run
         self.finished_kept = finished_kept
         self._logs: OrderedDict[str, RunLog] = OrderedDict()
-        self._finished = 0
+        self._done: OrderedDict[str, None] = OrderedDict()  # finished logs' ids, oldest first
         self.publish: Callable[[RunLog, SseEvent], None] | None = None  # see RunLog.publish
 
     def open(self, run_id: str, principal: str | None) -> RunLog:
@@ -204,15 +205,21 @@ class RunLogs:
             log.unshared = True
         log.append(name, _data(name, event))
         if name == "result":
-            self._finished += 1
             if refused:
                 del self._logs[event.run_id]
-            self._evict()
+            else:
+                self._keep_finished(event.run_id)
 
-    def _evict(self) -> None:
-        finished = [k for k, log in self._logs.items() if log.finished]
-        for run_id in finished[: max(0, len(finished) - self.finished_kept)]:
-            del self._logs[run_id]
+    def _keep_finished(self, run_id: str) -> None:
+        """Keep the ``finished_kept`` logs that finished last (for reconnections): one
+        eviction per finished run, never a scan of every log."""
+        self._done[run_id] = None
+        self._done.move_to_end(run_id)
+        while len(self._done) > self.finished_kept:
+            oldest, _ = self._done.popitem(last=False)
+            log = self._logs.get(oldest)
+            if log is not None and log.finished:  # not a retry's live log under that id
+                del self._logs[oldest]
 
 
 def _id(event: SseEvent) -> int:

@@ -39,9 +39,9 @@ from soulacy.kernel.store import (
     ToolRecord,
     canonical_json,
     identity_differs,
-    make_proof,
     run_as_read,
 )
+from soulacy.plugins.proofkit import make_proof
 
 CANCEL_REQUESTS_KEPT = 3600.0  # seconds a cancellation request is kept
 RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream events are kept after its last one

@@ -9,10 +9,15 @@ plugin disabled the portal is simply not served.
   fetched from elsewhere (docs/decisions/0031-portal-without-a-build.md).
 - The page talks to ``/api/v1`` as every client does, with the same keys and principals. The
   routes it needed that the API lacked (agents create/read/update, configuration sources,
-  plugins, a support bundle, a runs list) are added here (``_api.py``) and documented in
+  plugins, a support bundle, a runs list, a run's timeline, conversations)
+  are added here (``_api.py``) and documented in
   ``plugins/http/openapi.json``.
 - While it is served, each run's limits (its ``run.limits`` event) are kept in the store for the
   Runs page (``_limits.py``); an admin reconciles an in-progress workflow step from that page.
+  Each run's timeline is kept too (``_timeline.py``), each model call with its price.
+- A principal's conversations are listed, renamed and deleted on the server
+  (``_conversations.py``); today's spend is shown against the budgets (``GET /costs/today``,
+  the ``costs`` plugin's route).
 """
 
 from __future__ import annotations
@@ -56,6 +61,17 @@ def soulacy_config_sections() -> Sequence[ConfigSection]:
     from ._providers import sections
 
     return sections()
+
+
+@hookimpl
+def soulacy_run_participants(kernel: Kernel) -> list[Any] | None:
+    # Only while the portal is served, and calls have a price: each model call's price for
+    # the run's timeline (``_timeline.CallPrices``).
+    if "http" not in kernel.started:
+        return None
+    from ._timeline import participants
+
+    return participants(kernel)
 
 
 @hookimpl

@@ -14,6 +14,11 @@ and documented in the HTTP plugin's OpenAPI document (plugins/http/openapi.json)
 | ``GET /whoami`` | every principal | who the key is: its principal, whether it is an admin |
 | ``GET /runs/{run_id}/timeline`` | the run's principal | turns, model and tool calls, approvals, |
 |  |  | compactions, limits and the final status with its evidence (``_timeline.py``) |
+| ``GET /conversations?q=`` | every principal | its own conversations: title, agent, last |
+|  |  | activity, status; search (``_conversations.py``) |
+| ``GET /conversations/{session_id}`` | its principal | one of them |
+| ``PATCH /conversations/{session_id}`` | its principal | rename it |
+| ``DELETE /conversations/{session_id}`` | its principal | delete it (409: a run going on) |
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
 from . import _limits, _timeline
 from ._agents import AgentPatch, _structure, create_agent, describe_agent, parse_changes
 from ._agents import update_agent as _update
+from ._conversations import Conversations
 
 PACKAGES = ("attrs", "cattrs", "httpx", "hypercorn", "pluggy", "ruamel.yaml", "trio")
 RECENT_ERRORS = 50
@@ -420,7 +426,9 @@ def api_routes(kernel: Kernel) -> Sequence[Any]:
     from soulacy.plugins.http import HttpRoute
 
     api = PortalApi(kernel)
+    conversations = Conversations(kernel)
     agent = "/agents/(?P<agent_id>[^/]+)"
+    conversation = "/conversations/(?P<session_id>[^/]+)"
     return [
         HttpRoute("GET", agent, api.get_agent, auth="admin"),
         HttpRoute("PUT", agent, api.create_agent, auth="admin"),
@@ -432,4 +440,8 @@ def api_routes(kernel: Kernel) -> Sequence[Any]:
         HttpRoute("POST", "/runs/(?P<run_id>[^/]+)/reconcile", api.reconcile, auth="admin"),
         HttpRoute("GET", "/whoami", api.whoami),
         HttpRoute("GET", "/runs/(?P<run_id>[^/]+)/timeline", api.timeline),
+        HttpRoute("GET", "/conversations", conversations.list),
+        HttpRoute("GET", conversation, conversations.get),
+        HttpRoute("PATCH", conversation, conversations.rename),
+        HttpRoute("DELETE", conversation, conversations.delete),
     ]

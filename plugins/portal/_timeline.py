@@ -16,11 +16,16 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from soulacy.kernel import Event, Kernel, StashKey, redact, redact_text
+from soulacy.kernel.contracts import RunParticipant
+
+if TYPE_CHECKING:
+    from soulacy.kernel.engine import Run
+    from soulacy.kernel.messages import ModelReply
 
 log = logging.getLogger("soulacy.portal")
 PREFIX = "portal.timeline:"
@@ -48,7 +53,12 @@ def entry(event: Event) -> dict[str, Any] | None:
     """What the timeline keeps of one event (None: nothing)."""
     data, kind = event.data, event.type
     if kind == "run.started":
-        return {"kind": "started", "agent_id": data.get("agent_id")}
+        asked = data.get("text")
+        return {
+            "kind": "started",
+            "agent_id": data.get("agent_id"),
+            "text": excerpt(asked) if isinstance(asked, str) and asked else None,
+        }
     if kind == "run.limits":
         shown = {
             name: ("unlimited" if limit.get("unlimited") else limit.get("text", limit.get("value")))
@@ -64,7 +74,7 @@ def entry(event: Event) -> dict[str, Any] | None:
             "kind": "model_reply",
             **{k: data.get(k) for k in keys},
             "tools": data.get("tool_calls"),
-        }
+        }  # with the call's price, model and provider (:class:`CallPrices`), when known
     if kind == "tool.call":
         return {
             "kind": "tool_call",
@@ -124,9 +134,59 @@ class Timeline:
 
 @attrs.define
 class Timelines:
-    """The timelines of the runs going on in this process, by run id."""
+    """The timelines of the runs going on in this process, by run id; the price of each
+    run's model call just made, until its ``llm.result`` takes it."""
 
     live: dict[str, Timeline] = attrs.Factory(dict)
+    priced: dict[str, dict[str, Any]] = attrs.Factory(dict)
+
+
+class CallPrices(RunParticipant):
+    """Takes part in a run's model calls while the portal is served and calls have a price:
+    after each call, its price (as the ``costs`` plugin adds it to the run's cost, through
+    ``soulacy_price``), model and provider, for the timeline's entry of the call. The engine
+    calls participants before it emits ``llm.result``: the entry takes them there."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def after_model_call(
+        self, run: Run, reply: ModelReply, provider: str, model: str | None
+    ) -> None:
+        timelines = self.kernel.stash.get(KEY, None)
+        if timelines is None or run.run_id not in timelines.live:
+            return
+        price = self.kernel.hook.soulacy_price(
+            kernel=self.kernel, provider=provider, model=model, usage=reply.usage
+        )
+        timelines.priced[run.run_id] = {
+            "cost_usd": None if price is None else float(price),
+            "model": model,
+            "provider": provider,
+        }
+
+
+def participants(kernel: Kernel) -> list[RunParticipant] | None:
+    """A run's :class:`CallPrices`, when the portal is served and some plugin prices calls
+    (the ``costs`` plugin with ``costs.pricing``, or another): else nothing takes part."""
+    if KEY not in kernel.stash or "http" not in kernel.started:
+        return None
+    hooks = kernel.hook.soulacy_price.get_hookimpls()
+    if not hooks:
+        return None
+    if len(hooks) == 1 and not kernel.config.section("costs").pricing:
+        return None  # only the costs plugin's, and no price metadata: every call costs None
+    return [CallPrices(kernel)]
+
+
+def asked(kernel: Kernel, run_id: str) -> str | None:
+    """What the person asked, for a run going on in this process (else None)."""
+    live = kernel.stash[KEY].live.get(run_id) if KEY in kernel.stash else None
+    for found in live.entries if live is not None else ():
+        if found["kind"] == "started":
+            text = found.get("text")
+            return text if isinstance(text, str) else None
+    return None
 
 
 def serve(kernel: Kernel) -> None:
@@ -143,7 +203,10 @@ def observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:
     if found is None:
         return None
     found["at"] = round(time.time(), 3)
-    live = kernel.stash[KEY].live
+    timelines = kernel.stash[KEY]
+    if found["kind"] == "model_reply":
+        found.update(timelines.priced.pop(event.run_id, {}))
+    live = timelines.live
     timeline = live.get(event.run_id)
     if timeline is None:
         if len(live) >= MAX_LIVE:
@@ -153,6 +216,7 @@ def observe(kernel: Kernel, event: Event) -> Awaitable[None] | None:
     if found["kind"] != "ended":
         return None
     del live[event.run_id]
+    timelines.priced.pop(event.run_id, None)
     return _save(kernel, event.run_id, timeline)
 
 

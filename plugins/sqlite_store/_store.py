@@ -255,6 +255,13 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         await self._count_commit()
         return result
 
+    async def _statement(self, what: str, sql: str, args: Sequence[Any]) -> int:
+        """One writing statement, its own transaction (no BEGIN IMMEDIATE: SQLite takes the
+        write lock at the start of a writing statement, before it reads anything)."""
+        count = await self._run(what, lambda conn: conn.execute(sql, args).rowcount)
+        await self._count_commit()
+        return count
+
     async def _count_commit(self) -> None:
         """Autocheckpointing is off when writes run inline: checkpoint every N commits, on a
         connection of its own in a worker thread, while writers go on (WAL allows it) — in

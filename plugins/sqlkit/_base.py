@@ -3,8 +3,8 @@ statements all of its roles use."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 from soulacy.kernel.store import EveryPrincipal, Lease, LeaseLost
 
@@ -29,6 +29,14 @@ class SQLBase(Generic[C]):
     async def _write(self, what: str, body: Callable[[C], T]) -> T:
         """``body`` in one write transaction, committed (or rolled back when it raises)."""
         raise NotImplementedError
+
+    async def _statement(self, what: str, sql: str, args: Sequence[Any]) -> int:
+        """``sql`` (in the driver's placeholders) with ``args``: one writing statement, its
+        own transaction, with no ``BEGIN`` and ``COMMIT`` around it (one round trip, or one
+        call into the database, instead of three), all or nothing as any statement is; how
+        many rows it wrote. A store that cannot run a statement by itself runs it in a
+        transaction (``_write``)."""
+        return await self._write(what, lambda conn: int(conn.execute(sql, args).rowcount))
 
     def _lock_run(self, conn: C, run_id: str) -> None:
         """Serialize, until the transaction ends, the writes of one run id that read then
@@ -56,6 +64,21 @@ class SQLBase(Generic[C]):
         ):
             current = LEASE.decode(row, key=fence.key, now=self._now(conn)) if row else None
             raise LeaseLost(fence.key, fence.token, current)
+
+    def _fenced(self) -> str:
+        """The condition of a write that is one statement under a lease (``_statement``): the
+        lease's key, token and owner (three arguments, in that order) still hold. It locks the
+        lease row as :meth:`_check_fence` does, so no takeover comes before the commit."""
+        return (
+            "EXISTS (SELECT 1 FROM leases WHERE key = ? AND token = ? AND owner_id = ?"
+            f"{self.dialect.for_share})"
+        )
+
+    def _lease_lost(self, conn: C, fence: Lease) -> NoReturn:
+        """After a fenced statement (:meth:`_fenced`) wrote nothing: LeaseLost, naming the
+        lease's holder now."""
+        self._check_fence(conn, fence)
+        raise LeaseLost(fence.key, fence.token, None)  # not reached: tokens only grow
 
 
 def principal_filter(

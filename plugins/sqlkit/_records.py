@@ -32,6 +32,13 @@ def _evidence(evidence: str | None, legacy_state: str | None) -> Any:
         return {"result": legacy_state}
 
 
+_STATE_ROW = "(key, value, updated_at, run_id)"
+_STATE_SET = (
+    " ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,"
+    " run_id = excluded.run_id"
+)
+
+
 class RecordsMixin(SQLBase[C]):
     # The original system's column of a step's result (SQLite's files), or NULL.
     legacy_state: ClassVar[str] = "NULL"
@@ -119,19 +126,23 @@ class RecordsMixin(SQLBase[C]):
         *,
         run_id: str | None = None,
     ) -> None:
-        body = dumps(value)
-        sql = self.dialect.sql(
-            "INSERT INTO plugin_state (key, value, updated_at, run_id)"
-            f" VALUES (?, ?, {self.dialect.now}, ?) ON CONFLICT (key) DO UPDATE"
-            " SET value = excluded.value, updated_at = excluded.updated_at,"
-            " run_id = excluded.run_id"
-        )
+        d = self.dialect
+        args: tuple[Any, ...] = (key, dumps(value), run_id)
+        if fence is None:
+            sql = d.sql(
+                f"INSERT INTO plugin_state {_STATE_ROW} VALUES (?, ?, {d.now}, ?){_STATE_SET}"
+            )
+        else:
+            # One statement under the lease, its own transaction (an engine saves a run's
+            # state every tool turn): the row only while the lease holds.
+            sql = d.sql(
+                f"INSERT INTO plugin_state {_STATE_ROW} SELECT ?, ?, {d.now}, ?"
+                f" WHERE {self._fenced()}{_STATE_SET}"
+            )
+            args += (fence.key, fence.token, fence.owner.id)
 
-        def write(conn: C) -> None:
-            self._check_fence(conn, fence)
-            conn.execute(sql, (key, body, run_id))
-
-        await self._write("save state", write)
+        if not await self._statement("save state", sql, args) and fence is not None:
+            await self._read("save state", lambda conn: self._lease_lost(conn, fence))
 
     # -- counter store ---------------------------------------------------------------------------
 

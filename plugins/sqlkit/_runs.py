@@ -16,9 +16,9 @@ from soulacy.kernel.store import (
     RunRecord,
     ToolRecord,
     identity_differs,
-    make_proof,
     run_as_read,
 )
+from soulacy.plugins.proofkit import make_proof
 
 from ._base import C, SQLBase, principal_filter
 from ._codecs import LEASE, PROOF, RUN, dumps

@@ -90,6 +90,7 @@ SURFACE: dict[str, list[str]] = {
         "VerdictKind",
     ],
     "soulacy.kernel.engine": [
+        "AWAITING_APPROVAL",
         "SHUTDOWN",
         "HeldLease",
         "LeaseKeeper",
@@ -142,7 +143,6 @@ SURFACE: dict[str, list[str]] = {
     ],
     "soulacy.kernel.store": [
         "EVERY_PRINCIPAL",
-        "RECEIPT_FIELD_CHARS",
         "AlreadyDecided",
         "ApprovalDecision",
         "ApprovalRequest",
@@ -175,12 +175,9 @@ SURFACE: dict[str, list[str]] = {
         "StorageError",
         "Store",
         "ToolRecord",
-        "bounded",
         "canonical_json",
         "identity_differs",
         "label_interrupted",
-        "make_proof",
-        "receipt",
         "run_as_read",
     ],
     "soulacy.testing": [
@@ -218,7 +215,9 @@ SURFACE: dict[str, list[str]] = {
     # the opt-in pytest plugin: its fixtures
     "soulacy.testing.pytest_plugin": ["hook_recorder", "kernel", "make_kernel", "workspace"],
     "soulacy.kernel.yamlio": ["load_yaml_file", "parse_yaml", "plain"],
-    # a library under plugins/, as providerkit is: what every editor of a person's file shares
+    # libraries under plugins/, as providerkit is: how every store builds a run's proof, and
+    # what every editor of a person's file shares
+    "soulacy.plugins.proofkit": ["RECEIPT_FIELD_CHARS", "bounded", "make_proof", "receipt"],
     "soulacy.plugins.yamledit": [
         "apply_changes",
         "atomic_write",
@@ -226,6 +225,7 @@ SURFACE: dict[str, list[str]] = {
         "guess_indentation",
         "keep_unchanged_lines",
         "save_config_changes",
+        "trust_root_changes",
     ],
 }
 # Deprecated modules that re-export another public module's names for one release: each name
@@ -385,3 +385,16 @@ def test_the_help_of_the_launcher_loads_no_http_stack() -> None:
         "from soulacy.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
     )
     assert not {"httpx", "hypercorn"} & loaded
+
+
+def test_the_proof_names_that_left_the_store_module_still_work_for_one_release() -> None:
+    """``make_proof`` and its helpers moved to the proof toolkit; read from
+    ``soulacy.kernel.store`` they are the same objects, with a DeprecationWarning."""
+    import soulacy.kernel.store as store
+    import soulacy.plugins.proofkit as proofkit
+
+    for name in proofkit.__all__:
+        with pytest.deprecated_call(match=f"import {name} from soulacy.plugins.proofkit"):
+            assert getattr(store, name) is getattr(proofkit, name), name
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = store.Nope  # type: ignore[attr-defined]

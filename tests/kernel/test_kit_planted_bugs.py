@@ -48,11 +48,11 @@ from soulacy.kernel.store import (
     StorageError,
     ToolRecord,
     canonical_json,
-    make_proof,
 )
 from soulacy.plugins.http.testing import check_http_api
 from soulacy.plugins.memory_store import MemoryStore
 from soulacy.plugins.progress import SignatureDetector
+from soulacy.plugins.proofkit import make_proof
 from soulacy.plugins.sqlite_store import SQLiteStore
 from soulacy.testing import (
     CHECKPOINT_CHECK_NAMES,
@@ -306,6 +306,17 @@ class UnboundedReceipts(MemoryStore):
         return self._proofs[run_id]
 
 
+class ProofInAFormatOfItsOwn(MemoryStore):
+    """The receipts are all there and bounded, the hash is of the body, but the body is not
+    the proof toolkit's canonical JSON (spaces after separators): a proof copied to another
+    store, which builds its own with make_proof, would no longer verify."""
+
+    async def finalize_proof(self, *args: Any, **kwargs: Any) -> ProofRecord:
+        proof = await super().finalize_proof(*args, **kwargs)
+        body = json.dumps(json.loads(proof.body), sort_keys=True, ensure_ascii=False)
+        return attrs.evolve(proof, body=body, sha256=hashlib.sha256(body.encode()).hexdigest())
+
+
 class ProofHashOfSomethingElse(MemoryStore):
     async def finalize_proof(self, *args: Any, **kwargs: Any) -> ProofRecord:
         proof = await super().finalize_proof(*args, **kwargs)
@@ -388,6 +399,7 @@ STORE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
     ),
     "a proof drops receipts beyond 1024": (CappedReceipts, None, "proofs"),
     "receipt fields unbounded": (UnboundedReceipts, None, "proofs"),
+    "a proof in a format of its own": (ProofInAFormatOfItsOwn, None, "proofs"),
     "proof hash of something else": (ProofHashOfSomethingElse, None, "proofs"),
     "a proof is not final": (ProofNotFinal, None, "proofs"),
     "a retry keeps the old proof": (RetryKeepsOldProof, None, "proofs"),

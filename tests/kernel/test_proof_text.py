@@ -15,7 +15,8 @@ import attrs
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from soulacy.kernel._store import RECEIPT_FIELD_CHARS, ToolRecord, _receipt_json, make_proof
+from soulacy.kernel.store import ToolRecord
+from soulacy.plugins.proofkit._proofs import RECEIPT_FIELD_CHARS, _receipt_json, make_proof
 
 # -- the reference: the formulation before receipts were written directly, copied verbatim,
 # -- with json.dumps for canonical_json (the contract it was built to keep)

@@ -17,7 +17,6 @@ import pytest
 import trio
 
 from soulacy.kernel import CapacityError, Kernel, RunIdInUse
-from soulacy.kernel._store import make_proof
 from soulacy.kernel.engine import new_id
 from soulacy.kernel.store import (
     ConversationKey,
@@ -27,6 +26,7 @@ from soulacy.kernel.store import (
     canonical_json,
 )
 from soulacy.plugins.memory_store._store import MemoryStore
+from soulacy.plugins.proofkit import make_proof
 from soulacy.testing import Workspace
 
 Make = Callable[..., Kernel]

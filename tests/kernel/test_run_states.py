@@ -39,6 +39,7 @@ SCENARIOS: dict[str, list[RunState]] = {
     "approved": [S.QUEUED, S.STARTING, S.RUNNING, S.AWAITING_APPROVAL, S.RUNNING, S.FINISHED],
     "cancelled awaiting approval": [*WAITING, S.FINISHED],
     "stopped awaiting approval": [*WAITING, S.SUSPENDED],
+    "suspended after waiting": [*WAITING, S.SUSPENDED],
     "lease lost awaiting approval": [*WAITING, S.LOST],
     "shutdown mid-tool": [S.QUEUED, S.STARTING, S.RUNNING, S.INTERRUPTED],
     "lease lost mid-tool": [S.QUEUED, S.STARTING, S.RUNNING, S.LOST],
@@ -291,6 +292,32 @@ async def test_stopped_awaiting_approval(
     async with waiting_for_approval(workspace, make_kernel) as (_, nursery, _):
         nursery.cancel_scope.cancel()  # its caller goes away: a decision resumes it later
     assert trace(lives) == SCENARIOS["stopped awaiting approval"]
+
+
+async def test_suspended_after_waiting(
+    workspace: Workspace, make_kernel: Callable[..., Kernel], lives: list[Life]
+) -> None:
+    """Past ``approvals.suspend_after`` the run gives back its task, slot and lease and ends
+    ``interrupted (awaiting_approval)``; its decision resumes it, here by a same-id retry."""
+    agent(workspace, confirm_tools=["wait"])
+    workspace.write_config(FAST + "approvals: {suspend_after: 1ms}\n")
+    gate = Gate()
+    gate.release.set()
+    kernel = make_kernel(extra_plugins=[gate.plugin()])
+    async with open_kernel(kernel=kernel, services="runs"):
+        result = await kernel.run("a", "go", run_id="R", session_id="s")
+        assert (result.status, result.incomplete_reason) == ("interrupted", "awaiting_approval")
+        assert trace(lives) == SCENARIOS["suspended after waiting"]
+        assert kernel.runner().holder("R") is None  # no task, no slot
+        stored = await kernel.store().get_run("R")
+        assert stored is not None
+        assert stored.status == "interrupted"
+        decided = await approvals_of(kernel).decide("R", "c1", approved=True, approver="ann")
+        assert decided is not None
+        assert decided.resume
+        resumed = await approvals_of(kernel).resume(decided.request)
+    assert (resumed.status, resumed.reply, resumed.attempt) == ("completed", "done", 2)
+    assert gate.entered.is_set()  # the approved call ran, in the resumed attempt
 
 
 async def test_lease_lost_awaiting_approval(

@@ -8,20 +8,32 @@
 // A reply that ended incomplete has Continue: the run goes on in place, as its next attempt
 // (POST /runs/{id}/continue/stream), with an optional steering message and a raised limit, and
 // its reply streams into the same reply; the earlier attempt stays above it.
+// The list of conversations is the server's (GET /conversations: this key's, on every device),
+// with search, rename (PATCH) and delete (DELETE, refused while a run of it goes on); local
+// storage only caches the state of replies this browser follows. Each message has actions:
+// Copy; a reply, Retry (its request again, as a new run); the person's own, Edit and resend.
+// The header shows today's spend against the daily budget (GET /costs/today).
 
 import { ApiError, api, apiKey, get, openStream, randomId, readEvents } from "./api.js";
 import {
   applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, continuable, continueBody, continueFields,
   countTool, load, mergeHistory, namespace, newConversation, notice, pendingReply, raisable, refusalText, reply, save,
-  titleOf, usageText,
+  titleOf, usageText, budgetLine, askedBy,
 } from "./chatstate.js";
-import { renderMarkdown } from "./md.js";
-import { errorText, h, toast, uid } from "./dom.js";
+import { copy, renderMarkdown } from "./md.js";
+import { errorText, formatTime, h, toast, uid } from "./dom.js";
 
 const ctx = {
   ns: null, state: null, main: null, agents: [], following: new Set(), saveTimer: null, drawn: null,
   continuing: new Map(), // run id -> the Continue form's state, while it is open
   handoff: null, // a continuation started elsewhere (a run's timeline), for the chat to follow
+  list: null, // the server's list of this key's conversations (GET /conversations?q=), or null
+  listError: null,
+  query: "", // the search of that list
+  renaming: null, // the session id whose title is being edited, and the text typed: {id, text}
+  confirming: null, // the session id whose deletion waits for a confirmation
+  editing: null, // the run id of the person's message being edited, and the text: {runId, text}
+  today: "", // the header's line of today's spend against the daily budget
 };
 
 function persistSoon() {
@@ -50,6 +62,7 @@ export async function renderChat(main, params) {
     ctx.ns = ns;
     ctx.state = load(ns);
   }
+  const sideReads = Promise.all([loadList(), loadToday()]); // asked beside the agents
   try {
     ({ agents: ctx.agents } = await get("/agents"));
   } catch (error) {
@@ -57,12 +70,14 @@ export async function renderChat(main, params) {
     return;
   }
   if (params.get("session")) await openSession(params.get("session"));
+  else if (current() && current().messages.length) await stillThere(current());
   if (params.get("agent") && !params.get("session")) {
     // The conversation on screen with this agent stays (a reload reopens it); another agent's
     // starts a new one.
     const on = current();
     if (!on || on.agent_id !== params.get("agent")) startConversation(params.get("agent"));
   }
+  await sideReads;
   draw();
   const conv = current();
   if (ctx.handoff && conv && ctx.handoff.sessionId === conv.session_id) {
@@ -90,8 +105,184 @@ function startConversation(agentId) {
   return conv;
 }
 
-// Reopen a conversation from durable history (another browser, or one cleared here).
+// -- the list of conversations (the server's) --------------------------------------------------
+
+async function loadList() {
+  try {
+    const q = ctx.query.trim();
+    const { conversations } = await get(`/conversations?limit=100${q ? `&q=${encodeURIComponent(q)}` : ""}`);
+    ctx.list = conversations;
+    ctx.listError = null;
+  } catch (error) {
+    ctx.listError = errorText(error);
+  }
+}
+
+async function refreshList() {
+  await loadList();
+  if (visible()) draw();
+}
+
+async function loadToday() {
+  try {
+    ctx.today = budgetLine(await get("/costs/today"));
+  } catch {
+    ctx.today = "";
+  }
+}
+
+// A run ended: the list (status, last activity) and today's spend change.
+function ended() {
+  Promise.all([loadList(), loadToday()]).then(() => {
+    if (visible()) draw();
+  });
+}
+
+// Forget what this browser keeps of a conversation (deleted here or elsewhere).
+function forget(sessionId) {
+  delete ctx.state.conversations[sessionId];
+  if (ctx.state.current === sessionId) ctx.state.current = null;
+  persistNow();
+}
+
+// A conversation cached here that was deleted elsewhere is not reopened (GET /conversations/{id}:
+// 404). One whose first run has not reached the server yet is kept.
+async function stillThere(conv) {
+  try {
+    await get(`/conversations/${encodeURIComponent(conv.session_id)}`);
+  } catch (error) {
+    const settled = conv.messages.every((m) => m.role === "user" || m.final);
+    if (error instanceof ApiError && error.status === 404 && settled) forget(conv.session_id);
+  }
+}
+
+async function rename(sessionId, title) {
+  try {
+    const saved = await api("PATCH", `/conversations/${encodeURIComponent(sessionId)}`, { title: title.trim() || null });
+    const conv = conversation(sessionId);
+    if (conv) conv.title = saved.title;
+    ctx.renaming = null;
+    persistNow();
+    await refreshList();
+    focusById(`conv-${sessionId}`);
+  } catch (error) {
+    toast(`Not renamed: ${errorText(error)}`, "error");
+  }
+}
+
+async function remove(sessionId) {
+  try {
+    await api("DELETE", `/conversations/${encodeURIComponent(sessionId)}`);
+  } catch (error) {
+    ctx.confirming = null;
+    draw();
+    toast(error instanceof ApiError && error.status === 409
+      ? "Not deleted: a run of this conversation is going on. Cancel it (or let it end), then delete."
+      : `Not deleted: ${errorText(error)}`, "error");
+    focusById(`conv-delete-${sessionId}`);
+    return;
+  }
+  ctx.confirming = null;
+  const was = ctx.state.current === sessionId;
+  forget(sessionId);
+  if (was) startConversation(ctx.main.querySelector("#chat-agent")?.value || (ctx.agents[0] && ctx.agents[0].id));
+  await refreshList();
+  toast("Conversation deleted");
+  focusById("conv-search");
+}
+
+// The list as drawn: the server's, with the conversation on screen first when the server has no
+// run of it yet (its first message was just sent).
+function listed(conv) {
+  const items = [...(ctx.list || [])];
+  const onScreen = conv && conv.messages.length && !items.some((c) => c.session_id === conv.session_id);
+  if (onScreen && !ctx.query.trim()) {
+    items.unshift({ session_id: conv.session_id, title: conv.title || titleOf(conv), agent_id: conv.agent_id, status: "running", local: true });
+  }
+  return items;
+}
+
+function conversationItem(c, conv) {
+  const id = c.session_id;
+  const title = c.title || id;
+  const here = conv && id === conv.session_id;
+  if (ctx.renaming && ctx.renaming.id === id) {
+    const input = h("input", { id: `conv-title-${id}`, name: "title", autocomplete: "off", maxlength: "200" });
+    input.value = ctx.renaming.text;
+    input.addEventListener("input", () => { ctx.renaming.text = input.value; });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        ctx.renaming = null;
+        draw();
+        focusById(`conv-rename-${id}`);
+      }
+    });
+    const form = h("form", { class: "rename", "aria-label": `Rename ${title}` },
+      h("label", { for: `conv-title-${id}`, text: "New title (empty: its first message)" }), input,
+      h("div", { class: "actions" },
+        h("button", { type: "submit", class: "primary small", text: "Save" }),
+        h("button", { type: "button", class: "small", text: "Cancel", onclick: () => {
+          ctx.renaming = null;
+          draw();
+          focusById(`conv-rename-${id}`);
+        } })));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      rename(id, input.value);
+    });
+    return h("li", { dataset: { sessionId: id } }, form);
+  }
+  const when = c.last_activity ? formatTime(c.last_activity) : "";
+  const status = c.running ? "running" : c.status;
+  const actions = c.local ? null : ctx.confirming === id
+    ? h("div", { class: "actions confirm", role: "group", "aria-label": `Delete ${title}?` },
+      h("span", { text: "Delete it?" }),
+      h("button", { type: "button", class: "small danger", id: `conv-delete-yes-${id}`, text: "Delete",
+        "aria-label": `Delete the conversation ${title}`, onclick: () => remove(id) }),
+      h("button", { type: "button", class: "small", id: `conv-delete-no-${id}`, text: "Keep", onclick: () => {
+        ctx.confirming = null;
+        draw();
+        focusById(`conv-delete-${id}`);
+      } }))
+    : h("div", { class: "actions" },
+      h("button", { type: "button", class: "small link", id: `conv-rename-${id}`, text: "Rename",
+        "aria-label": `Rename the conversation ${title}`, onclick: () => {
+          ctx.renaming = { id, text: c.renamed ? title : "" };
+          ctx.confirming = null;
+          draw();
+          focusById(`conv-title-${id}`);
+        } }),
+      h("button", { type: "button", class: "small link", id: `conv-delete-${id}`, text: "Delete",
+        "aria-label": `Delete the conversation ${title}`, onclick: () => {
+          ctx.confirming = id;
+          ctx.renaming = null;
+          draw();
+          focusById(`conv-delete-no-${id}`);
+        } }));
+  return h("li", { dataset: { sessionId: id, status: status || "" } },
+    h("a", { href: `#/chat?session=${encodeURIComponent(id)}`, id: `conv-${id}`, text: title,
+      "aria-current": here ? "page" : null }),
+    h("span", { class: "muted conv-meta", text: [c.agent_id, status, when].filter(Boolean).join(" · ") }),
+    actions);
+}
+
+// Reopen a conversation from durable history (another browser, or one cleared here): only one
+// this key has on the server (not deleted).
 async function openSession(sessionId) {
+  try {
+    await get(`/conversations/${encodeURIComponent(sessionId)}`);
+  } catch (error) {
+    const missing = error instanceof ApiError && error.status === 404;
+    const cached = conversation(sessionId);
+    const pending = cached && cached.messages.some((m) => m.role !== "user" && !m.final);
+    if (missing && !pending) {
+      forget(sessionId);
+      toast(`No stored conversation ${sessionId} for this key`, "error");
+      return;
+    }
+    if (!missing) toast(`Conversation not loaded: ${errorText(error)}`, "error");
+  }
   let conv = conversation(sessionId);
   if (!conv) {
     conv = newConversation(null, sessionId);
@@ -125,9 +316,9 @@ async function refreshFromHistory(sessionId, { quiet }) {
 
 // -- sending and following ------------------------------------------------------------------
 
-async function send(text) {
+// Send `text` as a new run of the conversation on screen (another agent's: a new conversation).
+async function send(text, agentId = ctx.main.querySelector("#chat-agent").value) {
   let conv = current();
-  const agentId = ctx.main.querySelector("#chat-agent").value;
   if (!conv || (conv.messages.length && conv.agent_id !== agentId)) conv = startConversation(agentId);
   conv.agent_id = agentId;
   const runId = randomId();
@@ -165,6 +356,70 @@ async function send(text) {
     drawReply(conv.session_id, runId);
   }
   follow(conv.session_id, runId, response);
+}
+
+// Retry: the request of a reply's run again, as a new run of the same conversation and agent.
+function retry(sessionId, runId) {
+  const conv = conversation(sessionId);
+  const text = conv && askedBy(conv, runId);
+  if (!text || !conv.agent_id) return;
+  ctx.state.current = sessionId;
+  send(text, conv.agent_id);
+  focusById("chat-text");
+}
+
+// Edit and resend: the person's message, changed, sent as a new run (the first stays in the
+// conversation's history, which is append-only).
+function startEdit(runId, text) {
+  ctx.editing = { runId, text };
+  draw();
+  focusById(`edit-${runId}-text`);
+}
+
+function closeEdit(runId) {
+  ctx.editing = null;
+  draw();
+  focusById(`edit-${runId}`);
+}
+
+function userElement(conv, m) {
+  const editing = ctx.editing && ctx.editing.runId === m.run_id;
+  if (editing) {
+    const box = h("textarea", { id: `edit-${m.run_id}-text`, name: "text", rows: 3, required: true });
+    box.value = ctx.editing.text;
+    box.addEventListener("input", () => { ctx.editing.text = box.value; });
+    const form = h("form", { class: "edit", "aria-label": "Edit your message" },
+      h("label", { for: `edit-${m.run_id}-text`, text: "Edit your message" }), box,
+      h("div", { class: "actions" },
+        h("button", { type: "submit", class: "primary small", id: `edit-${m.run_id}-send`, text: "Ask again" }),
+        h("button", { type: "button", class: "small", text: "Cancel", onclick: () => closeEdit(m.run_id) })));
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        closeEdit(m.run_id);
+      } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const value = box.value.trim();
+      if (!value) return;
+      ctx.editing = null;
+      send(value, conv.agent_id || undefined);
+      focusById("chat-text");
+    });
+    return h("article", { class: "msg user editing", dataset: { runId: m.run_id }, "aria-label": "You" }, form);
+  }
+  const copyButton = h("button", { type: "button", class: "small link", id: `copy-${m.run_id}-asked`, text: "Copy",
+    "aria-label": "Copy your message" });
+  copyButton.addEventListener("click", () => copy(m.text, copyButton));
+  return h("article", { class: "msg user", dataset: { runId: m.run_id }, "aria-label": "You" },
+    h("div", { class: "text", text: m.text }),
+    h("div", { class: "msg-actions" }, copyButton,
+      h("button", { type: "button", class: "small link", id: `edit-${m.run_id}`, text: "Edit",
+        "aria-label": "Edit your message and ask again", onclick: () => startEdit(m.run_id, m.text) })));
 }
 
 async function follow(sessionId, runId, first = null) {
@@ -274,6 +529,7 @@ function apply(sessionId, runId, event) {
   target.accepted = true;
   if (event.event === "result") {
     persistNow();
+    ended();
     if (data.replayed_from_store && !target.text) refreshFromHistory(sessionId, { quiet: true });
   } else {
     persistSoon();
@@ -286,7 +542,10 @@ async function settle(sessionId, runId) {
   const conv = conversation(sessionId);
   try {
     const run = await get(`/runs/${encodeURIComponent(runId)}`);
-    if (run.status && run.status !== "running") applyResult(conv, runId, run);
+    if (run.status && run.status !== "running") {
+      applyResult(conv, runId, run);
+      ended();
+    }
   } catch {
     /* left as it is */
   }
@@ -457,6 +716,14 @@ function replyElement(m, agentId) {
       onSubmit: (body) => submitContinue(sessionId, m.run_id, body), onCancel: () => closeContinue(sessionId, m.run_id) })
     : null;
   const approvals = (m.approvals || []).map((a) => approvalElement(m, a));
+  const copyButton = m.text && m.final
+    ? h("button", { type: "button", class: "small link", id: `copy-${m.run_id}`, text: "Copy", "aria-label": "Copy the reply" })
+    : null;
+  if (copyButton) copyButton.addEventListener("click", () => copy(m.text, copyButton));
+  const retryButton = m.final && sessionId && askedBy(conversation(sessionId), m.run_id)
+    ? h("button", { type: "button", class: "small link", id: `retry-${m.run_id}`, text: "Retry",
+      "aria-label": "Retry: ask the same again, as a new run", onclick: () => retry(sessionId, m.run_id) })
+    : null;
   const earlier = (m.earlier || []).map((a) => {
     const said = `Attempt ${a.attempt} · ${notice({ status: a.status, reason: a.reason }).text}`;
     return h("div", { class: "attempt", dataset: { attempt: a.attempt } },
@@ -480,7 +747,8 @@ function replyElement(m, agentId) {
     m.activity && m.activity.length ? h("p", { class: "meta", text: m.activity.join(" · ") }) : null,
     m.accepted || m.final
       ? h("p", { class: "meta" }, h("a", { href: `#/runs/${encodeURIComponent(m.run_id)}`, text: "Timeline of this run" }))
-      : null);
+      : null,
+    copyButton || retryButton ? h("div", { class: "msg-actions" }, copyButton, retryButton) : null);
 }
 
 // The notice of one call that needs (or needed) approval: the tool, its arguments, why, and
@@ -551,9 +819,6 @@ function draw() {
   const draft = oldText && conv && ctx.drawn === conv.session_id
     ? { value: oldText.value, start: oldText.selectionStart, end: oldText.selectionEnd }
     : null;
-  const conversations = Object.values(ctx.state.conversations)
-    .filter((c) => c.messages.length || (conv && c.session_id === conv.session_id))
-    .sort((a, b) => b.updated - a.updated);
   const agentSelect = h("select", { id: "chat-agent", name: "agent" },
     ctx.agents.filter((a) => a.enabled).map((a) => h("option", { value: a.id, text: a.name || a.id })));
   if (conv && conv.agent_id) agentSelect.value = conv.agent_id;
@@ -584,15 +849,32 @@ function draw() {
     draw();
     ctx.main.querySelector("#chat-text").focus();
   });
-  const list = h("ul", { class: "conversation-list" }, conversations.map((c) => {
-    const link = h("a", { href: `#/chat?session=${encodeURIComponent(c.session_id)}`, text: c.title || c.session_id,
-      "aria-current": conv && c.session_id === conv.session_id ? "page" : null });
-    return h("li", {}, link, h("span", { class: "muted", text: ` ${c.agent_id || ""}` }));
-  }));
+  const items = listed(conv);
+  const list = h("ul", { class: "conversation-list", "aria-labelledby": "conv-title" }, items.map((c) => conversationItem(c, conv)));
+  const search = h("input", { id: "conv-search", name: "q", type: "search", autocomplete: "off", spellcheck: "false" });
+  search.value = ctx.query;
+  let searchTimer = null;
+  search.addEventListener("input", () => {
+    ctx.query = search.value;
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(refreshList, 200);
+  });
+  const searchForm = h("form", { class: "search", role: "search", "aria-label": "Conversations" },
+    h("label", { for: "conv-search", text: "Search conversations" }), search);
+  searchForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearTimeout(searchTimer);
+    refreshList();
+  });
+  const listNote = ctx.listError
+    ? h("p", { class: "notice", role: "alert", text: `List not loaded: ${ctx.listError}` })
+    : ctx.list && !items.length
+      ? h("p", { class: "note", id: "conv-none", text: ctx.query.trim() ? "No conversation matches." : "No conversations yet." })
+      : null;
   const messages = h("ol", { class: "messages", "aria-live": "polite", "aria-label": "Messages" },
     conv && conv.messages.length
       ? conv.messages.map((m) => h("li", {}, m.role === "user"
-        ? h("article", { class: "msg user", dataset: { runId: m.run_id }, "aria-label": "You" }, h("div", { class: "text", text: m.text }))
+        ? userElement(conv, m)
         : replyElement(m, conv.agent_id)))
       : h("li", { class: "empty" }, h("p", { class: "note", text: ctx.agents.length ? "Say something to start." : "No agents in this workspace." })));
   const text = h("textarea", { id: "chat-text", name: "text", rows: 3, required: true, placeholder: "Message" });
@@ -616,12 +898,13 @@ function draw() {
   });
   main.replaceChildren(h("div", { class: "chat" },
     h("aside", { class: "conversations card", "aria-labelledby": "conv-title" },
-      h("h2", { id: "conv-title", text: "Conversations" }), newButton, list, openForm),
+      h("h2", { id: "conv-title", text: "Conversations" }), newButton, searchForm, listNote, list, openForm),
     h("section", { class: "thread", "aria-labelledby": "chat-title" },
       h("div", { class: "thread-head" },
         h("h1", { id: "chat-title", text: "Chat" }),
         h("label", { for: "chat-agent", text: "Agent" }), agentSelect,
-        conv ? h("span", { class: "muted session", text: `session ${conv.session_id}` }) : null),
+        conv ? h("span", { class: "muted session", text: `session ${conv.session_id}` }) : null,
+        ctx.today ? h("span", { class: "muted budget", id: "chat-budget", text: ctx.today }) : null),
       messages, composer)));
   messages.scrollTop = messages.scrollHeight;
   if (draft) {

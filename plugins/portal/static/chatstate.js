@@ -1,6 +1,7 @@
-// The chat's state, apart from the page: conversations in local storage (one namespace per key,
-// so that another principal on this browser does not see them), replies keyed by run id, and
-// durable history from GET /api/v1/history/{session}. A reply's status is changed only through
+// The chat's state, apart from the page: a cache in local storage of the conversations this
+// browser followed (one namespace per key, so that another principal on this browser does not
+// see them; the list of conversations is the server's, GET /api/v1/conversations), replies
+// keyed by run id, and durable history from GET /api/v1/history/{session}. A reply's status is changed only through
 // its own run id: a late result never touches another reply.
 
 const PREFIX = "soulacy-chat:";
@@ -279,6 +280,22 @@ export function countTool(target, name) {
   const found = tools.find((t) => t[0] === name);
   if (found) found[1] += 1;
   else tools.push([name, 1]);
+}
+
+// The chat header's one line of today's spend (GET /costs/today) against the daily budget
+// ("" when none is set).
+export function budgetLine(today) {
+  const daily = (today && today.daily_budget) || {};
+  if (typeof daily.limit_usd !== "number") return "";
+  const dollars = (n) => `$${n > 0 && n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`;
+  const spent = daily.spent_usd || 0;
+  return `Today ${dollars(spent)} of the ${dollars(daily.limit_usd)} daily budget (${Math.round((spent / daily.limit_usd) * 100)}%)`;
+}
+
+// The user's message of a run (what Retry sends again), or null.
+export function askedBy(conv, runId) {
+  const m = conv.messages.find((x) => x.role === "user" && x.run_id === runId);
+  return m ? m.text : null;
 }
 
 // Tokens and cost of a reply, as one line ("" when the run said neither).

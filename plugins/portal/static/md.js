@@ -48,7 +48,9 @@ function lines(items) {
   return out;
 }
 
-async function copy(text, button) {
+// Copy `text`, saying so on `button` for two seconds (its own text back after).
+export async function copy(text, button) {
+  const label = button.textContent;
   try {
     await navigator.clipboard.writeText(text);
     button.textContent = "Copied";
@@ -56,7 +58,7 @@ async function copy(text, button) {
     button.textContent = "Copy failed: select the text";
   }
   setTimeout(() => {
-    button.textContent = "Copy";
+    button.textContent = label;
   }, 2000);
 }
 

@@ -93,9 +93,13 @@ export async function renderRuns(main) {
     h("td", { text: formatTime(run.started_at) })));
   const interrupted = runs.filter((r) => r.status === "interrupted");
   const pending = runs.flatMap((r) => (r.steps_in_progress || []).map((step) => [r, step]));
+  const spend = h("section", { class: "card today", "aria-labelledby": "today-title" },
+    h("h2", { id: "today-title", text: "Today's spend" }), h("p", { class: "loading", text: "Loading…" }));
+  showToday(spend);
   main.replaceChildren(...[
     h("h1", { text: "Runs" }),
     h("p", { class: "lead", text: "Your recent runs, newest first, with the limits each ran under. Open a run for its timeline, a session for its conversation." }),
+    spend,
     runs.length
       ? h("div", { class: "scroll" }, h("table", { class: "table runs" },
         h("thead", {}, h("tr", {}, ["run", "agent", "session", "status", "limits", "turns", "tokens", "cost", "proof (receipts · sha256)", "started"]
@@ -116,6 +120,45 @@ export async function renderRuns(main) {
       : null].filter(Boolean));
 }
 
+// Today's spend against the budgets (GET /costs/today), in `box` (a card): the daily dollar
+// budget with everyone's spend as a meter, each token quota that is set, and this key's runs.
+async function showToday(box) {
+  let today;
+  try {
+    today = await get("/costs/today");
+  } catch (error) {
+    box.replaceChildren(box.firstChild, h("p", { class: "notice", text: `Not loaded: ${errorText(error)}` }));
+    return;
+  }
+  const lines = todayLines(today);
+  box.replaceChildren(box.firstChild, ...lines.map(([label, value, meter]) => h("div", { class: "spend-row" },
+    h("span", { class: "spend-label", text: label }), h("span", { class: "spend-value", text: value }),
+    meter ? h("meter", { min: "0", max: String(meter.max), value: String(Math.min(meter.value, meter.max)), high: String(meter.max * 0.8),
+      optimum: "0", "aria-label": `${label}: ${value}` }) : null)),
+  h("p", { class: "help", text: `UTC day ${today.day}; the counters start again at midnight UTC (${new Date(today.resets_at * 1000).toLocaleTimeString()}, your time).` }));
+}
+
+// [label, value text, meter {value, max} or null] of a /costs/today answer.
+export function todayLines(today) {
+  const out = [];
+  const daily = today.daily_budget || {};
+  if (typeof daily.limit_usd === "number") {
+    const spent = daily.spent_usd || 0;
+    out.push(["Daily budget (everyone)", `${costText(spent)} of ${costText(daily.limit_usd)} (${Math.round((spent / daily.limit_usd) * 100)}%)`,
+      { value: spent, max: daily.limit_usd }]);
+  } else {
+    out.push(["Daily budget", "none set (costs.max_daily_cost_usd)", null]);
+  }
+  for (const [name, quota] of Object.entries(today.token_quotas || {})) {
+    out.push([`Token quota (${name})`, `${number(quota.used)} of ${number(quota.limit)} tokens`, { value: quota.used, max: quota.limit }]);
+  }
+  const yours = today.yours || {};
+  out.push([`Your runs today (${yours.principal || "this key"})`,
+    `${costText(yours.cost_usd || 0)} · ${number(yours.runs || 0)} run${yours.runs === 1 ? "" : "s"} · ${number(yours.tokens || 0)} tokens` +
+    `${yours.runs_without_price ? ` · ${yours.runs_without_price} without a price` : ""}`, null]);
+  return out;
+}
+
 // -- one run's timeline ---------------------------------------------------------------------
 
 const number = (n) => (typeof n === "number" ? n.toLocaleString("en") : "?");
@@ -128,12 +171,13 @@ function costText(cost) {
 // One step of the timeline: {title, detail (preformatted) or null}.
 function stepText(e, attempt) {
   switch (e.kind) {
-    case "started": return { title: `${attempt > 1 ? `Attempt ${attempt} started` : "Started"}${e.agent_id ? ` (agent ${e.agent_id})` : ""}` };
+    case "started": return { title: `${attempt > 1 ? `Attempt ${attempt} started` : "Started"}${e.agent_id ? ` (agent ${e.agent_id})` : ""}`, detail: e.text || null };
     case "limits": return { title: "Limits", detail: Object.entries(e.limits || {}).map(([k, v]) => `${k}: ${v}`).join("\n") };
     case "model_call": return { title: `Turn ${e.turn} · model call with ${number(e.messages)} messages` };
     case "model_reply": return {
       title: `Turn ${e.turn} · model replied: ${number(e.input_tokens)} in / ${number(e.output_tokens)} out tokens · ` +
-        `${number(e.duration_ms)} ms · ${number(e.tools)} tool call${e.tools === 1 ? "" : "s"}${e.finish_reason ? ` · ${e.finish_reason}` : ""}`,
+        `${number(e.duration_ms)} ms · ${number(e.tools)} tool call${e.tools === 1 ? "" : "s"}${e.finish_reason ? ` · ${e.finish_reason}` : ""}` +
+        `${"cost_usd" in e ? ` · cost ${costText(e.cost_usd)}` : ""}${e.model ? ` · ${e.provider ? `${e.provider}/` : ""}${e.model}` : ""}`,
     };
     case "tool_call": return { title: `Turn ${e.turn} · tool call ${e.name} (${e.id})`, detail: e.arguments };
     case "tool_result": return {

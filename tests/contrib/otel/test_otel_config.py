@@ -87,6 +87,7 @@ def test_what_the_environment_says_wrong_is_a_warning_not_a_failure() -> None:
         ("max_open_spans: 0", "otel.max_open_spans"),
         ("shutdown_timeout: '0'", "otel.shutdown_timeout"),
         ("capture_content: 'yes'", "otel.capture_content"),
+        ("trust_inbound_trace: 'maybe'", "otel.trust_inbound_trace"),
         ("unknown_key: 1", "otel.unknown_key"),
     ],
 )

@@ -301,3 +301,19 @@ async def test_streamed_calls_say_when_the_first_chunk_came(
     chat = t.named("chat")[0].attributes
     assert chat["gen_ai.request.stream"] is True
     assert 0 <= float(chat["gen_ai.response.time_to_first_chunk"]) < 5
+
+
+async def test_a_run_suspended_waiting_for_a_decision_ends_its_span_interrupted(
+    traced: Callable[..., Traced], workspace: Workspace
+) -> None:
+    """A suspended run ends here (approvals.suspend_after): its span is not left open until
+    the process ends; the decision's retry is traced as a run of its own."""
+    t = traced("approvals: {suspend_after: 1ms}\n")
+    workspace.scripted_agent("adder", ADD, tools=["add"], name="Adder", confirm_tools=["add"])
+    result = await t.kernel.run("adder", "19 + 23?", run_id="r-s")
+    assert (result.status, result.incomplete_reason) == ("interrupted", "awaiting_approval")
+    run = t.one("invoke_agent Adder")
+    assert run.end_time is not None
+    assert run.attributes is not None
+    assert run.attributes["soulacy.run.status"] == "interrupted"
+    assert run.attributes["soulacy.run.incomplete_reason"] == "awaiting_approval"

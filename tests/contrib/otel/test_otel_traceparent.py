@@ -56,3 +56,24 @@ async def test_a_chat_over_http_continues_the_trace_of_its_traceparent_header(
     assert continued.parent is not None
     assert f"{continued.parent.span_id:016x}" == CALLER_SPAN
     assert fresh.parent is None
+
+
+async def test_with_trust_inbound_trace_off_a_callers_traceparent_neither_places_nor_samples(
+    traced: Callable[..., Traced], workspace: Workspace
+) -> None:
+    # Every run sampled out by config: a caller's "-01" must not sample its run back in.
+    t = traced("otel:\n  trust_inbound_trace: false\n  sampling: 0\n")
+    workspace.scripted_agent("adder", ADD, tools=["add"], name="Adder")
+    await t.kernel.run("adder", "19 + 23?", trace={"traceparent": TRACEPARENT})
+    assert t.named("invoke_agent") == []
+    t = traced("otel:\n  trust_inbound_trace: false\n")
+    await t.kernel.run("adder", "19 + 23?", trace={"traceparent": TRACEPARENT})
+    [run] = t.named("invoke_agent")
+    assert run.parent is None  # a trace of its own, not the caller's
+    assert f"{run.context.trace_id:032x}" != TRACE_ID
+
+
+def test_trust_inbound_trace_is_of_the_trust_root_set_in_config_yaml_only() -> None:
+    from soulacy.contrib.otel._config import TRUSTED
+
+    assert "trust_inbound_trace" in TRUSTED  # an HTTP editor cannot make callers trusted

@@ -7,13 +7,17 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 import trio
 from _support.http_server import KEYS, keyed_config, open_server
-from a2a_support import agents
+from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+from a2a_support import a2a_client, agents
 
 from soulacy.kernel import ConfigError, Kernel, RunResult, UsageError
+from soulacy.plugins.a2a import _client
 from soulacy.testing import Workspace
 
 SAMPLE = Path(__file__).with_name("sdk_sample_server.py")
@@ -148,3 +152,57 @@ async def test_a_retried_run_replays_the_remote_agents_answer_instead_of_asking_
         remote = [r for r in await server.kernel.store().list_runs() if r.agent_id == "echo"]
     assert (first.status, again.status, again.attempt) == ("completed", "completed", 2)
     assert len(remote) == 1  # the call id's recorded result was replayed
+
+
+# Cut mid-stream, the stream's response is left to the garbage collector (httpcore's body
+# generator), which Trio reports as a ResourceWarning.
+CUT_STREAM_LEAK = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@CUT_STREAM_LEAK
+@pytest.mark.parametrize("streaming", [True, False], ids=["streamed", "polled"])
+async def test_a_cancelled_run_cancels_the_remote_task_it_was_waiting_for(
+    workspace: Workspace,
+    make_kernel: Callable[..., Kernel],
+    monkeypatch: pytest.MonkeyPatch,
+    streaming: bool,
+) -> None:
+    workspace.write_config(keyed_config())
+    agents(workspace)
+    monkeypatch.setenv("HELPER_KEY", KEYS["bob"])
+    if not streaming:  # a remote agent whose card says it does not stream: polled with GetTask
+        read_card = _client.RemoteCall._endpoint
+
+        async def not_streaming(self: _client.RemoteCall, http: Any) -> _client.Endpoint:
+            return attrs.evolve(await read_card(self, http), streaming=False)
+
+        monkeypatch.setattr(_client.RemoteCall, "_endpoint", not_streaming)
+    # The call's task id is known (from the stream's first event, or the answer to a message
+    # sent to be answered at once): from then on a cut call can cancel it.
+    known = trio.Event()
+    saw = _client.Sent.saw
+
+    def seen(self: _client.Sent, task: Any) -> None:
+        saw(self, task)
+        known.set()
+
+    monkeypatch.setattr(_client.Sent, "saw", seen)
+    async with open_server(make_kernel) as server:
+        caller(workspace, {"url": f"{server.url}/api/v1/a2a/slow", "api_key_env": "HELPER_KEY"})
+        ended: list[RunResult] = []
+        async with trio.open_nursery() as nursery:
+
+            async def run_caller() -> None:
+                ended.append(
+                    await server.kernel.run("caller", "go", run_id="local", principal="alice")
+                )
+
+            nursery.start_soon(run_caller)
+            with trio.fail_after(60):
+                await known.wait()
+            assert await server.kernel.request_cancel("local", "the user gave up")
+        [remote_id] = [r.run_id for r in await server.kernel.store().list_runs(agent_id="slow")]
+        async with a2a_client(server.url, "slow", KEYS["bob"], streaming=False) as bob:
+            remote = await bob.get_task(GetTaskRequest(id=remote_id))
+    assert ended[0].status == "cancelled"
+    assert remote.status.state == TaskState.TASK_STATE_CANCELED

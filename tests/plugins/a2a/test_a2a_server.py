@@ -160,10 +160,14 @@ async def test_a_streamed_message_tells_the_task_its_reply_and_its_final_state(
         a2a_client(server.url, "echo", KEYS["alice"], version=version) as client,
     ):
         events = await collect(client.send_message(request("hi")))
-    assert kinds(events) == ["task", "artifact_update", "status_update"]
-    task, artifact, status = events
+    assert kinds(events)[0] == "task"
+    assert kinds(events)[-2:] == ["artifact_update", "status_update"]
+    task, artifact, status = events[0], events[-2], events[-1]
     assert task.task.status.state == WORKING
+    # The last artifact event is the whole reply, replacing the chunks streamed before it.
     assert artifact.artifact_update.artifact.parts[0].text == "hello there"
+    assert artifact.artifact_update.last_chunk
+    assert not artifact.artifact_update.append
     assert status.status_update.status.state == COMPLETED
     assert status.status_update.task_id == task.task.id
 
@@ -345,7 +349,14 @@ BAD_CALLS = [
         "message.parts[0]",
     ),
     (rpc("tasks/get", {}), -32602, "id"),
-    (rpc("ListTasks", {}), -32004, "ListTasks"),
+    (rpc("ListTasks", {"pageSize": 0}), -32602, "pageSize"),
+    (rpc("ListTasks", {"pageSize": 101}), -32602, "pageSize"),
+    (rpc("ListTasks", {"pageToken": "not a token"}), -32602, "pageToken"),
+    (rpc("ListTasks", {"status": "TASK_STATE_DREAMING"}), -32602, "status"),
+    (rpc("ListTasks", {"statusTimestampAfter": "yesterday"}), -32602, "statusTimestampAfter"),
+    (rpc("ListTasks", {"includeArtifacts": "yes"}), -32602, "includeArtifacts"),
+    (rpc("ListTasks", {"contextId": "a/b"}), -32602, "contextId"),
+    (rpc("GetExtendedAgentCard", {}), -32004, "GetExtendedAgentCard"),
 ]
 
 
@@ -437,6 +448,10 @@ async def test_no_value_of_any_field_is_answered_with_a_server_error(
         lambda v: rpc("message/send", {"message": {"parts": [{"kind": v, "text": "hi"}]}}),
         lambda v: rpc("message/send", {**TEXT, "configuration": {"blocking": v}}),
         lambda v: rpc("tasks/resubscribe", v),
+        lambda v: rpc("ListTasks", v),
+        lambda v: rpc("ListTasks", {"contextId": v, "status": v, "pageSize": v}),
+        lambda v: rpc("ListTasks", {"pageToken": v, "historyLength": v}),
+        lambda v: rpc("ListTasks", {"statusTimestampAfter": v, "includeArtifacts": v}),
     ]
     statuses = set()
     async with open_server(make_kernel) as server, http(KEYS["alice"]) as client:

@@ -120,10 +120,11 @@ async def post_run(
     return answer, parse_sse(answer.text)
 
 
-def check_lifecycle(events: list[Received]) -> None:
+def check_lifecycle(events: list[Received], ended_before: frozenset[str] = frozenset()) -> None:
     """What the AG-UI 1.0 lifecycle asks of one run's stream: RUN_STARTED first, one terminal
     event last, ids counting from 1, no text message or tool call left open, no tool call
-    started inside an open text message, and no result before its call ended."""
+    started inside an open text message, and no result before its call ended (in this run, or
+    in an earlier run of the thread: ``ended_before``, as a resumed run's results are)."""
     types = [e.type for e in events]
     assert types[0] == "RUN_STARTED"
     assert types[-1] in ("RUN_FINISHED", "RUN_ERROR")
@@ -131,7 +132,7 @@ def check_lifecycle(events: list[Received]) -> None:
     assert [e.id for e in events] == list(range(1, len(events) + 1))
     open_message: str | None = None
     open_calls: set[str] = set()
-    ended_calls: set[str] = set()
+    ended_calls: set[str] = set(ended_before)
     for received in events:
         event = received.event
         if received.type == "TEXT_MESSAGE_START":
@@ -201,12 +202,13 @@ async def official_client(
         "mode": mode,
         "runs": [{"runId": run_id, "text": text} for run_id, text in runs],
     }
-    done = await trio.run_process(
-        ["node", str(JS / "run_agent.mjs"), json.dumps(config)],
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
+    with trio.fail_after(120):  # a hang bound: a stream the server never ends
+        done = await trio.run_process(
+            ["node", str(JS / "run_agent.mjs"), json.dumps(config)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
     assert done.returncode == 0, done.stderr.decode()
     assert refused or done.stderr == b"", done.stderr.decode()
     return [json.loads(line) for line in done.stdout.decode().splitlines()]

@@ -191,7 +191,8 @@ async def test_a_run_the_server_stops_ends_interrupted_and_is_resumed_on_the_nex
         nursery.cancel_scope.cancel()  # the client goes away; the run goes on
     # leaving the server stops the kernel, which interrupts the run it still executes
     async with open_server(make_kernel) as server, server.client("alice") as alice:
-        resumed = await alice.get("/agui/runs/run-stop/events", headers={"last-event-id": "2"})
+        # seen: RUN_STARTED, STATE_SNAPSHOT, and the STATE_DELTA of its model call
+        resumed = await alice.get("/agui/runs/run-stop/events", headers={"last-event-id": "3"})
         stored = await server.kernel.store().get_run("run-stop")
     events_after = parse_sse(resumed.text)
     assert [e.type for e in events_after] == ["STATE_SNAPSHOT", "RUN_ERROR"]
@@ -288,7 +289,13 @@ BAD_INPUTS = [
     ),
     (_with(GOOD, messages=[{"id": "1", "role": "user", "content": " "}]), "messages.0.content"),
     (_with(GOOD, state=[1]), "state"),
-    (_with(GOOD, resume=[{"interruptId": "i", "status": "resolved"}]), "resume"),
+    (
+        _with(GOOD, resume=[{"interruptId": "i", "status": "resolved"}]),
+        "resume.0.payload.approved",
+    ),
+    (_with(GOOD, resume=[{"interruptId": "i", "status": "maybe"}]), "resume.0.status"),
+    (_with(GOOD, resume=[{"status": "cancelled"}]), "resume.0.interruptId"),
+    (_with(GOOD, resume={"interruptId": "i"}), "resume"),
 ]
 
 

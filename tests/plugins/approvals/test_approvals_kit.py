@@ -25,7 +25,9 @@ from soulacy.plugins.memory_store import MemoryStore
 from soulacy.testing import STORE_CHECK_NAMES, check_store
 
 MESSAGE = re.compile(r"^store check (\w+): .*\S.*: expected \S.*, got \S.*", re.DOTALL)
-APPROVAL_CHECKS = [name for name in STORE_CHECK_NAMES if name.startswith("approvals")]
+APPROVAL_CHECKS = [
+    name for name in STORE_CHECK_NAMES if name.startswith("approvals") or name == "suspended_wait"
+]
 
 
 class SecondDecisionOverwrites(MemoryStore):
@@ -94,6 +96,29 @@ class ListIgnoresPending(MemoryStore):
         return await super().list_approvals(*args, **kwargs)
 
 
+class RetryRequestReplacesADecision(MemoryStore):
+    """The bug: a retry's request of a call already decided stores it pending again (an
+    upsert), so a suspended run resumed by its decision waits for another one."""
+
+    async def request_approval(
+        self, request: ApprovalRequest, fence: Lease | None = None
+    ) -> ApprovalRequest:
+        found = self._approvals.get((request.run_id, request.call_id))
+        if found is not None and found.decision is not None:
+            del self._approvals[(request.run_id, request.call_id)]
+        return await super().request_approval(request, fence)
+
+
+class ReleaseDropsPendingRequests(MemoryStore):
+    """The bug: giving back a lease drops the pending requests of the run that held it, as if
+    the run had ended; a suspended run can then never be decided."""
+
+    async def release_lease(self, lease: Lease) -> None:
+        await super().release_lease(lease)
+        for key in [k for k, r in self._approvals.items() if r.pending and k[0] == lease.holder]:
+            del self._approvals[key]
+
+
 @pytest.mark.parametrize(
     ("store", "check"),
     [
@@ -103,6 +128,8 @@ class ListIgnoresPending(MemoryStore):
         (DecisionRaces, "approvals"),
         (RequestUnfenced, "approvals_fenced"),
         (ListIgnoresPending, "approvals"),
+        (RetryRequestReplacesADecision, "suspended_wait"),
+        (ReleaseDropsPendingRequests, "suspended_wait"),
     ],
 )
 async def test_the_kit_catches_a_planted_approval_bug(store: type[MemoryStore], check: str) -> None:
@@ -117,7 +144,7 @@ async def test_the_kit_catches_a_planted_approval_bug(store: type[MemoryStore], 
 
 
 def test_the_store_kit_has_the_approval_checks() -> None:
-    assert APPROVAL_CHECKS == ["approvals", "approvals_fenced"]
+    assert APPROVAL_CHECKS == ["approvals", "approvals_fenced", "suspended_wait"]
 
 
 @pytest.mark.parametrize("check", APPROVAL_CHECKS)

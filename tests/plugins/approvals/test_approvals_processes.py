@@ -305,3 +305,85 @@ def test_a_served_run_survives_a_server_restart_and_resumes_in_the_new_server(
         stopped = stop(second)
     assert "Traceback" not in stopped
     assert [n for n, _ in ran(gated)] == ["look", "delete"]
+
+
+def sse_events(lines: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(event, data) of a stream's events, to its end."""
+    found, name = [], ""
+    for line in lines:
+        if line.startswith("event: "):
+            name = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            found.append((name, json.loads(line.removeprefix("data: "))))
+    return found
+
+
+def test_a_suspended_wait_holds_nothing_and_a_decision_on_another_server_resumes_it(
+    gated: Workspace,
+) -> None:
+    """Past ``approvals.suspend_after`` the run ends its stream ``interrupted
+    (awaiting_approval)`` and gives back its lease; a decision sent to another server on the
+    same store resumes it there, and its events are read from that server."""
+    gated.write_config(
+        {
+            "server": {"port": 0},
+            "leases": {"cancel_poll": POLL},
+            "approvals": {"suspend_after": "1ms"},
+        }
+    )
+    a = {"Authorization": f"Bearer {A_KEY}"}
+    b = {"Authorization": f"Bearer {B_KEY}"}
+    body = {"agent_id": "gated", "text": "clean up", "run_id": "S2", "session_id": "S"}
+    first, one = serve(gated)
+    second, other = serve(gated)
+    try:
+        with (
+            httpx.Client(headers=a, timeout=60) as alice,
+            httpx.Client(headers=b, timeout=60) as bob,
+        ):
+            with alice.stream("POST", f"{one}/chat/stream", json=body) as stream:
+                events = sse_events(stream.iter_lines())
+            names = [name for name, _ in events]
+            assert names[-2:] == ["tool.approval", "result"]
+            result = events[-1][1]
+            assert (result["status"], result["metadata"]["incomplete_reason"]) == (
+                "interrupted",
+                "awaiting_approval",
+            )
+            waiting = alice.get(f"{other}/runs/S2").json()  # no lease held: read on any server
+            assert (waiting["status"], waiting["attempt"]) == ("interrupted", 1)
+            assert [n for n, _ in ran(gated)] == ["look"]
+            confirm = {"run_id": "S2", "call_id": "c1", "approved": True}
+            assert bob.post(f"{other}/chat/confirm", json=confirm).status_code == 404
+            decided = alice.post(f"{other}/chat/confirm", json=confirm)
+            assert decided.status_code == 200, decided.text
+            assert decided.json()["resumed"] is True
+            with alice.stream("GET", f"{other}/runs/S2/events") as stream:
+                resumed = sse_events(stream.iter_lines())
+            assert resumed[-1][0] == "result"
+            assert (resumed[-1][1]["status"], resumed[-1][1]["reply"]) == ("completed", "finished")
+            done = alice.get(f"{one}/runs/S2").json()
+            assert (done["status"], done["attempt"]) == ("completed", 2)
+            assert bob.get(f"{one}/runs/S2").status_code == 404
+    finally:
+        stopped = stop(first) + stop(second)
+    assert "Traceback" not in stopped
+    assert [n for n, _ in ran(gated)] == ["look", "delete"]  # each effect once
+
+
+def test_a_command_whose_run_is_suspended_ends_and_the_approving_command_resumes_it(
+    gated: Workspace,
+) -> None:
+    """``soulacy run`` of a run suspended past ``approvals.suspend_after`` ends (exit 75,
+    ``interrupted (awaiting_approval)``) rather than waiting on; ``soulacy runs approve``
+    resumes the run in its own process, to its end."""
+    gated.write_config({"leases": {"cancel_poll": POLL}, "approvals": {"suspend_after": "1ms"}})
+    suspended = soulacy(gated, "run", "gated", "clean up", "--run-id", "P5", "--session", "S")
+    assert suspended.returncode == 75, suspended.stderr
+    assert "status: interrupted (awaiting_approval)" in suspended.stdout
+    assert "soulacy runs approve P5 c1" in suspended.stderr
+    assert [n for n, _ in ran(gated)] == ["look"]
+    approved = soulacy(gated, "runs", "approve", "P5", "c1")
+    assert approved.returncode == 0, approved.stderr
+    assert "run P5: completed, attempt 2" in approved.stdout
+    assert [n for n, _ in ran(gated)] == ["look", "delete"]

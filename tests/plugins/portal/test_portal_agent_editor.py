@@ -57,6 +57,11 @@ TOOLS_PY = '''
 def delete(path: str) -> str:
     """Delete a file (only says it did)."""
     return f"deleted {path}"
+
+
+def archive(path: str) -> str:
+    """Archive a file (only says it did)."""
+    return f"archived {path}"
 '''
 
 
@@ -198,8 +203,8 @@ def test_permissions_show_confirm_tools_as_active_and_an_edit_makes_the_next_cal
         "# Cleaner: tidies the folder.\n"
         "name: Cleaner\n"
         "llm: {provider: scripted, model: agents/cleaner/script.yaml}\n"
-        "tools: [tools.py:delete]\n"
-        "confirm_tools: [delete_file]   # from the original system\n",
+        "tools: [tools.py:delete, tools.py:archive]\n"
+        "confirm_tools: [archive]   # from the original system\n",
     )
     before = soul.read_text()
     with soulacy_serve(workspace.path) as (url, _):
@@ -208,7 +213,7 @@ def test_permissions_show_confirm_tools_as_active_and_an_edit_makes_the_next_cal
         open_editor(page, url, "cleaner")
         permissions = page.get_by_role("region", name="Permissions")
         field = permissions.get_by_label("Tools that wait for approval")
-        assert field.input_value() == "delete_file"
+        assert field.input_value() == "archive"
         assert field.is_editable()
         assert permissions.locator(".kept").count() == 0  # not among keys with no effect
         assert pending(page) == "No unsaved changes"
@@ -219,8 +224,8 @@ def test_permissions_show_confirm_tools_as_active_and_an_edit_makes_the_next_cal
         page.locator(".save-status", has_text="Saved: confirm_tools").wait_for()
         assert sent == [{"changes": {"confirm_tools": ["delete"]}}]
         assert changed_lines(before, soul.read_text()) == [
-            "-confirm_tools: [delete_file]   # from the original system",
-            "+confirm_tools: [delete]        # from the original system",
+            "-confirm_tools: [archive]   # from the original system",
+            "+confirm_tools: [delete]    # from the original system",
         ]
 
         # It has an effect: the next run's call of `delete` waits for a person.

@@ -70,7 +70,7 @@ def test_a_run_timeline_from_chat_and_runs_complete_after_a_reload_and_only_its_
 
         first = shown()
         text = "\n".join(first)
-        assert first[0] == "Started (agent worker)"
+        assert first[0] == "Started (agent worker) fetch it"  # with what was asked
         assert "Turn 1 · model replied: 700 in / 30 out tokens" in text
         assert "Turn 2 · model replied: 900 in / 10 out tokens" in text
         assert "Turn 1 · tool call fetch (c1)" in text

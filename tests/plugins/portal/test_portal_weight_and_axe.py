@@ -4,7 +4,8 @@ Debian's Chromium driven by Playwright, against a real ``soulacy serve`` on loop
 - A cold load (a fresh browser, nothing cached) of the chat page is at most 200 KB; the bytes
   and seconds are printed (``-s``) for the notes, never asserted on time.
 - axe-core finds no violation on the screens of this issue: a reply rendered from Markdown with
-  its usage and tools, a run's timeline, an incomplete reply's Continue form (and the
+  its usage and tools and its actions, a conversation being renamed, its delete question, a
+  message being edited, a run's timeline, an incomplete reply's Continue form (and the
   timeline's), the unsaved-changes question, a refused save with its errors, the header at
   390 px. axe-core is an npm package: the test runs where ``$SOULACY_AXE_JS`` (or a known
   install) has ``axe.min.js``, and skips saying so elsewhere.
@@ -97,6 +98,21 @@ def test_axe_finds_no_violation_on_the_new_screens(workspace: Workspace, browser
             page.locator("#who", has_text="root").wait_for()
             check("chat with a Markdown reply")
 
+            # (the conversations of both widths are "go": the newest is the one on screen)
+            page.get_by_role("button", name="Rename the conversation go").first.click()
+            page.get_by_role("textbox", name="New title (empty: its first message)").press("Escape")
+            page.get_by_role("button", name="Rename the conversation go").first.click()
+            check("a conversation being renamed")
+            page.get_by_role("button", name="Cancel", exact=True).click()
+            page.get_by_role("button", name="Delete the conversation go").first.click()
+            page.get_by_role("button", name="Keep").wait_for()
+            check("a conversation's delete question")
+            page.get_by_role("button", name="Keep").click()
+            page.get_by_role("button", name="Edit your message and ask again").click()
+            page.get_by_role("textbox", name="Edit your message").wait_for()
+            check("a message being edited")
+            page.get_by_role("textbox", name="Edit your message").press("Escape")
+
             page.get_by_role("link", name="Timeline of this run").click()
             page.locator("ol.timeline > li[data-kind='ended']").wait_for()
             check("a run's timeline")
@@ -129,7 +145,8 @@ def test_axe_finds_no_violation_on_the_new_screens(workspace: Workspace, browser
 
             page.get_by_role("link", name="Runs").click()
             page.locator("td.cost").first.wait_for()
-            check("runs with their cost")
+            page.locator("section.today meter").first.wait_for()
+            check("runs with their cost and today's spend against the budgets")
 
             page.get_by_role("link", name="Settings").click()
             page.get_by_label("Workspace provider", exact=True).fill("locl")

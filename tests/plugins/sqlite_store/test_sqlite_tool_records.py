@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from soulacy.kernel.messages import Message, ToolCall
-from soulacy.kernel.store import RunRecord, StorageError, ToolRecord, make_proof
+from soulacy.kernel.store import RunRecord, StorageError, ToolRecord
+from soulacy.plugins.proofkit import make_proof
 from soulacy.plugins.sqlite_store import SQLiteStore, _schema
 from soulacy.plugins.sqlite_store._schema import migrate
 from soulacy.plugins.sqlite_store._store import _TOOL_RECORDS

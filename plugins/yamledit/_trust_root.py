@@ -1,12 +1,26 @@
 """What an editor outside the trust root may not change (:func:`trust_root_changes`): the
-keys that name code, secrets or where data goes."""
+keys that name code, secrets or where data goes.
+
+Which keys are the trust root is declared with the configuration (``ConfigSection.trust_root``,
+by the plugins that own them); this check, which every editor outside the trust root makes
+before it writes (``PATCH /config``, the agent editor), is the editors' (decision 0058).
+"""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from ._config import ConfigSection, OwnedSection, Scope, _matches, _pattern
+from soulacy.kernel import ConfigSection, Scope
+
+
+class OwnedSection(Protocol):
+    """A section as the kernel keeps it (``kernel.sections``): declared by a plugin."""
+
+    @property
+    def section(self) -> ConfigSection: ...
+
 
 # The kernel's own keys of the trust root: which plugins load is which code runs; the store
 # is where every principal's data lives (its sections are the store plugins', which may declare
@@ -45,7 +59,7 @@ def trust_root_changes(
     value itself). A mapping merges member by member, so only its members are looked at.
     """
     declared = [
-        (_pattern(section.key), section)
+        (tuple(section.key.split(".")), section)
         for section in (*KERNEL_TRUST_ROOT, *(owned.section for owned in sections))
         if section.trust and section.scope == scope
     ]
@@ -120,3 +134,10 @@ def _holds_variables(value: Any) -> bool:
     if isinstance(value, list):
         return any(_holds_variables(v) for v in value)
     return False
+
+
+def _matches(path: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    """``path`` matches ``pattern`` part for part (a part of a pattern may be ``*``)."""
+    return len(path) == len(pattern) and all(
+        fnmatch.fnmatchcase(part, want) for part, want in zip(path, pattern, strict=True)
+    )
