@@ -1954,6 +1954,26 @@ async def _approvals_fenced(store: Any) -> None:
     )
 
 
+async def _effect_ledger(store: Any) -> None:
+    """The effect ledger's reservation (docs/running.md#the-effect-ledger): a run-bound state
+    row saved under the run's lease before a call runs, replaced by the next; the run's retry
+    (its next attempt, under another lease) reads it, to know which calls a crash cut."""
+    run = RunRecord("kit-fx", "agent", "s-kit-fx", principal="alice")
+    _, fence = await _leased_run(store, run, live_owner("kit-crashed"))
+    key = "effects:kit-fx"
+    await store.save_state(key, {"calls": {"c1": {"tool": "send"}}}, fence, run_id="kit-fx")
+    reserved = {"calls": {"c1": {"tool": "send"}, "c2": {"tool": "pay"}}}
+    await store.save_state(key, reserved, fence, run_id="kit-fx")
+    await store.release_lease(fence)  # the process is gone: no ending, no result of c2
+    retry, _ = await _leased_run(store, run, live_owner("kit-retrying"))
+    expect(retry.attempt, 2, "the retry of the run whose calls were reserved")
+    expect(
+        await store.load_state(key),
+        reserved,
+        "the reservation read by the run's retry: the last one saved, kept across attempts",
+    )
+
+
 async def _suspended_wait(store: Any) -> None:
     """A run suspended while it waits for a decision (docs/approvals.md#suspended-waits): its
     lease given back, it reads interrupted with its request pending; decided meanwhile, its
@@ -1994,6 +2014,7 @@ async def _suspended_wait(store: Any) -> None:
 APPROVAL_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _approvals,
     _approvals_fenced,
+    _effect_ledger,
     _suspended_wait,
 )
 

@@ -66,6 +66,9 @@ def _parts(url: str) -> tuple[str, str, int, str] | None:
         return None
     if split.scheme not in ("http", "https") or not split.hostname or split.username:
         return None
+    segments = urllib.parse.unquote(split.path).split("/")
+    if any(segment in (".", "..") for segment in segments):
+        return None  # a client's ``/a2a/../admin`` would leave the allowed path once resolved
     default = 443 if split.scheme == "https" else 80
     return split.scheme, split.hostname.lower(), port or default, split.path or "/"
 

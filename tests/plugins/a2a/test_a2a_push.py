@@ -238,3 +238,15 @@ async def test_no_value_of_any_push_field_is_answered_with_a_server_error(
                     assert answer.status_code == 200, (body, answer.text)
                     assert "result" in answer.json() or answer.json()["error"]["code"] > -32603
         await alice.cancel_task(CancelTaskRequest(id=task))
+
+
+def test_an_allowed_url_with_dot_segments_is_refused() -> None:
+    """``/a2a/../admin`` starts with the allowed path as written, but leaves it once resolved
+    (percent-encoded too); a plain path below the allowed one is accepted."""
+    from soulacy.plugins.a2a._push import url_allowed
+
+    allowed = ["https://hooks.example.com/a2a"]
+    assert url_allowed("https://hooks.example.com/a2a/alice", allowed)
+    assert not url_allowed("https://hooks.example.com/a2a/../admin", allowed)
+    assert not url_allowed("https://hooks.example.com/a2a/%2e%2e/admin", allowed)
+    assert not url_allowed("https://hooks.example.com/a2a/./x", allowed)

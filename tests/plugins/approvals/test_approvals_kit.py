@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -20,13 +21,16 @@ from soulacy.kernel.store import (
     ApprovalRequest,
     EveryPrincipal,
     Lease,
+    RunRecord,
 )
 from soulacy.plugins.memory_store import MemoryStore
 from soulacy.testing import STORE_CHECK_NAMES, check_store
 
 MESSAGE = re.compile(r"^store check (\w+): .*\S.*: expected \S.*, got \S.*", re.DOTALL)
 APPROVAL_CHECKS = [
-    name for name in STORE_CHECK_NAMES if name.startswith("approvals") or name == "suspended_wait"
+    name
+    for name in STORE_CHECK_NAMES
+    if name.startswith("approvals") or name in ("effect_ledger", "suspended_wait")
 ]
 
 
@@ -119,6 +123,35 @@ class ReleaseDropsPendingRequests(MemoryStore):
             del self._approvals[key]
 
 
+class RetryStartsWithoutTheRunsState(MemoryStore):
+    """The bug: a new attempt of a run drops the state saved for it (``run_id=``), as if a
+    retry started clean, so the effect ledger's retry never learns which calls a crash cut
+    and runs them again blindly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.run_state: dict[str, set[str]] = {}
+
+    async def save_state(
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        fence: Lease | None = None,
+        *,
+        run_id: str | None = None,
+    ) -> None:
+        await super().save_state(key, value, fence, run_id=run_id)
+        if run_id is not None:
+            self.run_state.setdefault(run_id, set()).add(key)
+
+    async def start_run(self, run: RunRecord, fence: Lease | None = None) -> RunRecord:
+        started = await super().start_run(run, fence)
+        if started.attempt > 1:
+            for key in self.run_state.pop(run.run_id, set()):
+                self._state.pop(key, None)
+        return started
+
+
 @pytest.mark.parametrize(
     ("store", "check"),
     [
@@ -129,6 +162,7 @@ class ReleaseDropsPendingRequests(MemoryStore):
         (RequestUnfenced, "approvals_fenced"),
         (ListIgnoresPending, "approvals"),
         (RetryRequestReplacesADecision, "suspended_wait"),
+        (RetryStartsWithoutTheRunsState, "effect_ledger"),
         (ReleaseDropsPendingRequests, "suspended_wait"),
     ],
 )
@@ -144,7 +178,7 @@ async def test_the_kit_catches_a_planted_approval_bug(store: type[MemoryStore], 
 
 
 def test_the_store_kit_has_the_approval_checks() -> None:
-    assert APPROVAL_CHECKS == ["approvals", "approvals_fenced", "suspended_wait"]
+    assert APPROVAL_CHECKS == ["approvals", "approvals_fenced", "effect_ledger", "suspended_wait"]
 
 
 @pytest.mark.parametrize("check", APPROVAL_CHECKS)
