@@ -141,26 +141,31 @@ class Statements:
             if name not in done:
                 pgconn.send_prepare(name, numbered(sql))
                 for result in await _answers(pgconn):
-                    if result.status != pq.ExecStatus.COMMAND_OK:
+                    # Already there: prepared by an earlier call whose answer was not seen
+                    # here (what this session remembers is only a cache of the server's).
+                    if result.status != pq.ExecStatus.COMMAND_OK and not _has(result, DUPLICATE):
                         raise _error(result, codec)
                 done.add(name)
             pgconn.send_query_prepared(name, params)
             results = await _answers(pgconn)
-            if attempt == 1 and _forgotten(results):
-                # psycopg deallocates every prepared statement of a connection when one of
-                # its transactions rolls back: nothing ran; prepared again.
-                done.clear()
+            if attempt == 1 and any(_has(r, FORGOTTEN) for r in results):
+                # psycopg deallocates prepared statements of a connection when one of its
+                # transactions rolls back: nothing ran; prepared again (the others as met).
+                done.discard(name)
                 continue
             break
         return _counted(results, codec)
 
 
-def _forgotten(results: list[pq.abc.PGresult]) -> bool:
-    """Whether the server answered that the prepared statement does not exist."""
-    return any(
-        r.status == pq.ExecStatus.FATAL_ERROR
-        and r.error_field(pq.DiagnosticField.SQLSTATE) == b"26000"
-        for r in results
+FORGOTTEN = b"26000"  # invalid_sql_statement_name: no prepared statement of that name
+DUPLICATE = b"42P05"  # duplicate_prepared_statement
+
+
+def _has(result: pq.abc.PGresult, sqlstate: bytes) -> bool:
+    """Whether ``result`` is the server's error ``sqlstate``."""
+    return (
+        result.status == pq.ExecStatus.FATAL_ERROR
+        and result.error_field(pq.DiagnosticField.SQLSTATE) == sqlstate
     )
 
 

@@ -201,6 +201,27 @@ async def test_statements_prepared_on_a_connection_are_prepared_again_after_a_ro
         await store.aclose()
 
 
+async def test_a_statement_the_server_holds_already_is_not_an_error(database: str) -> None:
+    """What a connection's statements are is remembered here only as a cache of the server's:
+    a statement the server holds but the cache forgot (its answer never seen here; seen in CI
+    as ``DuplicatePreparedStatement`` under two racing processes) is used, not refused; one
+    the server forgot is prepared again, alone."""
+    store = PostgresStore(database, pool_size=1)
+    try:
+        lease = await held(store)
+        run = await store.start_run(RunRecord("r", "agent", "s"), lease)
+        await store.record_turn(run, *tool_turn(0), lease)
+        await store.save_state("s", {"n": 1}, lease)
+        for session in store._statements._sessions.values():
+            session.prepared.clear()  # the server still holds both
+        await store.record_turn(run, *tool_turn(1), lease)
+        await store.save_state("s", {"n": 2}, lease)
+        assert len(await store.history("s")) == 4
+        assert await store.load_state("s") == {"n": 2}
+    finally:
+        await store.aclose()
+
+
 async def test_text_with_a_nul_is_refused_by_the_statement_as_by_psycopg(
     store: PostgresStore,
 ) -> None:
