@@ -74,6 +74,7 @@ from typing import Any
 
 import httpx
 import trio
+from run_peers import git_describe  # the commit measured, as the in-process section says it
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -766,27 +767,6 @@ def run_goal_scripts(rounds: int, venv: Path) -> dict[str, Any]:
             in_process[name].append(run_json([*command, *sizes.get(workload, [])], 900))
     out["in_process"] = in_process
     return out
-
-
-def git_describe() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" with uncommitted changes" if dirty else "")
 
 
 # -- the report ------------------------------------------------------------------------------------
