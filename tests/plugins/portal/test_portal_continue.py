@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from _support.http_server import CHROMIUM, KEYS
+from playwright.sync_api import expect
 from portal_support import (
     add_agents,
     add_counter,
@@ -91,9 +92,9 @@ def test_an_incomplete_reply_continues_in_place_with_a_raised_turn_limit_and_onl
         elsewhere = browser_page(browser, KEYS["alice"])
         elsewhere.goto(f"{url}/#/chat?session={session}")
         elsewhere.get_by_role("button", name="Continue", exact=True).click()
-        elsewhere.wait_for_function(  # the prefill, once the timeline said the limits
-            "document.querySelector('input[name=max_turns]').value === '2'"
-        )
+        # the prefill, once the timeline said the limits (a locator's wait: the portal's CSP
+        # refuses the string evaluation a predicate of wait_for_function needs while it polls)
+        expect(elsewhere.locator("input[name=max_turns]")).to_have_value("2")
 
         # Continue from the chat: the form opens focused, the limit that stopped it doubled.
         reply.get_by_role("button", name="Continue", exact=True).click()

@@ -11,11 +11,13 @@ Without a browser these tests skip, saying why.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _support.http_server import CHROMIUM, KEYS
+from playwright.sync_api import expect
 from portal_support import add_agents, advanced_config, browser_page, page_errors, soulacy_serve
 
 from soulacy.testing import Workspace
@@ -45,7 +47,7 @@ def test_leaving_the_editor_with_unsaved_edits_asks_to_discard_them_or_stay(
         assert page.evaluate("document.activeElement.textContent") == "Stay on this page"
         page.keyboard.press("Enter")  # the keyboard answers: stay
         dialog.wait_for(state="hidden")
-        page.wait_for_function("location.hash === '#/agents/echo'")
+        expect(page).to_have_url(re.compile(r"#/agents/echo$"))
         assert description.input_value() == "edited, not saved"
         assert page.locator(".pending").inner_text() == "1 unsaved change"
 
@@ -93,7 +95,7 @@ def test_leaving_settings_with_unsaved_edits_asks_too(workspace: Workspace, brow
         dialog = page.get_by_role("dialog", name="Unsaved changes")
         dialog.wait_for()
         dialog.get_by_role("button", name="Stay on this page").click()
-        page.wait_for_function("location.hash === '#/settings'")
+        expect(page).to_have_url(re.compile(r"#/settings$"))
         assert page.get_by_label("Default model", exact=True).input_value() == "bigger"
         page.get_by_role("button", name="Discard").click()  # the page's own discard: no question
         page.get_by_role("link", name="Chat").click()
