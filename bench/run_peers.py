@@ -153,6 +153,7 @@ def clean_env() -> dict[str, str]:
     env.update(
         LANGSMITH_TRACING="false",
         LANGCHAIN_TRACING_V2="false",
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
         OPENAI_AGENTS_DISABLE_TRACING="1",
         PYTHONWARNINGS="ignore",
     )
