@@ -20,7 +20,6 @@ from ._errors import (
     ConfigIssue,
     Location,
     PluginError,
-    RunNotContinuable,
     UsageError,
 )
 from ._events import EventStream
@@ -33,9 +32,9 @@ from ._loading import (
 )
 from ._manager import SoulacyPluginManager
 from ._providers import Provider, ProviderConfig, ProviderRegistry, ProviderType
-from ._runs import ConversationKey, LeaseKeeper, RunHandle, Runner, RunRequest, RunResult
+from ._runs import LeaseKeeper, RunHandle, Runner, RunRequest, RunResult
 from ._stash import Stash
-from ._store import LeaseOwner, Store, canonical_json
+from ._store import LeaseOwner, Store
 from ._tools import Tool
 from ._yamlio import load_yaml_file
 from .policy import ModelCapacity
@@ -345,43 +344,28 @@ class Kernel:
         stream: bool = False,
         reservation: RunHandle | None = None,
     ) -> RunResult:
-        """Continue a run that ended ``incomplete`` (a limit, a stall, a timeout) in place,
-        rather than starting over: the same run id as its next attempt, its conversation and
-        tool records as they are (nothing re-executed), ``text`` as a steering message (when
-        the conversation ends with the agent's reply and no text is given, ``Continue.``),
-        and the limits of ``overrides`` (more turns, budget or time) for this attempt.
-
-        Raises :class:`RunNotContinuable` for a run that is not stored or not incomplete.
-        Whose run it is, is the caller's to check (a transport compares principals first).
-        """
-        store = self.store()
-        stored = await store.get_run(run_id)
-        if stored is None or stored.status != "incomplete":
-            raise RunNotContinuable(run_id, None if stored is None else stored.status)
-        if await store.load_checkpoints(run_id):
-            raise RunNotContinuable.workflow(run_id, stored.status)
-        result = await self.runner().run(
-            RunRequest(
-                stored.agent_id,
-                text,
-                session_id=stored.session_id,
-                run_id=run_id,
-                user_id=stored.user_id,
-                principal=stored.principal,
-                overrides=dict(overrides or {}),
-                stream=stream,
-                continues=True,
-                reservation=reservation,
-            )
+        """Continue a run that ended ``incomplete`` in place, as its next attempt, ``text``
+        as a steering message and ``overrides`` as this attempt's limits (see
+        :meth:`Runner.continue_run <soulacy.kernel.engine.Runner.continue_run>`). Raises
+        :class:`RunNotContinuable` for a run that is not stored or not incomplete."""
+        return await self.runner().continue_run(
+            run_id, text, overrides=overrides, stream=stream, reservation=reservation
         )
-        if result.incomplete_reason == "not_continuable":  # continued elsewhere meanwhile
-            found = await store.get_run(run_id)
-            raise RunNotContinuable(run_id, None if found is None else found.status)
-        return result
+
+    def cancel_run(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Cancel the run with this id in this kernel, running or queued; False when there is
+        none."""
+        return self.runner().cancel_run(run_id, reason) > 0
+
+    async def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Cancel the run with this id wherever it runs: here, or in another process sharing
+        the store (it stops within ``leases.cancel_poll``). False when no live run has it."""
+        return await self.runner().request_cancel(run_id, reason)
 
     def runner(self) -> Runner:
         """What runs this kernel's runs (``soulacy_runner``: the essential ``engine`` plugin),
-        asked once."""
+        asked once. Transports reserve a run id through it before they start a run
+        (``runner().reserve``, ``release``), and it cancels a conversation's runs."""
         if self._runner is None:
             found = self.hook.soulacy_runner(kernel=self)
             if found is None:
@@ -396,78 +380,6 @@ class Kernel:
     def leases(self) -> LeaseKeeper:
         """The kernel's leases in the store (the runner's keeper renews them)."""
         return self.runner().leases
-
-    def reserve_run(
-        self,
-        run_id: str,
-        *,
-        agent_id: str,
-        session_id: str,
-        user_id: str | None = None,
-        principal: str | None = None,
-        text: str = "",
-        overrides: Mapping[str, Any] | None = None,
-        exclusive: bool = False,
-    ) -> RunHandle:
-        """Reserve ``run_id`` for one run now, before anything of it is stored or published.
-
-        Raises :class:`RunIdInUse` when a live run of this kernel holds the id for another
-        request (a retry of the same conversation, text and overrides queues behind it, unless
-        ``exclusive``: a transport that must answer at once says so), and
-        :class:`CapacityError` beyond ``runtime.max_concurrent_sessions`` or its per-principal
-        cap. Pass the handle to :meth:`run` (``reservation=``), or give it back with
-        :meth:`release_run` if the run is not started after all.
-        """
-        conversation = ConversationKey(agent_id, session_id, principal, user_id)
-        return self.runner().reserve(
-            run_id, conversation, request_fingerprint(text, overrides), exclusive=exclusive
-        )
-
-    def release_run(self, handle: RunHandle) -> None:
-        """Give back a reservation that :meth:`run` did not use (twice is harmless)."""
-        self.runner().release(handle)
-
-    def cancel_run(self, run_id: str, reason: str = "cancelled") -> bool:
-        """Cancel the run with this id, running or queued; False when there is none."""
-        return self.runner().cancel_run(run_id, reason) > 0
-
-    def cancel_conversation(
-        self,
-        agent_id: str,
-        session_id: str,
-        *,
-        principal: str | None = None,
-        user_id: str | None = None,
-    ) -> int:
-        """Cancel the active and queued runs of one conversation in this kernel; returns how
-        many."""
-        key = ConversationKey(agent_id, session_id, principal, user_id)
-        return self.runner().cancel_conversation(key)
-
-    async def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
-        """Cancel the run with this id wherever it runs: here, or in another process sharing
-        the store (it stops within ``leases.cancel_poll``). False when no live run has it."""
-        if self.cancel_run(run_id, reason):
-            return True
-        store = self.store()
-        if not store.multi_process:
-            return False
-        record = await store.get_run(run_id)
-        if record is None or record.status != "running":
-            return False
-        await store.request_cancel(reason, run_id=run_id)
-        return True
-
-    async def request_cancel_conversation(
-        self, key: ConversationKey, reason: str = "cancelled"
-    ) -> int:
-        """Cancel the active and queued runs of a conversation here and, through the store, in
-        every other process; returns how many were cancelled here."""
-        count = self.runner().cancel_conversation(key, reason)
-        store = self.store()
-        if store.multi_process:
-            await store.request_cancel(reason, lease_key=key.lease_key())
-        return count
 
     def store(self) -> Store:
         """The store of everything a run keeps (``soulacy_store``), asked once; no answer is a
@@ -641,18 +553,6 @@ class Kernel:
         for contributed in self.hook.soulacy_services(kernel=self):
             found.extend(contributed or ())
         return found
-
-
-_NO_OVERRIDES_PREFIX = '{"overrides":{},"text":'
-
-
-def request_fingerprint(text: str, overrides: Mapping[str, Any] | None) -> str:
-    """What identifies a run's request beyond its conversation: the canonical JSON of its
-    text and overrides. Most runs have no overrides: their text alone is encoded (the same
-    characters canonical_json gives the whole)."""
-    if not overrides:
-        return _NO_OVERRIDES_PREFIX + canonical_json(text) + "}"
-    return canonical_json({"text": text, "overrides": dict(overrides)})
 
 
 async def call_each(callers: Iterable[Callable[..., Sequence[Any]]], **kwargs: Any) -> None:

@@ -98,7 +98,7 @@ class RunRequest:
     # The caller's W3C trace context (``traceparent``, ``tracestate``), which a tracing plugin
     # continues: the HTTP transport passes the request's headers on (it is in ``run.started``).
     trace: Mapping[str, str] = attrs.field(factory=dict)
-    # A run id reserved beforehand (``Kernel.reserve_run``), so that a transport can answer
+    # A run id reserved beforehand (``Runner.reserve``), so that a transport can answer
     # 409/404/429 before it promises a stream; None: the run reserves its own.
     reservation: RunHandle | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -338,7 +338,11 @@ class LeaseKeeper(Protocol):
 
 
 class Runner(Protocol):
-    """What runs a kernel's runs (``soulacy_runner``; the essential ``engine`` plugin)."""
+    """What runs a kernel's runs (``soulacy_runner``; the essential ``engine`` plugin): runs
+    them, and answers what is asked of a run by its id or its conversation (reservation,
+    continuation, cancellation). ``Kernel.run``, ``continue_run``, ``cancel_run``,
+    ``request_cancel`` and ``kernel.leases`` forward to it; transports reserve through
+    ``kernel.runner()``."""
 
     @property
     def leases(self) -> LeaseKeeper:
@@ -347,15 +351,30 @@ class Runner(Protocol):
     async def run(self, request: RunRequest) -> RunResult:
         """Run one request and return how it ended (see :meth:`Kernel.run`)."""
 
-    def reserve(
-        self,
-        run_id: str,
-        conversation: ConversationKey,
-        fingerprint: str,
-        *,
-        exclusive: bool = False,
-    ) -> RunHandle:
-        """Reserve ``run_id`` now (see :meth:`Kernel.reserve_run`)."""
+    async def continue_run(self, run_id: str, text: str = "", **options: Any) -> RunResult:
+        """Continue a run that ended ``incomplete`` (a limit, a stall, a timeout) in place,
+        rather than starting over: the same run id as its next attempt, its conversation and
+        tool records as they are (nothing re-executed), ``text`` as a steering message (when
+        the conversation ends with the agent's reply and no text is given, ``Continue.``),
+        and the limits of ``overrides`` (more turns, budget or time) for this attempt.
+        ``options`` are ``overrides``, ``stream`` and ``reservation``, as :class:`RunRequest`
+        has them (see :meth:`Kernel.continue_run`).
+
+        Raises :class:`RunNotContinuable` for a run that is not stored or not incomplete.
+        Whose run it is, is the caller's to check (a transport compares principals first).
+        """
+
+    def reserve(self, request: RunRequest, *, exclusive: bool = False) -> RunHandle:
+        """Reserve the request's ``run_id`` for it now, before anything of its run is stored
+        or published (its ``run_id`` and ``session_id`` set).
+
+        Raises :class:`RunIdInUse` when a live run of this kernel holds the id for another
+        request (a retry of the same conversation, text and overrides queues behind it, unless
+        ``exclusive``: a transport that must answer at once says so), and
+        :class:`CapacityError` beyond ``runtime.max_concurrent_sessions`` or its per-principal
+        cap. Run the request with the handle as its ``reservation``, or give it back with
+        :meth:`release` if the run is not started after all.
+        """
 
     def release(self, handle: RunHandle) -> None:
         """Give back a reservation that was not run (twice is harmless)."""
@@ -368,6 +387,16 @@ class Runner(Protocol):
 
     def cancel_conversation(self, conversation: ConversationKey, reason: str = "cancelled") -> int:
         """Cancel this kernel's active and queued runs of a conversation; how many."""
+
+    async def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        """Cancel the run with this id wherever it runs: here, or in another process sharing
+        the store (it stops within ``leases.cancel_poll``). False when no live run has it."""
+
+    async def request_cancel_conversation(
+        self, conversation: ConversationKey, reason: str = "cancelled"
+    ) -> int:
+        """Cancel the active and queued runs of a conversation here and, through the store, in
+        every other process; how many were cancelled here."""
 
     def statistics(self) -> dict[str, int]:
         """Counts of what runs now (``runs``: reserved runs, queued ones included)."""

@@ -281,7 +281,8 @@ def soulacy_verify_outcome(kernel: Kernel, run: Run) -> Verification | None:
 def soulacy_runner(kernel: Kernel) -> Runner | None:
     """Return what runs this kernel's runs: reservation, conversations' turns and their
     leases, deadlines, identity checks, the run's records and proof, and its terminal event
-    (``Kernel.run``, ``reserve_run``, ``cancel_run`` and ``kernel.leases`` go through it).
+    (``Kernel.run``, ``continue_run``, ``cancel_run``, ``request_cancel`` and ``kernel.leases``
+    go through it, and transports reserve with ``kernel.runner().reserve``).
 
     Asked once per kernel. The essential builtin ``engine`` plugin answers, as pytest's
     ``main`` plugin runs its sessions; a replacement answers with ``tryfirst=True`` and

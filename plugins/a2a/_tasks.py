@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import trio
 
-from soulacy.kernel import Event, Kernel, RunHandle, RunResult
+from soulacy.kernel import Event, Kernel, RunHandle, RunRequest, RunResult
 
 from . import _wire as wire
 from ._push import Pushes
@@ -210,23 +210,17 @@ class Tasks:
         principal: str | None,
     ) -> TaskLog:
         """Start a run of ``agent_id`` on ``text`` as a task and return its log, whose first
-        event is the task. Raises what ``Kernel.reserve_run`` raises (capacity, a run id in
+        event is the task. Raises what ``Runner.reserve`` raises (capacity, a run id in
         use) before anything starts."""
         task_id = uuid.uuid4().hex
         context_id = context_id or uuid.uuid4().hex
-        handle = self.kernel.reserve_run(
-            task_id,
-            agent_id=agent_id,
-            session_id=context_id,
-            principal=principal,
-            text=text,
-            exclusive=True,
-        )
+        run = RunRequest(agent_id, text, session_id=context_id, run_id=task_id, principal=principal)
+        handle = self.kernel.runner().reserve(run, exclusive=True)
         sent = {**message, "taskId": task_id, "contextId": context_id}
         log = TaskLog(task_id, context_id, agent_id, principal, [sent])
         log.add({"task": log.task()})
         if not self.kernel.start_soon(self._run, log, text, handle, name=f"a2a task {task_id}"):
-            self.kernel.release_run(handle)
+            self.kernel.runner().release(handle)
             raise KernelClosed("the kernel is not open: it runs no task")
         self._keep(log)
         return log
@@ -250,7 +244,7 @@ class Tasks:
             )
         except Exception as exc:  # the agent could not run (its SOUL.yaml, its provider …)
             logger.warning("A2A task %s of agent %r failed: %s", log.task_id, log.agent_id, exc)
-            self.kernel.release_run(handle)
+            self.kernel.runner().release(handle)
             log.end(wire.FAILED, f"run {log.task_id} could not run: {exc}")
         except BaseException:  # cancelled with the kernel's background work: the server stops
             log.end(wire.FAILED, f"run {log.task_id} was stopped: the server shut down")

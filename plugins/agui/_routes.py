@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from functools import partial
 
-from soulacy.kernel import CapacityError, Kernel, RunIdInUse
+from soulacy.kernel import CapacityError, Kernel, RunIdInUse, RunRequest
 from soulacy.kernel.store import EVERY_PRINCIPAL
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
 
@@ -69,15 +69,15 @@ class AguiRoutes:
 
     async def _start(self, request: HttpRequest, agent_id: str, given: RunInput) -> RunLog:
         principal = request.principal
-        try:
-            handle = self.kernel.reserve_run(
-                given.run_id,
-                agent_id=agent_id,
-                session_id=given.thread_id,
-                principal=principal,
-                text=given.text,
-                exclusive=True,  # answer 409 at once rather than queue behind a live run
-            )
+        run = RunRequest(
+            agent_id,
+            given.text,
+            session_id=given.thread_id,
+            run_id=given.run_id,
+            principal=principal,
+        )
+        try:  # exclusive: answer 409 at once rather than queue behind a live run
+            handle = self.kernel.runner().reserve(run, exclusive=True)
         except RunIdInUse as exc:
             if exc.owner == principal:
                 raise HttpError(409, f"run {given.run_id!r} is still running") from None
@@ -101,7 +101,7 @@ class AguiRoutes:
                 del self.runs.follows[given.run_id]
                 raise HttpError(503, "the kernel is not open: AG-UI runs are not served")
         except BaseException:
-            self.kernel.release_run(handle)
+            self.kernel.runner().release(handle)
             raise
         return log
 

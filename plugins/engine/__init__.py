@@ -4,9 +4,11 @@ model): it answers ``soulacy_runner`` with what runs a kernel's runs.
 It owns everything of a run's life that is mechanism rather than contract: reservation and
 the admission caps (``runtime.max_concurrent_sessions*``), each conversation's turn and its
 lease (``leases:`` is its section), the lease keeper, deadlines, identity checks, the run's
-records and proof, and the terminal event. The kernel keeps the contract — ``RunRequest``,
-``RunResult``, the ``Run`` and ``Runner`` protocols in :mod:`soulacy.kernel.engine` — and the
-hooks through which plugins take part (docs/decisions/0060-the-engine-is-an-essential-plugin.md).
+records and proof, and the terminal event; and what is asked of a run by its id rather than
+run: continuing a stored one, cancelling one in another process (decision 0083). The kernel
+keeps the contract — ``RunRequest``, ``RunResult``, the ``Run`` and ``Runner`` protocols in
+:mod:`soulacy.kernel.engine` — and the hooks through which plugins take part
+(docs/decisions/0060-the-engine-is-an-essential-plugin.md).
 It cannot be disabled; a replacement answers ``soulacy_runner`` with ``tryfirst=True``. The
 deprecated per-turn hooks it still calls through adapters are its own (``hookspecs.py``).
 """

@@ -69,6 +69,12 @@ from ._endings import answer_cut, answer_loaded
 from ._leases import Leases
 from ._ledger import cut_calls, effects_of, reserve, settle
 from ._participants import Participants
+from ._requests import (
+    continue_run,
+    request_cancel,
+    request_cancel_conversation,
+    request_fingerprint,
+)
 from ._run import EngineRun, ModelSetup, required
 from ._states import RunState as S
 from ._workers import CURRENT, Workers, starter
@@ -152,14 +158,16 @@ class Engine:
 
     # -- the runner's reservations -----------------------------------------------------------
 
-    def reserve(
-        self,
-        run_id: str,
-        conversation: ConversationKey,
-        fingerprint: str,
-        *,
-        exclusive: bool = False,
+    def reserve(self, request: RunRequest, *, exclusive: bool = False) -> RunHandle:
+        if request.run_id is None or request.session_id is None:
+            raise UsageError("a reservation is of a run id in a session: the request names both")
+        return self._reserve(request, request.run_id, request.session_id, exclusive)
+
+    def _reserve(
+        self, request: RunRequest, run_id: str, session_id: str, exclusive: bool = False
     ) -> RunHandle:
+        fingerprint = request_fingerprint(request.text, request.overrides)
+        conversation = _conversation(request, session_id)
         return self.conversations.reserve(
             run_id, conversation, fingerprint, self._capacity(), exclusive=exclusive
         )
@@ -175,6 +183,19 @@ class Engine:
 
     def cancel_conversation(self, conversation: ConversationKey, reason: str = "cancelled") -> int:
         return self.conversations.cancel_conversation(conversation, reason)
+
+    async def request_cancel(self, run_id: str, reason: str = "cancelled") -> bool:
+        return await request_cancel(self.kernel, self.conversations, run_id, reason)
+
+    async def request_cancel_conversation(
+        self, conversation: ConversationKey, reason: str = "cancelled"
+    ) -> int:
+        return await request_cancel_conversation(
+            self.kernel, self.conversations, conversation, reason
+        )
+
+    async def continue_run(self, run_id: str, text: str = "", **options: Any) -> RunResult:
+        return await continue_run(self.kernel, self.run, run_id, text, **options)
 
     def statistics(self) -> dict[str, int]:
         return self.conversations.statistics()
@@ -259,15 +280,7 @@ class Engine:
         handle = request.reservation
         reserved = handle is not None  # by the caller, for this request or (wrongly) another
         if handle is None:
-            handle = kernel.reserve_run(
-                run_id,
-                agent_id=request.agent_id,
-                session_id=session_id,
-                user_id=request.user_id,
-                principal=request.principal,
-                text=request.text,
-                overrides=request.overrides,
-            )
+            handle = self._reserve(request, run_id, session_id)
         try:  # nothing is stored or published yet: a refusal gives the reservation back
             if reserved and (
                 handle.run_id != run_id or handle.conversation != _conversation(request, session_id)

@@ -580,8 +580,20 @@ class Api:
         self._refuse_when_stopping()  # it may have begun to stop while the body came
         if before_reserve is not None:  # no await between it and the reservation
             before_reserve()
-        # The kernel's reservation holds the id from here on (taken with no await before it).
-        handle = self._reserve(run_id, body, session_id, principal)
+        run = RunRequest(
+            body.agent_id,
+            body.text,
+            session_id=session_id,
+            run_id=run_id,
+            user_id=body.user_id,
+            principal=principal,
+            overrides=body.overrides or {},
+            stream=True,
+            continues=continues,
+            trace=trace_context(request.headers),
+        )
+        # The runner's reservation holds the id from here on (taken with no await before it).
+        handle = self._reserve(run)
         try:  # the reservation is given back if this request is refused after all
             stored = await self.kernel.store().get_run(run_id)
             if stored is not None and not self._visible(stored.principal, request):
@@ -598,41 +610,18 @@ class Api:
             self._refuse_when_stopping()  # its runs' nursery may be closed by now
             log = self.logs.open(run_id, principal)
         except BaseException:
-            self.kernel.release_run(handle)
+            self.kernel.runner().release(handle)
             raise
         assert self.runs is not None
         self._live.add(run_id)  # counted from here: a drain that begins now waits for it
-        run = RunRequest(
-            body.agent_id,
-            body.text,
-            session_id=session_id,
-            run_id=run_id,
-            user_id=body.user_id,
-            principal=principal,
-            overrides=body.overrides or {},
-            stream=True,
-            continues=continues,
-            trace=trace_context(request.headers),
-            reservation=handle,
-        )
-        self.runs.start_soon(self._execute, run, log)
+        self.runs.start_soon(self._execute, attrs.evolve(run, reservation=handle), log)
         return log, chat_deadline(policy)
 
-    def _reserve(
-        self, run_id: str, body: ChatBody, session_id: str, principal: str | None
-    ) -> RunHandle:
-        """The kernel's reservation: synchronous and atomic, with the concurrency caps."""
-        try:
-            return self.kernel.reserve_run(
-                run_id,
-                agent_id=body.agent_id,
-                session_id=session_id,
-                user_id=body.user_id,
-                principal=principal,
-                text=body.text,
-                overrides=body.overrides or {},
-                exclusive=True,  # HTTP answers 409 at once rather than queueing a retry
-            )
+    def _reserve(self, run: RunRequest) -> RunHandle:
+        """The runner's reservation: synchronous and atomic, with the concurrency caps."""
+        run_id, principal = run.run_id, run.principal
+        try:  # exclusive: HTTP answers 409 at once rather than queueing a retry
+            return self.kernel.runner().reserve(run, exclusive=True)
         except RunIdInUse as exc:  # a live run holds it
             if exc.owner == principal:
                 raise HttpError(409, f"run {run_id!r} is still running") from None

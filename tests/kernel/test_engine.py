@@ -12,6 +12,7 @@ import trio
 
 from soulacy.kernel import Event, Kernel, Tool
 from soulacy.kernel.contracts import Verdict
+from soulacy.kernel.store import ConversationKey
 from soulacy.testing import Workspace, participant_plugin, throwaway_plugin
 
 
@@ -422,7 +423,7 @@ async def test_cancelling_a_session_stops_its_active_and_queued_runs_only(
         nursery.start_soon(ask, "queued", "s1")
         nursery.start_soon(ask, "other", "s2")
         await trio.testing.wait_all_tasks_blocked()
-        assert kernel.cancel_conversation("a", "s1") == 2
+        assert kernel.runner().cancel_conversation(ConversationKey("a", "s1")) == 2
         await trio.testing.wait_all_tasks_blocked()
         toolbox.release.set()
     assert results["active"].status == "cancelled"

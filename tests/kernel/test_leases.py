@@ -108,7 +108,9 @@ async def test_a_cancel_by_conversation_from_another_kernel_stops_the_run(
         nursery.start_soon(run)
         await started(other, "R")
         key = ConversationKey("a", "S")
-        assert await other.request_cancel_conversation(key, "stop, please") == 0  # none here
+        assert (
+            await other.runner().request_cancel_conversation(key, "stop, please") == 0
+        )  # none here
     (result,) = results
     assert (result.status, result.incomplete_reason) == ("cancelled", "stop, please")
     stored = await other.store().get_run("R")

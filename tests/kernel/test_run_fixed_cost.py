@@ -16,7 +16,7 @@ import attrs
 import pytest
 import trio
 
-from soulacy.kernel import CapacityError, Kernel, RunIdInUse
+from soulacy.kernel import CapacityError, Kernel, RunIdInUse, RunRequest
 from soulacy.kernel.engine import new_id
 from soulacy.kernel.store import (
     ConversationKey,
@@ -123,48 +123,59 @@ async def test_a_stored_proof_is_the_proof_of_the_stored_run(
     await kernel.aclose()
 
 
+def reservation(
+    text: str = "",
+    overrides: dict[str, object] | None = None,
+    run_id: str = "r",
+    session_id: str = "s",
+) -> RunRequest:
+    """A request of agent ``a`` to reserve (the runner reserves requests, not bare ids)."""
+    return RunRequest("a", text, session_id=session_id, run_id=run_id, overrides=overrides or {})
+
+
 def test_the_request_fingerprint_is_the_canonical_json_of_the_input(kernel: Kernel) -> None:
+    runner = kernel.runner()
     for text, overrides in (
         ("go é", {}),
         ('"quoted"\n\ud800', None),
         ("go", {"max_turns": 3, "budget": {"max_tokens": 5}}),
     ):
-        handle = kernel.reserve_run(
-            "r", agent_id="a", session_id="s", text=text, overrides=overrides
-        )
+        handle = runner.reserve(reservation(text, overrides))
         assert handle.request == canonical_json({"text": text, "overrides": overrides or {}})
-        kernel.release_run(handle)
+        runner.release(handle)
 
 
 def test_a_retry_of_the_same_request_queues_and_another_is_refused(kernel: Kernel) -> None:
-    first = kernel.reserve_run("r", agent_id="a", session_id="s", text="go", overrides={"a": 1})
-    again = kernel.reserve_run("r", agent_id="a", session_id="s", text="go", overrides={"a": 1})
+    runner = kernel.runner()
+    first = runner.reserve(reservation("go", {"a": 1}))
+    again = runner.reserve(reservation("go", {"a": 1}))
     with pytest.raises(RunIdInUse):
-        kernel.reserve_run("r", agent_id="a", session_id="s", text="go", overrides={"a": 2})
+        runner.reserve(reservation("go", {"a": 2}))
     with pytest.raises(RunIdInUse):
-        kernel.reserve_run("r", agent_id="a", session_id="s", text="go!")
+        runner.reserve(reservation("go!"))
     with pytest.raises(RunIdInUse):
-        kernel.reserve_run("r", agent_id="a", session_id="s", text="go", overrides={})
-    kernel.release_run(first)
-    kernel.release_run(again)
-    plain = kernel.reserve_run("r", agent_id="a", session_id="s", text="go")
+        runner.reserve(reservation("go", {}))
+    runner.release(first)
+    runner.release(again)
+    plain = runner.reserve(reservation("go"))
     with pytest.raises(RunIdInUse):
-        kernel.reserve_run("r", agent_id="a", session_id="s", text="go", overrides={"a": 1})
-    kernel.release_run(plain)
+        runner.reserve(reservation("go", {"a": 1}))
+    runner.release(plain)
 
 
 def test_a_changed_cap_applies_to_the_next_reservation(kernel: Kernel) -> None:
+    runner = kernel.runner()
     kernel.update_config({"runtime.max_concurrent_sessions": 1})
-    held = kernel.reserve_run("r1", agent_id="a", session_id="s1")
+    held = runner.reserve(reservation(run_id="r1", session_id="s1"))
     with pytest.raises(CapacityError):
-        kernel.reserve_run("r2", agent_id="a", session_id="s2")
+        runner.reserve(reservation(run_id="r2", session_id="s2"))
     kernel.update_config({"runtime.max_concurrent_sessions": 2})
-    second = kernel.reserve_run("r2", agent_id="a", session_id="s2")
+    second = runner.reserve(reservation(run_id="r2", session_id="s2"))
     kernel.update_config({"runtime.max_concurrent_sessions_per_principal": 2})
     with pytest.raises(CapacityError):
-        kernel.reserve_run("r3", agent_id="a", session_id="s3")
-    kernel.release_run(held)
-    kernel.release_run(second)
+        runner.reserve(reservation(run_id="r3", session_id="s3"))
+    runner.release(held)
+    runner.release(second)
 
 
 async def test_a_policy_change_between_two_runs_is_seen(

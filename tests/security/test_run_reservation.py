@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from soulacy.kernel import CapacityError, Kernel, RunIdInUse, Tool, UsageError
+from soulacy.kernel import CapacityError, Kernel, RunIdInUse, RunRequest, Tool, UsageError
 from soulacy.testing import Workspace, throwaway_plugin
 
 
@@ -209,27 +209,27 @@ async def test_a_refused_run_gives_its_reservation_back(
         await kernel.run("off", "x", run_id="r-off")
     with pytest.raises(UsageError):
         await kernel.run("nosuch", "x", run_id="r-none")
-    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}
-    handle = kernel.reserve_run("r-kept", agent_id="a", session_id="s", principal="alice")
+    runner = kernel.runner()
+    assert runner.statistics() == {"conversations": 0, "runs": 0}
+    handle = runner.reserve(RunRequest("a", "", session_id="s", run_id="r-kept", principal="alice"))
     with pytest.raises(RunIdInUse):
-        kernel.reserve_run("r-kept", agent_id="a", session_id="s", principal="bob")
-    kernel.release_run(handle)
-    kernel.release_run(handle)  # twice is harmless
-    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}
+        runner.reserve(RunRequest("a", "", session_id="s", run_id="r-kept", principal="bob"))
+    runner.release(handle)
+    runner.release(handle)  # twice is harmless
+    assert runner.statistics() == {"conversations": 0, "runs": 0}
 
 
 async def test_an_exclusive_reservation_refuses_even_the_same_request(
     load: Callable[..., Kernel],
 ) -> None:
     """A transport that must answer at once (HTTP's 409) asks for an exclusive reservation."""
-    kernel = load()
-    first = kernel.reserve_run("r", agent_id="a", session_id="s", principal="p", text="x")
+    runner = load().runner()
+    request = RunRequest("a", "x", session_id="s", run_id="r", principal="p")
+    first = runner.reserve(request)
     with pytest.raises(RunIdInUse) as caught:
-        kernel.reserve_run(
-            "r", agent_id="a", session_id="s", principal="p", text="x", exclusive=True
-        )
+        runner.reserve(request, exclusive=True)
     assert caught.value.owner == "p"
-    queued = kernel.reserve_run("r", agent_id="a", session_id="s", principal="p", text="x")
-    kernel.release_run(queued)
-    kernel.release_run(first)
-    assert kernel.runner().statistics() == {"conversations": 0, "runs": 0}
+    queued = runner.reserve(request)
+    runner.release(queued)
+    runner.release(first)
+    assert runner.statistics() == {"conversations": 0, "runs": 0}
