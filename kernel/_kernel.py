@@ -35,7 +35,6 @@ from ._providers import Provider, ProviderConfig, ProviderRegistry, ProviderType
 from ._runs import LeaseKeeper, RunHandle, Runner, RunRequest, RunResult
 from ._stash import Stash
 from ._store import LeaseOwner, Store
-from ._tools import Tool
 from ._yamlio import load_yaml_file
 from .policy import ModelCapacity
 
@@ -453,45 +452,6 @@ class Kernel:
     def model_capacity(self, provider: str | None, model: str | None) -> ModelCapacity | None:
         """The capacity of a provider's model (as the registry resolves it), or None."""
         return self.providers.capacity(provider, model)
-
-    def tools_for(self, agent: AgentSpec) -> list[Tool]:
-        """The tools an agent's SOUL.yaml lists, by name or as ``file.py:function`` (the
-        builtin ``file_tools`` plugin's), every one contributed through ``soulacy_tools``; then
-        the tools a plugin offers as ``chosen`` by the agent's other keys (``mcp_servers``)."""
-        listed: list[str] = agent.section("tools") or []
-        contributed: dict[str, Tool] = {}
-        for tools in self.hook.soulacy_tools(kernel=self, agent_id=agent.id, agent=agent):
-            for tool in tools or ():
-                contributed.setdefault(tool.listed_as or tool.name, tool)
-        chosen = self._listed_tools(agent, listed, contributed)
-        names = {tool.name for tool in chosen}
-        for tool in contributed.values():
-            if tool.chosen and tool.name not in names:
-                chosen.append(tool)
-                names.add(tool.name)
-        return chosen
-
-    @staticmethod
-    def _listed_tools(
-        agent: AgentSpec, listed: list[str], contributed: dict[str, Tool]
-    ) -> list[Tool]:
-        chosen = []
-        for entry in listed:
-            if entry in contributed:
-                chosen.append(contributed[entry])
-            elif ":" in entry:
-                raise UsageError(
-                    f"{agent.file}: tools: no loaded plugin loads {entry!r} ('file.py:function'"
-                    " tools are the builtin 'file_tools' plugin's; is it disabled?)"
-                )
-            else:
-                named = sorted(n for n, t in contributed.items() if t.listed_as is None)
-                raise UsageError(
-                    f"{agent.file}: tools: no loaded plugin provides a tool named"
-                    f" {entry!r} (provided: {', '.join(named) or 'none'};"
-                    " or use 'file.py:function')"
-                )
-        return chosen
 
     async def aclose(self) -> None:
         """Close what the kernel opened for its runs: provider connections, then whatever

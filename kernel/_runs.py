@@ -398,6 +398,11 @@ class Runner(Protocol):
         """Cancel the active and queued runs of a conversation here and, through the store, in
         every other process; how many were cancelled here."""
 
+    def tools_for(self, agent: AgentSpec) -> list[Tool]:
+        """The tools a run of ``agent`` is offered, as its SOUL.yaml chooses them from what
+        ``soulacy_tools`` contributes; a tool it names that nobody offers is a
+        :class:`UsageError` (``config validate`` and studio ask before any run does)."""
+
     def statistics(self) -> dict[str, int]:
         """Counts of what runs now (``runs``: reserved runs, queued ones included)."""
 

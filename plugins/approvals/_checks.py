@@ -13,7 +13,7 @@ def confirm_tools_issues(kernel: Kernel, agent: AgentSpec) -> list[ConfigIssue]:
     if not listed:
         return []
     try:
-        names = {tool.name for tool in kernel.tools_for(agent)}
+        names = {tool.name for tool in kernel.runner().tools_for(agent)}
     except SoulacyError:
         return []  # the agent's tools have problems of their own, reported with their key
     # Tools of MCP servers and remote agents are known once they are reached: not here.

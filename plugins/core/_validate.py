@@ -133,7 +133,7 @@ def _unknown_provider(kernel: Kernel, name: str, note: str = "") -> str:
 
 def _tool_problems(kernel: Kernel, agent: AgentSpec, warnings: list[str]) -> list[ConfigIssue]:
     """The problems of the agent's ``tools:`` entries, as the run's tool resolution
-    (``Kernel.tools_for``) would meet them, every plugin asked on its own. An entry the file's
+    (``Runner.tools_for``) would meet them, every plugin asked on its own. An entry the file's
     format keeps with no effect (a tool defined the original way: only its name is used) is a
     warning: it was said to be so, and the agent's runs fail until a plugin provides it."""
     issues: list[ConfigIssue] = []

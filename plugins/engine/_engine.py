@@ -77,10 +77,11 @@ from ._requests import (
 )
 from ._run import EngineRun, ModelSetup, required
 from ._states import RunState as S
+from ._tools import tools_for
 from ._workers import CURRENT, Workers, starter
 
 if TYPE_CHECKING:
-    from soulacy.kernel import Kernel, Settings
+    from soulacy.kernel import AgentSpec, Kernel, Settings
     from soulacy.kernel.policy import ExecutionPolicy, Limit
 
 PREVIEW_CHARS = 200  # of a tool result, in its event
@@ -196,6 +197,9 @@ class Engine:
 
     async def continue_run(self, run_id: str, text: str = "", **options: Any) -> RunResult:
         return await continue_run(self.kernel, self.run, run_id, text, **options)
+
+    def tools_for(self, agent: AgentSpec) -> list[Tool]:
+        return tools_for(self.kernel, agent)
 
     def statistics(self) -> dict[str, int]:
         return self.conversations.statistics()
@@ -377,7 +381,7 @@ class Engine:
         kernel, policy, request = self.kernel, run.policy, run.request
         agent = run.agent
         store = kernel.store()
-        run.tools = {tool.name: tool for tool in kernel.tools_for(agent)}  # errors come first
+        run.tools = {tool.name: tool for tool in self.tools_for(agent)}  # errors come first
         await self._check_identity(run, store)
         if not run.retry:
             # A fresh id is claimed in the store at once (insert-or-fail): of two requests

@@ -249,7 +249,7 @@ class _Builder:
         with the limit path it is about, if any."""
         try:
             agent = self.kernel.check_agent(self.spec.id, doc, self.path)
-            self.kernel.tools_for(agent)
+            self.kernel.runner().tools_for(agent)
             self.kernel.provider_config(self.kernel.model_of(agent)[0])  # a made-up provider
         except ConfigError as exc:
             return [(self._said(str(issue)), _limit_of(issue.path)) for issue in exc.issues]

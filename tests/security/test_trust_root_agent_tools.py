@@ -138,7 +138,8 @@ async def test_a_tool_file_in_the_agents_folder_and_a_registered_tool_are_accept
                 "/agents/made", json={"tools": ["fetch"], "llm": {"provider": "scripted"}}
             )  # an agent is never written without a provider (docs/portal.md)
         offered = [
-            t.listed_as or t.name for t in server.kernel.tools_for(server.kernel.agent("calc"))
+            t.listed_as or t.name
+            for t in server.kernel.runner().tools_for(server.kernel.agent("calc"))
         ]
     assert answer.status_code == 200, answer.text
     assert answer.json()["changed"] == ["tools"]
@@ -175,7 +176,7 @@ async def test_entries_written_in_soul_yaml_by_hand_keep_working_and_are_kept_by
     shared = hand_written(calc, workspace.path.parent / "outside" / "shared.py")
     async with open_server(make_kernel) as server, server.client("alice") as alice:
         kernel = server.kernel
-        by_hand = [t.listed_as for t in kernel.tools_for(kernel.agent("calc"))]
+        by_hand = [t.listed_as for t in kernel.runner().tools_for(kernel.agent("calc"))]
         # the editor sends the whole list back, with one entry more: the saved ones stay
         answer = await alice.patch(
             "/agents/calc",

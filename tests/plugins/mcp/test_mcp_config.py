@@ -164,7 +164,7 @@ def test_tools_of_a_server_that_is_not_running_are_a_clear_error(
     soul = workspace.scripted_agent("a", [{"text": "-"}], tools=["docs__add"], mcp_servers=["docs"])
     kernel = load()
     with pytest.raises(UsageError) as caught:
-        kernel.tools_for(kernel.agent("a"))
+        kernel.runner().tools_for(kernel.agent("a"))
     assert str(caught.value).startswith(
         f"{soul}: mcp_servers: MCP server 'docs' is not running (no service runs it); MCP servers"
         " run as the kernel's service 'mcp'"

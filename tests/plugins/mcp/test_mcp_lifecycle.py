@@ -45,7 +45,7 @@ async def wait_until(condition: Callable[[], bool], what: str) -> None:
 
 
 async def call(kernel: Kernel, agent_id: str, name: str, **arguments: object) -> object:
-    (tool,) = [t for t in kernel.tools_for(kernel.agent(agent_id)) if t.name == name]
+    (tool,) = [t for t in kernel.runner().tools_for(kernel.agent(agent_id)) if t.name == name]
     return await tool.function(**arguments)
 
 

@@ -76,14 +76,14 @@ async def test_tools_are_named_server__tool_with_the_servers_schema_and_mcp_tool
     agent("servers-only", [{"text": "-"}], [], ["docs"], mcp_tools=["docs__look_up"])
     kernel = load()
     async with open_kernel(kernel=kernel):
-        offered = {t.name: t for t in kernel.tools_for(kernel.agent("all"))}
+        offered = {t.name: t for t in kernel.runner().tools_for(kernel.agent("all"))}
         # the server's "look.up": a dot is not a name providers accept. The tools: entries
         # come first; mcp_servers chooses the server's other tools too (mcp_tools narrows).
         assert list(offered)[:2] == ["docs__add", "docs__look_up"]
         assert len(offered) > 2
         assert all(name.startswith("docs__") for name in offered)
         # An agent of the original format lists servers only: their tools, no tools: entry.
-        only = [t.name for t in kernel.tools_for(kernel.agent("servers-only"))]
+        only = [t.name for t in kernel.runner().tools_for(kernel.agent("servers-only"))]
         assert only == ["docs__look_up"]
         add = offered["docs__add"]
         assert add.description == "Add two numbers."
@@ -297,7 +297,7 @@ async def test_a_servers_hints_are_its_tools_effects_and_calls_carry_their_idemp
     )
     kernel = load()
     async with open_kernel(kernel=kernel):
-        effects = {t.name: t.effects for t in kernel.tools_for(kernel.agent("a"))}
+        effects = {t.name: t.effects for t in kernel.runner().tools_for(kernel.agent("a"))}
         result = await kernel.run("a", "keep it", run_id="R-key")
     shown = {name: effects[name] for name in ("docs__add", "docs__keyed", "docs__note")}
     assert shown == {"docs__add": "read", "docs__keyed": "idempotent", "docs__note": "unsafe"}
