@@ -31,12 +31,11 @@ from ._loading import (
     load_plugins,
 )
 from ._manager import SoulacyPluginManager
-from ._providers import Provider, ProviderConfig, ProviderRegistry, ProviderType
+from ._providers import ProviderRegistry, ProviderType
 from ._runs import LeaseKeeper, RunHandle, Runner, RunRequest, RunResult
 from ._stash import Stash
 from ._store import LeaseOwner, Store
 from ._yamlio import load_yaml_file
-from .policy import ModelCapacity
 
 DEFAULT_GRACE_PERIOD = 5.0
 
@@ -432,26 +431,6 @@ class Kernel:
                 )
             self._providers = registry
         return self._providers
-
-    def provider_config(self, name: str) -> ProviderConfig:
-        """The configuration of the provider called ``name`` (as the registry resolves it)."""
-        return self.providers.config(name)
-
-    def provider(self, name: str) -> Provider:
-        """The provider called ``name`` (built once per kernel by the registry)."""
-        return self.providers.provider(name)
-
-    def model_of(self, agent: AgentSpec) -> tuple[str, str | None]:
-        """The provider name and model an agent uses (as the registry resolves them)."""
-        return self.providers.model_of(agent)
-
-    def provider_for(self, agent: AgentSpec) -> tuple[Provider, str | None]:
-        name, model = self.model_of(agent)
-        return self.provider(name), model
-
-    def model_capacity(self, provider: str | None, model: str | None) -> ModelCapacity | None:
-        """The capacity of a provider's model (as the registry resolves it), or None."""
-        return self.providers.capacity(provider, model)
 
     async def aclose(self) -> None:
         """Close what the kernel opened for its runs: provider connections, then whatever

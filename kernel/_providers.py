@@ -41,8 +41,10 @@ class Provider(Protocol):
 class ProviderRegistry(Protocol):
     """Resolves provider names for one kernel (``soulacy_provider_registry``).
 
-    The kernel asks for it once, delegates ``kernel.provider``, ``provider_config``,
-    ``model_of`` and ``model_capacity`` to it, and closes it with the kernel.
+    The kernel asks for it once (``kernel.providers``) and closes it with the kernel; callers
+    ask it directly (``kernel.providers.provider(name)``). What a run's policy takes as a
+    model's capacity is ``soulacy_model_capacity``'s answer, which the builtin registry's
+    :meth:`capacity` gives last.
     """
 
     def provider(self, name: str) -> Provider:

@@ -561,7 +561,7 @@ class Observer:
         state.resolved = True
         try:
             agent = agent if agent is not None else kernel.agent(state.agent_id)
-            name, model = kernel.model_of(agent)
+            name, model = kernel.providers.model_of(agent)
         except Exception:  # no provider: the run fails on its own, and says why
             return
         state.model = model or ""
@@ -581,9 +581,9 @@ class Observer:
         ``soulacy.plugins.providerkit`` has one); none for a provider that names no URL
         (``scripted``)."""
         try:
-            url = self.kernel.provider_config(name).base_url
+            url = self.kernel.providers.config(name).base_url
             if not url:
-                url = getattr(self.kernel.provider(name), "default_base_url", None)
+                url = getattr(self.kernel.providers.provider(name), "default_base_url", None)
         except Exception:  # a provider that cannot be made: its run says why
             return {}
         server = server_of(url) if isinstance(url, str) else None

@@ -110,7 +110,7 @@ def _provider_problem(
             f" is not set in {kernel.config_file}: its runs fail until one is set"
         )
     try:
-        kernel.provider_config(name)
+        kernel.providers.config(name)
     except UsageError:
         if not own:
             workspace_provider.setdefault(name, []).append(agent.id)
@@ -122,7 +122,7 @@ def _provider_problem(
 
 def _unknown_provider(kernel: Kernel, name: str, note: str = "") -> str:
     try:
-        kernel.provider_config(name)
+        kernel.providers.config(name)
     except UsageError as exc:
         message = str(exc)
     else:  # pragma: no cover - asked only for a name the registry refused

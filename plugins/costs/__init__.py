@@ -337,7 +337,7 @@ def _estimate(kernel: Kernel, run: Run, ledger: _Ledger, budget: _RunBudget) -> 
         return known
     dollars = 0.0
     try:
-        provider, model = kernel.model_of(run.agent)
+        provider, model = kernel.providers.model_of(run.agent)
         price = kernel.hook.soulacy_price(
             kernel=kernel, provider=provider, model=model, usage=Usage(int(tokens), 0)
         )

@@ -513,7 +513,7 @@ class Engine:
         """The provider, model, tool specs and compactor of a run (made on first use)."""
         if run.model_setup is None:
             kernel = self.kernel
-            provider_name, model = kernel.model_of(run.agent)
+            provider_name, model = kernel.providers.model_of(run.agent)
             compactor: Compactor = required(
                 _role(kernel, "soulacy_compactor", run),
                 "soulacy_compactor",
@@ -521,7 +521,7 @@ class Engine:
                 "passthrough",
             )
             run.model_setup = ModelSetup(
-                kernel.provider(provider_name),
+                kernel.providers.provider(provider_name),
                 provider_name,
                 model,
                 [tool.spec for tool in run.tools.values()],

@@ -315,7 +315,7 @@ def _check_provider(kernel: Kernel, spec: AgentSpec) -> None:
     if not name:
         return
     try:
-        kernel.provider_config(name)
+        kernel.providers.config(name)
     except UsageError as exc:
         raise HttpError(
             422, "invalid agent; nothing was saved", {"llm.provider": str(exc)}
@@ -465,7 +465,7 @@ def _stand_in(
 ) -> tuple[str, str] | None:
     """The starter script (path, text) of an agent on a scripted provider that names no
     script, or None (another provider, or a script named here, by its entry or the default)."""
-    config = kernel.provider_config(provider)
+    config = kernel.providers.config(provider)
     default = kernel.config.values.get("llm.default")
     if model or config.type != "scripted" or config.model or getattr(default, "model", None):
         return None
@@ -504,7 +504,7 @@ def _provider_error(kernel: Kernel, spec: AgentSpec) -> str | None:
         if why:
             return why.removesuffix("; nothing was saved")
     try:
-        kernel.model_of(spec)
+        kernel.providers.model_of(spec)
     except Exception as exc:  # names none, and no workspace provider is set
         return str(exc).replace(str(kernel.workspace) + "/", "")
     return None

@@ -306,8 +306,8 @@ def soulacy_provider_types() -> Sequence[ProviderType]:
 @hookimpl
 def soulacy_run_participants(kernel: Kernel, run: Run) -> list[RunParticipant] | None:
     try:
-        provider, _ = kernel.model_of(run.agent)
-        scripted = kernel.provider_config(provider).type == "scripted"
+        provider, _ = kernel.providers.model_of(run.agent)
+        scripted = kernel.providers.config(provider).type == "scripted"
     except Exception:  # the run itself says what is wrong with its provider
         return None
     return [_CALLS] if scripted else None  # decided once per run

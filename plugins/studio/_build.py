@@ -108,7 +108,7 @@ async def build(kernel: Kernel, spec: BuildSpec | Mapping[str, Any]) -> BuildRes
                 f" ({exc.issues[0]}); fix its syntax first"
             ) from None
     name, model = _builder_model(kernel, spec)
-    provider = kernel.provider(name)
+    provider = kernel.providers.provider(name)
     allowances = await resolve_allowances(kernel, spec.id, exists=original is not None)
     result = BuildResult(
         uuid.uuid4().hex[:12],
@@ -250,7 +250,8 @@ class _Builder:
         try:
             agent = self.kernel.check_agent(self.spec.id, doc, self.path)
             self.kernel.runner().tools_for(agent)
-            self.kernel.provider_config(self.kernel.model_of(agent)[0])  # a made-up provider
+            providers = self.kernel.providers
+            providers.config(providers.model_of(agent)[0])  # a made-up provider
         except ConfigError as exc:
             return [(self._said(str(issue)), _limit_of(issue.path)) for issue in exc.issues]
         except SoulacyError as exc:  # an unknown tool or provider, a missing tool file
@@ -346,7 +347,7 @@ def _builder_model(kernel: Kernel, spec: BuildSpec) -> tuple[str, str | None]:
             f" llm.default.provider in {kernel.config_file}"
         )
     default_model = getattr(default, "model", None)
-    return name, spec.model.model or kernel.provider_config(name).model or default_model
+    return name, spec.model.model or kernel.providers.config(name).model or default_model
 
 
 def _config(kernel: Kernel, path: str) -> Any:

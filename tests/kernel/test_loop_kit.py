@@ -309,8 +309,10 @@ async def calls_the_model_without_a_turn(run: Run) -> None:
 
 async def calls_the_provider_itself(run: Run) -> None:
     await run.turn()
-    provider, model = run.kernel.provider_for(run.agent)
-    reply = await provider.complete(ModelRequest(list(run.messages), model=model))  # BUG
+    name, model = run.kernel.providers.model_of(run.agent)
+    reply = await run.kernel.providers.provider(name).complete(
+        ModelRequest(list(run.messages), model=model)
+    )  # BUG
     run.messages.append(reply.message)
     run.complete(reply.message.content)
 

@@ -650,7 +650,7 @@ def test_handled_keys_take_effect(load: Callable[..., Kernel]) -> None:
         ("fetch", "tool", None),
         ("summarise", "prompt", None),
     ]
-    assert kernel.model_of(agent) == ("nvidia", "meta/llama-3.1-70b-instruct")
+    assert kernel.providers.model_of(agent) == ("nvidia", "meta/llama-3.1-70b-instruct")
 
 
 def test_every_saved_budget_keeps_its_value_and_source(
@@ -959,7 +959,7 @@ def test_a_workspace_as_the_original_wrote_it_loads(
     # `api_key: ""` is the original's "no key": keyless, loopback only
     server = kernel.config.section("server")
     assert (server.api_key, server.api_keys) == (None, {})
-    assert kernel.model_of(kernel.agent("helper")) == ("local", "llama3.3:70b")
+    assert kernel.providers.model_of(kernel.agent("helper")) == ("local", "llama3.3:70b")
 
 
 def test_config_validate_accepts_the_workspace_as_written(

@@ -29,12 +29,12 @@ async def test_a_changed_capacity_configuration_is_seen_by_the_next_ask(
 ) -> None:
     workspace.write_config(FAKE)
     kernel = make_kernel()
-    assert kernel.model_capacity("fake", None) == ModelCapacity(100, None)
-    assert kernel.model_capacity("fake", None) == ModelCapacity(100, None)  # the cached one
+    assert kernel.providers.capacity("fake", None) == ModelCapacity(100, None)
+    assert kernel.providers.capacity("fake", None) == ModelCapacity(100, None)  # the cached one
     kernel.update_config({"llm.providers.fake.context_window": 200})
-    assert kernel.model_capacity("fake", None) == ModelCapacity(200, None)
+    assert kernel.providers.capacity("fake", None) == ModelCapacity(200, None)
     kernel.update_config({"llm.providers.fake.max_output_tokens": 7})
-    assert kernel.model_capacity("fake", "m") == ModelCapacity(200, 7)
+    assert kernel.providers.capacity("fake", "m") == ModelCapacity(200, 7)
     await kernel.aclose()
 
 
@@ -43,15 +43,15 @@ async def test_a_provider_that_learns_its_capacity_is_asked_every_time(
 ) -> None:
     workspace.write_config("llm:\n  providers:\n    fake:\n      type: scripted\n")
     kernel = make_kernel()
-    provider = kernel.provider("fake")
-    assert kernel.model_capacity("fake", None) == ModelCapacity()
+    provider = kernel.providers.provider("fake")
+    assert kernel.providers.capacity("fake", None) == ModelCapacity()
     provider._capacity = ModelCapacity(300, 30)  # type: ignore[attr-defined]
-    assert kernel.model_capacity("fake", None) == ModelCapacity(300, 30)
+    assert kernel.providers.capacity("fake", None) == ModelCapacity(300, 30)
     provider._capacity = ModelCapacity(400, None)  # type: ignore[attr-defined]
-    assert kernel.model_capacity("fake", "other") == ModelCapacity(400, None)
-    assert kernel.model_capacity("fake", None) == ModelCapacity(400, None)
+    assert kernel.providers.capacity("fake", "other") == ModelCapacity(400, None)
+    assert kernel.providers.capacity("fake", None) == ModelCapacity(400, None)
     provider._capacity = None  # type: ignore[attr-defined]
-    assert kernel.model_capacity("fake", None) == ModelCapacity()
+    assert kernel.providers.capacity("fake", None) == ModelCapacity()
     await kernel.aclose()
 
 
@@ -60,9 +60,9 @@ async def test_an_unknown_provider_stays_unknown_once_another_is_cached(
 ) -> None:
     workspace.write_config(FAKE)
     kernel = make_kernel()
-    assert kernel.model_capacity("fake", None) == ModelCapacity(100, None)
-    assert kernel.model_capacity("nope", None) is None
-    assert kernel.model_capacity(None, None) is None  # no llm.default.provider
+    assert kernel.providers.capacity("fake", None) == ModelCapacity(100, None)
+    assert kernel.providers.capacity("nope", None) is None
+    assert kernel.providers.capacity(None, None) is None  # no llm.default.provider
     await kernel.aclose()
 
 
@@ -136,11 +136,11 @@ async def test_a_bare_provider_type_is_its_defaults_until_configured(
     workspace: Workspace, make_kernel: Make
 ) -> None:
     kernel = make_kernel()
-    assert kernel.provider_config("scripted") == ProviderConfig(type="scripted")
-    assert kernel.provider_config("scripted") is kernel.provider_config("scripted")
+    assert kernel.providers.config("scripted") == ProviderConfig(type="scripted")
+    assert kernel.providers.config("scripted") is kernel.providers.config("scripted")
     kernel.update_config({"llm.providers.scripted": {"type": "scripted", "context_window": 9}})
-    assert kernel.provider_config("scripted").context_window == 9  # configured wins
-    assert kernel.model_capacity("scripted", None) == ModelCapacity(9, None)
+    assert kernel.providers.config("scripted").context_window == 9  # configured wins
+    assert kernel.providers.capacity("scripted", None) == ModelCapacity(9, None)
     await kernel.aclose()
 
 

@@ -30,8 +30,8 @@ def test_minus_p_loads_it(workspace: Workspace, make_kernel: Callable[..., Kerne
     workspace.write_config(PROVIDER)
     kernel = make_kernel(plugins=[PLUGIN])
     assert kernel.pm.has_plugin(PLUGIN)
-    assert kernel.provider("claude").name == "claude"
-    assert type(kernel.provider("claude")).__module__ == PLUGIN
+    assert kernel.providers.provider("claude").name == "claude"
+    assert type(kernel.providers.provider("claude")).__module__ == PLUGIN
 
 
 def test_config_yaml_enable_loads_it_and_minus_p_no_blocks_it(

@@ -41,14 +41,14 @@ async def test_entries_are_built_once_and_closed_with_the_kernel(
         "llm:\n  providers:\n    fake:\n      type: scripted\n      context_window: 100\n"
     )
     kernel = make_kernel()
-    assert kernel.provider("fake") is kernel.provider("fake")
-    assert kernel.provider_config("fake").context_window == 100
-    assert kernel.model_capacity("fake", None) == ModelCapacity(100, None)
+    assert kernel.providers.provider("fake") is kernel.providers.provider("fake")
+    assert kernel.providers.config("fake").context_window == 100
+    assert kernel.providers.capacity("fake", None) == ModelCapacity(100, None)
     registry = kernel.providers
     await kernel.aclose()
     assert kernel.providers is not registry  # asked again after a close
     with pytest.raises(UsageError, match=r"unknown provider 'nope'.*types: .*scripted"):
-        kernel.provider("nope")
+        kernel.providers.provider("nope")
 
 
 class Echo:
@@ -123,7 +123,7 @@ def test_an_agent_without_a_provider_is_a_usage_error(
     workspace.write_agent("a", "name: a\n")
     kernel = make_kernel()
     with pytest.raises(UsageError, match=r"names no llm\.provider"):
-        kernel.model_of(kernel.agent("a"))
+        kernel.providers.model_of(kernel.agent("a"))
 
 
 def test_the_model_falls_back_to_the_entry_then_the_workspace_default(
@@ -137,5 +137,6 @@ def test_the_model_falls_back_to_the_entry_then_the_workspace_default(
     workspace.write_agent("entry", "name: entry\n")
     workspace.write_agent("default", "llm: {provider: q}\n")
     kernel = make_kernel()
-    models: dict[str, Any] = {a: kernel.model_of(kernel.agent(a)) for a in kernel.agent_ids()}
+    model_of = kernel.providers.model_of
+    models: dict[str, Any] = {a: model_of(kernel.agent(a)) for a in kernel.agent_ids()}
     assert models == {"own": ("p", "m"), "entry": ("p", "e"), "default": ("q", "d")}
