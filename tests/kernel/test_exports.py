@@ -11,6 +11,7 @@ import importlib
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -319,6 +320,28 @@ def test_the_package_names_come_from_the_modules_that_define_them() -> None:
             assert getattr(kernel, name) is getattr(source, name), name
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = kernel.Nope  # type: ignore[attr-defined]
+
+
+def test_the_type_checkers_imports_are_the_lazy_table() -> None:
+    """What mypy sees (the ``TYPE_CHECKING`` imports, each re-exported as ``Name as Name``) is
+    what runs (``_EXPORTS``), name for name, home for home."""
+    import ast
+
+    import soulacy.kernel as kernel
+
+    tree = ast.parse(Path(kernel.__file__).read_text(encoding="utf-8"))
+    (block,) = [
+        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    ]
+    imported: dict[str, list[str]] = {}
+    for node in block.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            for alias in node.names:
+                assert alias.asname == alias.name, f"{alias.name} is not re-exported (Name as Name)"
+                imported.setdefault(f".{node.module}", []).append(alias.name)
+    assert {m: sorted(n) for m, n in imported.items()} == {
+        m: sorted(n) for m, n in kernel._EXPORTS.items()
+    }
 
 
 def test_names_with_one_home_are_not_in_the_engine_module() -> None:
