@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 import attrs
 import trio
@@ -392,7 +392,7 @@ class Kernel:
             self._store = found
         return self._store
 
-    # -- providers and tools -------------------------------------------------------------------
+    # -- providers ---------------------------------------------------------------------------
 
     def provider_types(self) -> dict[str, ProviderType]:
         # Asked on every run (policy resolution, the model's capacity): collected again only
@@ -401,21 +401,10 @@ class Kernel:
         known = self._provider_types
         if known is not None and known[0] == impls:
             return dict(known[1])
-        types = self._collect_provider_types()
+        found = self.pm.unique_contributions("soulacy_provider_types", "provider type")
+        types: dict[str, ProviderType] = {name: kind for name, (kind, _) in found.items()}
         self._provider_types = (impls, types)
         return dict(types)
-
-    def _collect_provider_types(self) -> dict[str, ProviderType]:
-        found: dict[str, tuple[ProviderType, str]] = {}
-        for plugin, kinds in self.pm.named_contributions("soulacy_provider_types"):
-            for kind in cast("Sequence[ProviderType]", kinds or ()):
-                if kind.name in found:
-                    raise PluginError(
-                        f"plugins {found[kind.name][1]!r} and {plugin!r}"
-                        f" both define the provider type {kind.name!r}"
-                    )
-                found[kind.name] = (kind, plugin)
-        return {name: kind for name, (kind, _) in found.items()}
 
     @property
     def providers(self) -> ProviderRegistry:

@@ -34,6 +34,16 @@ def test_a_clash_names_both_plugins(make_kernel: Callable[..., Kernel]) -> None:
         kernel.pm.unique_contributions("soulacy_reasoning_strategies", "reasoning strategy")
 
 
+def test_a_provider_type_two_plugins_define_names_both(make_kernel: Callable[..., Kernel]) -> None:
+    from soulacy.kernel.providers import ProviderType
+
+    twin = ProviderType("scripted", lambda name, config, kernel: None)  # type: ignore[arg-type,return-value]
+    extra = throwaway_plugin("extra", soulacy_provider_types=lambda: [twin])
+    clash = "plugins 'scripted' and 'extra' both define the provider type 'scripted'"
+    with pytest.raises(PluginError, match=clash):  # the configuration's check asks first
+        make_kernel(extra_plugins=[extra]).provider_types()
+
+
 def test_each_plugin_is_called_through_pluggy_so_its_wrapper_applies(
     make_kernel: Callable[..., Kernel],
 ) -> None:
