@@ -233,3 +233,16 @@ async def test_an_exclusive_reservation_refuses_even_the_same_request(
     runner.release(queued)
     runner.release(first)
     assert runner.statistics() == {"conversations": 0, "runs": 0}
+
+
+@pytest.mark.parametrize("missing", ["run_id", "session_id"])
+def test_a_reservation_names_its_run_id_and_its_session(
+    load: Callable[..., Kernel], missing: str
+) -> None:
+    """What a reservation holds is a run id in a conversation: a request without either is
+    refused before anything is held (the engine gives its own runs both first)."""
+    runner = load().runner()
+    ids = {"run_id": "r", "session_id": "s", missing: None}
+    with pytest.raises(UsageError, match="names both"):
+        runner.reserve(RunRequest("a", "x", **ids))
+    assert runner.statistics() == {"conversations": 0, "runs": 0}
