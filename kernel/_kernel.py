@@ -362,8 +362,9 @@ class Kernel:
 
     def runner(self) -> Runner:
         """What runs this kernel's runs (``soulacy_runner``: the essential ``engine`` plugin),
-        asked once. Transports reserve a run id through it before they start a run
-        (``runner().reserve``, ``release``), and it cancels a conversation's runs."""
+        asked once. Besides what the methods above forward, transports reserve run ids with it
+        (``reserve``, ``release``), and it cancels a conversation's runs and says which tools a
+        run of an agent is offered (``tools_for``)."""
         if self._runner is None:
             found = self.hook.soulacy_runner(kernel=self)
             if found is None:
