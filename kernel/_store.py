@@ -516,13 +516,15 @@ EVERY_PRINCIPAL = EveryPrincipal.EVERY
 class ApprovalDecision:
     """What a person decided about one tool call: ``approver`` as they named themselves,
     ``decided_by`` the principal that sent the decision (None: the operator's command line),
-    ``note`` why (optional). ``decided_at`` is set by the store, by its clock."""
+    ``note`` why (optional). ``decided_at`` is set by the store, by its clock. ``result``: the
+    call happened (one cut by a crash, never run again); its result, as the person gave it."""
 
     approved: bool
     approver: str
     decided_by: str | None = None
     note: str | None = None
     decided_at: float = 0.0
+    result: str | None = None
 
 
 @attrs.frozen
@@ -574,10 +576,13 @@ class ApprovalRequest:
             "decided_by": None if decision is None else decision.decided_by,
             "note": None if decision is None else decision.note,
             "decided_at": None if decision is None else decision.decided_at,
+            "result": None if decision is None else decision.result,
         }
 
 
 def _decided(decision: ApprovalDecision) -> str:
+    if decision.result is not None:
+        return "happened"
     return "approved" if decision.approved else "denied"
 
 
@@ -587,9 +592,10 @@ class AlreadyDecided(SoulacyError):
     def __init__(self, request: ApprovalRequest) -> None:
         decision = request.decision
         assert decision is not None
+        status = _decided(decision)
         super().__init__(
             f"call {request.call_id!r} of run {request.run_id!r} was already"
-            f" {_decided(decision)} by {decision.approver}"
+            f" {'told it happened' if status == 'happened' else status} by {decision.approver}"
         )
         self.request = request
 

@@ -1936,6 +1936,27 @@ async def _approvals(store: Any) -> None:
         winner,
         "four concurrent decisions: the approver stored is the one whose decision won",
     )
+    # A call cut by a crash, told it happened: the result the person gave is kept, exactly.
+    await store.request_approval(_approval("kit-a1", "cut:c3"))
+    said = "delivered: id 42\n« multi-line », 日本"
+    happened = ApprovalDecision(False, "ops", "alice", None, result=said)
+    decided = await store.decide_approval("kit-a1", "cut:c3", happened, "alice")
+    listed = [r for r in await store.list_approvals("kit-a1") if r.call_id == "cut:c3"]
+    for found, how in (
+        (decided, "decide_approval"),
+        (await store.get_approval("kit-a1", "cut:c3"), "get_approval"),
+        (listed[0] if listed else None, "list_approvals"),
+    ):
+        expect(
+            None if found is None or found.decision is None else found.decision.result,
+            said,
+            f"the result of a cut call that happened, as {how} returns it",
+        )
+    expect(
+        None if stored is None or stored.decision is None else stored.decision.result,
+        None,
+        "the result of a call decided without one: None",
+    )
 
 
 async def _approvals_fenced(store: Any) -> None:

@@ -1,6 +1,6 @@
 """``soulacy store copy``: a SQLite workspace file's data, copied into a PostgreSQL database.
 
-The SQLite file is read by its documented format (docs/storage.md, "Schema", version 12), with
+The SQLite file is read by its documented format (docs/storage.md, "Schema", version 13), with
 the ``sqlite3`` module; the SQLite store plugin is not imported (plugins never import each
 other). A file of an older version is refused: the SQLite store migrates it in place the first
 time it opens it for writing, and that migration is the SQLite plugin's to run.
@@ -46,7 +46,7 @@ from soulacy.plugins.sqlkit import epoch, is_wal
 from ._schema import Connection
 from ._store import PostgresStore
 
-SQLITE_VERSION = 12  # the SQLite file format this copy reads (docs/storage.md, "Schema")
+SQLITE_VERSION = 13  # the SQLite file format this copy reads (docs/storage.md, "Schema")
 LOCK_TIMEOUT = "10s"  # how long the copy waits for the target's tables before giving up
 
 # Every Soulacy table of the target, in the order they are locked (``leases`` first: the
@@ -263,10 +263,11 @@ TABLES = (
             "decided_by",
             "note",
             "decided_at",
+            "result",
         ),
         "SELECT rowid, run_id, call_id, tool, arguments, agent_id, session_id, principal,"
         " user_id, request, reasons, requested_at, approved, approver, decided_by, note,"
-        " decided_at FROM tool_approvals ORDER BY rowid",
+        " decided_at, result FROM tool_approvals ORDER BY rowid",
         sequence="seq",
     ),
 )
@@ -428,7 +429,7 @@ _COLUMNS: dict[str, tuple[Callable[[Any], Any], ...]] = {
     "counters": (_S, lambda v: float(v or 0.0), _E),
     "tool_approvals": (
         *(int, _S, _S, _S, _S, _S, _S, _T, _T, _S, _S, _E),
-        *(_maybe_bool, _T, _T, _T, _ME),
+        *(_maybe_bool, _T, _T, _T, _ME, _T),
     ),
 }
 

@@ -6,7 +6,8 @@ columns and indexes; version 4 keeps reply metadata once per attempt instead of 
 entry (docs/decisions/0045), which a process of an earlier release does not read: every such
 process must stop before the first of this release opens the database. Version 5 only adds two
 columns (the lease tokens that fence a run's shared stream events); version 6 adds what
-retention needs (docs/storage.md, Retention). A database at a version
+retention needs (docs/storage.md, Retention); version 7 only adds a column (the result a
+person gave for a cut call that happened, docs/decisions/0081). A database at a version
 newer than :data:`SCHEMA_VERSION` is refused and left as it is (:func:`refuse_newer`): its
 layout may not be the one this code reads and writes. Migrations run at start-up, in one
 transaction, under a transaction-scoped advisory lock of the database
@@ -178,6 +179,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX IF NOT EXISTS superseded_proofs_by_age"
             " ON superseded_proofs (superseded_at)",
         ),
+    ),
+    Migration(
+        7,
+        "the result a person gave for a call cut by a crash that happened (decision 0081)",
+        # NULL: no result given (every decision made before 7).
+        ("ALTER TABLE tool_approvals ADD COLUMN IF NOT EXISTS result TEXT",),
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -9,7 +9,9 @@ version 9 rebuilds the two tables written every turn (docs/decisions/0039), vers
 only adds columns: a tool record is kept in its tool result's history row
 (docs/decisions/0047), and so does version 11: the lease tokens that fence a run's shared
 stream events; version 12 adds what retention needs (docs/storage.md, Retention): the run a
-plugin state belongs to, and the high-water mark of pruned lease tokens. All steps run in one
+plugin state belongs to, and the high-water mark of pruned lease tokens; version 13 only adds
+a column: the result a person gave for a cut call that happened (docs/decisions/0081). All
+steps run in one
 transaction: a failed migration leaves the file as it
 was.
 """
@@ -20,7 +22,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -301,6 +303,12 @@ def _v12(conn: sqlite3.Connection) -> None:
     )
 
 
+def _v13(conn: sqlite3.Connection) -> None:
+    # A call cut by a crash can be told it happened (docs/decisions/0081): the result the
+    # person gave, kept with the decision (NULL: none given, every decision made before 13).
+    _add_columns(conn, "tool_approvals", {"result": "TEXT"})
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v1,
     _v2,
@@ -314,6 +322,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v10,
     _v11,
     _v12,
+    _v13,
 )
 
 

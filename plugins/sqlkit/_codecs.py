@@ -225,11 +225,14 @@ def _approval(
     decided_by: str | None,
     note: str | None,
     decided_at: Any,
+    result: str | None,
     **request: Any,
 ) -> ApprovalRequest:
     decision = None
     if approved is not None:
-        decision = ApprovalDecision(bool(approved), approver or "", decided_by, note, decided_at)
+        decision = ApprovalDecision(
+            bool(approved), approver or "", decided_by, note, decided_at, result
+        )
     return ApprovalRequest(**request, decision=decision)
 
 
@@ -252,5 +255,6 @@ APPROVAL = Codec(
         "decided_by": None,
         "note": None,
         "decided_at": _float_or_zero,
+        "result": None,
     },
 )

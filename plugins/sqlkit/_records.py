@@ -212,7 +212,7 @@ class RecordsMixin(SQLBase[C]):
         d = self.dialect
         sql = d.sql(
             "UPDATE tool_approvals SET approved = ?, approver = ?, decided_by = ?,"
-            f" note = ?, decided_at = {d.now} WHERE run_id = ? AND call_id = ?"
+            f" note = ?, result = ?, decided_at = {d.now} WHERE run_id = ? AND call_id = ?"
             " AND approved IS NULL"
         )
         values = (
@@ -220,6 +220,7 @@ class RecordsMixin(SQLBase[C]):
             d.text(decision.approver),
             decision.decided_by,
             None if decision.note is None else d.text(decision.note),
+            None if decision.result is None else d.text(decision.result),
             run_id,
             call_id,
         )

@@ -50,6 +50,21 @@ class SecondDecisionOverwrites(MemoryStore):
         return decided
 
 
+class DecisionDropsTheResult(MemoryStore):
+    """The bug: a decision's ``result`` (a cut call that happened) is not kept, so the run's
+    retry takes it for a denial and tells the model the call was not run again."""
+
+    async def decide_approval(
+        self,
+        run_id: str,
+        call_id: str,
+        decision: ApprovalDecision,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+    ) -> ApprovalRequest | None:
+        dropped = attrs.evolve(decision, result=None)
+        return await super().decide_approval(run_id, call_id, dropped, principal)
+
+
 class DecisionIgnoresPrincipal(MemoryStore):
     async def decide_approval(
         self,
@@ -157,6 +172,7 @@ class RetryStartsWithoutTheRunsState(MemoryStore):
     [
         (SecondDecisionOverwrites, "approvals"),
         (DecisionIgnoresPrincipal, "approvals"),
+        (DecisionDropsTheResult, "approvals"),
         (RequestReplacesTheStoredOne, "approvals"),
         (DecisionRaces, "approvals"),
         (RequestUnfenced, "approvals_fenced"),
@@ -175,6 +191,8 @@ async def test_the_kit_catches_a_planted_approval_bug(store: type[MemoryStore], 
     assert found.group(1) == check, message
     if store is DecisionRaces:
         assert "four concurrent decisions of one call: the refusals" in message
+    if store is DecisionDropsTheResult:
+        assert "the result of a cut call that happened" in message
 
 
 def test_the_store_kit_has_the_approval_checks() -> None:
