@@ -139,6 +139,15 @@ class RunParticipant:
         return None
 
 
+@attrs.frozen
+class Happened:
+    """An approval keeper's answer that a call cut while it ran (``cut:<call id>``) happened:
+    it is not run again and ``result`` is its result, as a person gave it
+    (docs/decisions/0081-a-cut-call-can-be-told-it-happened.md)."""
+
+    result: str
+
+
 class ApprovalKeeper(Protocol):
     """Obtains a person's decision on a tool call that needs one (``soulacy_approval_keeper``;
     the builtin ``approvals`` plugin keeps them durably in the store).
@@ -148,8 +157,9 @@ class ApprovalKeeper(Protocol):
     :meth:`Run.wait_for_decision` and :meth:`Run.add_receipt`
     (docs/decisions/0069-approvals-are-a-plugin.md)."""
 
-    async def ask(self, run: Run, call: ToolCall, reasons: Sequence[str]) -> Refusal:
+    async def ask(self, run: Run, call: ToolCall, reasons: Sequence[str]) -> str | Happened | None:
         """Decide ``call`` (``reasons``: why it needs a person): None when it may run, else
-        the refusal the model gets as its result (``error: <refusal>``). It may raise
+        the refusal the model gets as its result (``error: <refusal>``), or :class:`Happened`:
+        the call is not run and its result is the one given (not an error). It may raise
         :class:`RunStop` to end the run instead."""
         ...

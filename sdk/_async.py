@@ -77,16 +77,19 @@ class AsyncClient(
         run_id: str,
         call_id: str,
         *,
-        approved: bool,
+        approved: bool | None = None,
         approver: str | None = None,
         note: str | None = None,
         arguments_sha256: str | None = None,
+        result: str | None = None,
     ) -> dict[str, Any]:
         """Approve or deny a tool call the run waits on; the decision as stored. With
         ``arguments_sha256`` (the ``tool.approval`` event's) it applies to those arguments
-        only: other arguments are a SoulacyError with status 409."""
+        only: other arguments are a SoulacyError with status 409. ``result`` (without
+        ``approved``): a call cut while it ran (``cut:<call id>``) happened, and this is its
+        result; it is not run again and the model gets it."""
         return await self._call(
-            _calls.confirm(run_id, call_id, approved, approver, note, arguments_sha256)
+            _calls.confirm(run_id, call_id, approved, approver, note, arguments_sha256, result)
         )
 
     async def cancel(self, run_id: str) -> bool:

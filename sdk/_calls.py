@@ -149,13 +149,19 @@ def events(run_id: str, last_event_id: int | None) -> Request:
 def confirm(
     run_id: str,
     call_id: str,
-    approved: bool,
+    approved: bool | None,
     approver: str | None = None,
     note: str | None = None,
     arguments_sha256: str | None = None,
+    result: str | None = None,
 ) -> Call[dict[str, Any]]:
-    """``POST /chat/confirm``: decide a tool call the run waits on (docs/approvals.md)."""
-    body: dict[str, Any] = {"run_id": run_id, "call_id": call_id, "approved": approved}
+    """``POST /chat/confirm``: decide a tool call the run waits on (docs/approvals.md);
+    ``result``: a call cut while it ran happened, with this result (``approved`` None)."""
+    body: dict[str, Any] = {"run_id": run_id, "call_id": call_id}
+    if approved is not None:
+        body["approved"] = approved
+    if result is not None:
+        body["result"] = result
     if approver is not None:
         body["approver"] = approver
     if note is not None:

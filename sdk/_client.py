@@ -84,16 +84,19 @@ class Client(ClientBase[httpx.BaseTransport, httpx.Client, "EventStream"], Closi
         run_id: str,
         call_id: str,
         *,
-        approved: bool,
+        approved: bool | None = None,
         approver: str | None = None,
         note: str | None = None,
         arguments_sha256: str | None = None,
+        result: str | None = None,
     ) -> dict[str, Any]:
         """Approve or deny a tool call the run waits on (its agent's ``confirm_tools``); the
         decision as stored. A second decision is a SoulacyError with status 409, and so is
-        an ``arguments_sha256`` (the ``tool.approval`` event's) that is not the call's."""
+        an ``arguments_sha256`` (the ``tool.approval`` event's) that is not the call's.
+        ``result`` (without ``approved``): a call cut while it ran (``cut:<call id>``)
+        happened, and this is its result; it is not run again and the model gets it."""
         return self._call(
-            _calls.confirm(run_id, call_id, approved, approver, note, arguments_sha256)
+            _calls.confirm(run_id, call_id, approved, approver, note, arguments_sha256, result)
         )
 
     def cancel(self, run_id: str) -> bool:

@@ -8,8 +8,10 @@ format's key)::
 Each such call pauses its run: the run stores the request (the store's approval role), emits
 ``tool.approval`` (also on the SSE stream) and waits, durably, for ``POST
 /api/v1/chat/confirm`` or ``soulacy runs approve|deny RUN CALL``, in any process sharing the
-store. An approved call runs; a denied one goes back to the model as a refusal naming who
-denied it; the decision is a receipt of the run's proof. Other plugins choose calls too, by
+store (a call the effect ledger found cut while it ran may also be told it happened:
+``soulacy runs happened RUN cut:CALL --result TEXT``). An approved call runs; a denied one goes
+back to the model as a refusal naming who denied it; the decision is a receipt of the run's
+proof. Other plugins choose calls too, by
 answering ``soulacy_tool_approval``. Workspace settings::
 
     approvals:
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
         EXPIRED_APPROVER,
         ApprovalClosed,
         ApprovalMismatch,
+        ApprovalResultRefused,
         Approvals,
         Decided,
         approval_store,
@@ -47,6 +50,7 @@ __all__ = [
     "EXPIRED_APPROVER",
     "ApprovalClosed",
     "ApprovalMismatch",
+    "ApprovalResultRefused",
     "Approvals",
     "ApprovalsConfig",
     "Decided",
@@ -159,6 +163,12 @@ def soulacy_cli_commands() -> Sequence[CliCommand]:
             "deny a tool call a run waits on: the model is told who denied it",
             f"{_HERE}._commands:deny",
             f"{_HERE}._args:configure_decide",
+        ),
+        CliCommand(
+            "runs happened",
+            "tell a call cut by a crash that it happened, with its result: it is not run again",
+            f"{_HERE}._commands:happened",
+            f"{_HERE}._args:configure_happened",
         ),
         CliCommand(
             "runs approvals",

@@ -1,5 +1,5 @@
-"""The arguments of the ``runs approve|deny|approvals`` commands (argparse only: imported for
-``--help`` without what the commands do)."""
+"""The arguments of the ``runs approve|deny|happened|approvals`` commands (argparse only:
+imported for ``--help`` without what the commands do)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,15 @@ def configure_decide(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--note", help="why; the model is told it with a denial")
     parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def configure_happened(parser: argparse.ArgumentParser) -> None:
+    configure_decide(parser)
+    parser.add_argument(
+        "--result",
+        required=True,
+        help="the call's result, as the model gets it (- reads it from standard input)",
+    )
 
 
 def configure_list(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""``soulacy runs approve|deny RUN CALL`` and ``soulacy runs approvals``: the operator's side.
+"""``soulacy runs approve|deny|happened RUN CALL`` and ``soulacy runs approvals``: the
+operator's side.
 
 The command line is the operator's: it sees every principal's requests. A decision of a run
 whose process is gone (the run reads ``interrupted``) resumes the run in this command, to its
@@ -14,7 +15,13 @@ import time
 from soulacy.kernel import CliContext, UsageError
 from soulacy.kernel.store import AlreadyDecided, ApprovalRequest
 
-from ._keeper import ApprovalClosed, approval_store, approvals_of
+from ._keeper import (
+    RESULT_LIMIT,
+    ApprovalClosed,
+    ApprovalResultRefused,
+    approval_store,
+    approvals_of,
+)
 
 ENDED = frozenset({"completed", "incomplete", "failed", "cancelled"})  # how runs end
 
@@ -34,7 +41,16 @@ async def deny(args: argparse.Namespace, ctx: CliContext) -> int:
     return await _decide(args, ctx, approved=False)
 
 
-async def _decide(args: argparse.Namespace, ctx: CliContext, *, approved: bool) -> int:
+async def happened(args: argparse.Namespace, ctx: CliContext) -> int:
+    result = ctx.inp.read() if args.result == "-" else args.result
+    if len(result) > RESULT_LIMIT:
+        raise UsageError(f"--result: expected at most {RESULT_LIMIT} characters")
+    return await _decide(args, ctx, approved=False, result=result)
+
+
+async def _decide(
+    args: argparse.Namespace, ctx: CliContext, *, approved: bool, result: str | None = None
+) -> int:
     kernel = ctx.kernel()
     approver = (args.approver or "").strip() or _user()
     try:
@@ -46,33 +62,34 @@ async def _decide(args: argparse.Namespace, ctx: CliContext, *, approved: bool) 
                 approved=approved,
                 approver=approver,
                 note=args.note,
+                result=result,
             )
-        except (AlreadyDecided, ApprovalClosed) as exc:
+        except (AlreadyDecided, ApprovalClosed, ApprovalResultRefused) as exc:
             raise UsageError(str(exc)) from None
         if decided is None:
             raise UsageError(
                 f"no approval request for call {args.call_id!r} of run {args.run_id!r} in the store"
             )
-        verb = "approved" if approved else "denied"
+        verb = "approved" if approved else "denied" if result is None else "told it happened"
         if not args.json:
             ctx.print(f"{verb} call {args.call_id} of run {args.run_id} (approver {approver})")
-        result = None
+        resumed = None
         if decided.resume:
             if not args.json:
                 ctx.print(f"the process of run {args.run_id} is gone: resuming it here")
-            result = await gate.resume(decided.request)
+            resumed = await gate.resume(decided.request)
     finally:
         await kernel.aclose()
     if args.json:
-        data = {**decided.request.describe(), "woke": decided.woke, "resumed": result is not None}
-        if result is not None:
-            data["result"] = {**result.metadata(), "reply": result.reply}
+        data = {**decided.request.describe(), "woke": decided.woke, "resumed": resumed is not None}
+        if resumed is not None:
+            data["run"] = {**resumed.metadata(), "reply": resumed.reply}
         ctx.print_json(data)
-    elif result is not None:
-        reason = f" ({result.incomplete_reason})" if result.incomplete_reason else ""
-        ctx.print(f"run {result.run_id}: {result.status}{reason}, attempt {result.attempt}")
-        if result.reply:
-            ctx.print(result.reply)
+    elif resumed is not None:
+        reason = f" ({resumed.incomplete_reason})" if resumed.incomplete_reason else ""
+        ctx.print(f"run {resumed.run_id}: {resumed.status}{reason}, attempt {resumed.attempt}")
+        if resumed.reply:
+            ctx.print(resumed.reply)
     return 0
 
 

@@ -1,4 +1,8 @@
-"""``POST /api/v1/chat/confirm``: a principal decides a tool call of one of its runs."""
+"""``POST /api/v1/chat/confirm``: a principal decides a tool call of one of its runs.
+
+A decision is ``approved: true`` (run it), ``approved: false`` (deny it), or, for a call cut
+while it ran (``cut:<call id>``), ``result``: it happened, this is its result, and it is not
+run again (``approved`` then false or absent; decision 0081)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,13 @@ from soulacy.kernel import ConfigError, Kernel, structure
 from soulacy.kernel.store import EVERY_PRINCIPAL, AlreadyDecided
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, HttpRoute
 
-from ._keeper import ApprovalClosed, ApprovalMismatch, approvals_of
+from ._keeper import (
+    RESULT_LIMIT,
+    ApprovalClosed,
+    ApprovalMismatch,
+    ApprovalResultRefused,
+    approvals_of,
+)
 from ._service import resume_service
 
 _ID = re.compile(r"[A-Za-z0-9._:@-]{1,200}")  # as the HTTP plugin's run and session ids
@@ -24,12 +34,14 @@ class ConfirmBody:
 
     run_id: str
     call_id: str
-    approved: bool
+    approved: bool | None = None  # required, unless ``result`` is given (then false or absent)
     approver: str | None = None
     note: str | None = None
     # The request's ``arguments_sha256`` as the person was shown it: the decision then
     # applies to those arguments only (409 otherwise).
     arguments_sha256: str | None = None
+    # A call cut while it ran happened: its result, as the person gives it (not run again).
+    result: str | None = None
 
 
 def _parse(data: Any) -> ConfirmBody:
@@ -56,6 +68,25 @@ def _parse(data: Any) -> ConfirmBody:
         )
     if body.note is not None and len(body.note) > 2000:
         raise HttpError(422, "invalid request body", {"note": "expected at most 2000 characters"})
+    if body.result is None and body.approved is None:
+        raise HttpError(
+            422,
+            "invalid request body",
+            {"approved": "required (true or false), unless result is given"},
+        )
+    if body.result is not None and body.approved:
+        raise HttpError(
+            422,
+            "invalid request body",
+            {
+                "approved": "expected false or absent with a result: a call that happened is not"
+                " run again"
+            },
+        )
+    if body.result is not None and len(body.result) > RESULT_LIMIT:
+        raise HttpError(
+            422, "invalid request body", {"result": f"expected at most {RESULT_LIMIT} characters"}
+        )
     return body
 
 
@@ -68,17 +99,20 @@ def routes(kernel: Kernel) -> Sequence[HttpRoute]:
             decided = await approvals_of(kernel).decide(
                 body.run_id,
                 body.call_id,
-                approved=body.approved,
+                approved=bool(body.approved),
                 approver=approver,
                 decided_by=request.principal,
                 note=body.note,
                 principal=principal,
                 digest=body.arguments_sha256,
+                result=body.result,
             )
         except AlreadyDecided as exc:
             raise HttpError(409, str(exc), extra={"approval": exc.request.describe()}) from None
         except (ApprovalClosed, ApprovalMismatch) as exc:
             raise HttpError(409, str(exc)) from None
+        except ApprovalResultRefused as exc:
+            raise HttpError(422, "invalid request body", {"result": str(exc)}) from None
         if decided is None:  # never says whether another principal's run exists
             raise HttpError(
                 404, f"no approval request for call {body.call_id!r} of run {body.run_id!r}"

@@ -33,6 +33,7 @@ from soulacy.kernel import (
     format_duration,
     redact_arguments,
 )
+from soulacy.kernel.contracts import Happened
 from soulacy.kernel.engine import RunStop
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
@@ -59,11 +60,18 @@ FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
 EXPIRED_APPROVER = "soulacy (expired)"  # who decided a request nobody decided in time
 RECEIPT_TOOL = "soulacy.approval"  # the tool name of a decision's proof receipt
 RECEIPT_FIELDS = ("status", "approver", "decided_by", "note", "reasons", "decided_at")
+CUT = "cut:"  # the call ids of the effect ledger's questions: a call cut while it ran
+RESULT_LIMIT = 100_000  # characters of a result a person gives for a cut call that happened
 
 
 class ApprovalMismatch(SoulacyError):
     """A decision sent for other arguments than the call's (its ``arguments_sha256`` is not
     the request's): a person approved what they were shown, nothing else."""
+
+
+class ApprovalResultRefused(SoulacyError):
+    """A result given for a call that is not one cut while it ran (its id does not start with
+    ``cut:``): a call that did not run yet has no result to give; approve or deny it."""
 
 
 class ApprovalClosed(SoulacyError):
@@ -135,9 +143,10 @@ class Approvals:
         self.kernel = kernel
         self._waiting: dict[tuple[str, str], trio.Event] = {}
 
-    async def ask(self, run: Run, call: ToolCall, reasons: Sequence[str]) -> str | None:
-        """Obtain a person's decision on ``call``, durably: None when it may run, else the
-        refusal the model gets. The decision goes into the proof as a receipt of its own
+    async def ask(self, run: Run, call: ToolCall, reasons: Sequence[str]) -> str | Happened | None:
+        """Obtain a person's decision on ``call``, durably: None when it may run,
+        :class:`Happened` with the result a person gave when it happened (a cut call), else
+        the refusal the model gets. The decision goes into the proof as a receipt of its own
         (call id ``approval:<call id>``, tool ``soulacy.approval``), just before the call's."""
         # What led to this call is stored before the run waits: a retry in another process
         # (this one may die while it waits) replays up to here.
@@ -181,6 +190,8 @@ class Approvals:
         await run.emit("tool.approval", approval_event(run, stored))
         described = stored.describe()
         receipt = {k: described[k] for k in RECEIPT_FIELDS}
+        if decision.result is not None:
+            receipt["result"] = decision.result
         run.add_receipt(
             ToolRecord(
                 run.run_id,
@@ -188,11 +199,13 @@ class Approvals:
                 RECEIPT_TOOL,
                 {"call_id": call.id, "tool": call.name, "arguments": asked.arguments},
                 json.dumps(receipt, ensure_ascii=False, sort_keys=True),
-                not decision.approved,
+                described["status"] == "denied",
             )
         )
         if decision.approved:
             return None
+        if decision.result is not None:
+            return Happened(decision.result)
         if decision.approver == EXPIRED_APPROVER and expiry(self.kernel)[1] == "cancel":
             raise RunStop("cancelled", "approval_expired", error=decision.note)
         by = decision.approver
@@ -268,17 +281,30 @@ class Approvals:
         note: str | None = None,
         principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
         digest: str | None = None,
+        result: str | None = None,
     ) -> Decided | None:
         """Decide the call (atomically: a second decision raises ``AlreadyDecided``); None
         when ``principal`` sees no such request (another principal's run reads as none).
+        ``result``: a call cut while it ran (``cut:<call id>``) happened, and this is its
+        result; it is not run again (``approved`` must be False: ValueError otherwise;
+        :class:`ApprovalResultRefused` for a call that did not run yet).
         :class:`ApprovalClosed` when the run ended while the call waited;
         :class:`ApprovalMismatch` when ``digest`` (the ``arguments_sha256`` the person was
         shown) is not the request's."""
+        if result is not None and approved:
+            raise ValueError(
+                "a call that happened is not run again: give result with approved=False"
+            )
         kernel = self.kernel
         store = approval_store(kernel)
         found = await store.get_approval(run_id, call_id, principal)
         if found is None:
             return None
+        if result is not None and not call_id.startswith(CUT):
+            raise ApprovalResultRefused(
+                f"call {call_id!r} of run {run_id!r} did not run yet: only a call cut while it"
+                f" ran (call id {CUT}<call id>) can be told it happened; approve or deny it"
+            )
         if digest is not None and digest != found.digest:
             raise ApprovalMismatch(
                 f"call {call_id!r} of run {run_id!r} waits for a decision on other arguments"
@@ -291,7 +317,7 @@ class Approvals:
                 f"{', ' + run.incomplete_reason if run.incomplete_reason else ''}) while call"
                 f" {call_id!r} waited for approval: nothing waits for a decision any more"
             )
-        decision = ApprovalDecision(approved, approver, decided_by, note)
+        decision = ApprovalDecision(approved, approver, decided_by, note, result=result)
         decided = await store.decide_approval(run_id, call_id, decision, principal)
         if decided is None:
             return None

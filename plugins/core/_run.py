@@ -429,10 +429,15 @@ async def _watch(
         elif event.type == "tool.approval" and event.data.get("status") == "pending":
             # Said even with --json (on stderr): otherwise the command just seems to hang.
             run, call = event.run_id, event.data["id"]
+            happened = (  # a call cut while it ran may have happened (decision 0081)
+                f", or `soulacy runs happened {run} {call} --result TEXT`"
+                if str(call).startswith("cut:")
+                else ""
+            )
             print(
                 f"{clear}soulacy: run {run} waits for approval of call {call} (tool"
                 f" {event.data['name']}): `soulacy runs approve {run} {call}` or"
-                f" `soulacy runs deny {run} {call}`",
+                f" `soulacy runs deny {run} {call}`{happened}",
                 file=ctx.err,
                 flush=True,
             )

@@ -36,6 +36,7 @@ from soulacy.kernel.contracts import (
     ApprovalKeeper,
     Compactor,
     ContextOverflow,
+    Happened,
     RunStrategy,
     Verdict,
 )
@@ -799,31 +800,39 @@ class Engine:
     async def _ask_person(self, run: EngineRun, call: ToolCall) -> ToolOutcome | None:
         """A participant's reasons for a person to decide the call: the approval keeper
         (``soulacy_approval_keeper``) obtains the decision. None: the call may run; else the
-        refusal the model gets. No keeper: refused, never run unapproved."""
+        refusal the model gets, or the result the keeper says the call had (it happened, it
+        is not run). No keeper: refused, never run unapproved."""
         found = (ask(run, call) for ask in run.participants.needs_approval)
         reasons = [str(reason) for reason in found if reason]
         if not reasons:
             return None
-        refused = await self.ask_keeper(run, call, reasons)
-        return None if refused is None else ToolOutcome(f"error: {refused}", True)
+        answer = await self.ask_keeper(run, call, reasons)
+        if isinstance(answer, Happened):
+            return ToolOutcome(answer.result, False)
+        return None if answer is None else ToolOutcome(f"error: {answer}", True)
 
-    async def ask_keeper(self, run: EngineRun, call: ToolCall, reasons: list[str]) -> str | None:
+    async def ask_keeper(
+        self, run: EngineRun, call: ToolCall, reasons: list[str]
+    ) -> str | Happened | None:
         """The approval keeper's answer on ``call`` for ``reasons``: None when it may run,
-        else why not. No keeper: refused, never run unapproved."""
+        :class:`Happened` when it is not to run because it happened (its result given), else
+        why not. No keeper: refused, never run unapproved."""
         keeper = self._keeper
         if keeper is None:
-            answer: ApprovalKeeper | None = self.kernel.hook.soulacy_approval_keeper(
+            found: ApprovalKeeper | None = self.kernel.hook.soulacy_approval_keeper(
                 kernel=self.kernel
             )
-            keeper = self._keeper = False if answer is None else answer
+            keeper = self._keeper = False if found is None else found
         if keeper is False:
             return (
                 f"the call of tool {call.name!r} needs a person's approval"
                 f" ({'; '.join(reasons)}) but no plugin keeps approvals (the builtin"
                 " 'approvals' is not loaded); it did not run"
             )
-        refused = await keeper.ask(run, call, reasons)
-        return None if refused is None else str(refused)
+        answer = await keeper.ask(run, call, reasons)
+        if answer is None or isinstance(answer, Happened):
+            return answer
+        return str(answer)
 
     # -- endings ---------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ with its tool, the digest of its arguments and the attempt. The call's receipt i
 record, stored with the next turn. On a same-id retry, a reserved call of the stored history
 with no result was cut while it ran: ``read`` never gets here, ``idempotent`` runs again under
 the same idempotency key, ``unsafe`` waits for a person's decision through the approval keeper
-(approve: run it again; deny: the model is told it was not run again, its effect unknown).
+(approve: run it again; deny: the model is told it was not run again, its effect unknown; it
+happened: not run again, the model gets the result the person gave, decision 0081).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from soulacy.kernel import Tool, redact_arguments
+from soulacy.kernel.contracts import Happened
 from soulacy.kernel.engine import ToolOutcome
 from soulacy.kernel.messages import Message, ToolCall
 from soulacy.kernel.store import Store, ToolRecord, canonical_json
@@ -33,7 +35,7 @@ KEY = "effects:"  # + run id: the run's reservations, one row replaced at each r
 CUT_REASON = (
     "this call began before its run was cut (a crash, a stop or a lost lease) and had no"
     " result stored: its effect is unknown. Approve to run it again; deny to tell the model it"
-    " was not run again"
+    " was not run again; or, if it happened, give its result (it is not run again)"
 )
 NOT_RUN_AGAIN = (
     "error: not run again: this call began before the run was cut and its effect is unknown"
@@ -93,19 +95,24 @@ async def cut_calls(run: EngineRun, store: Store) -> tuple[list[ToolCall], dict[
 
 async def settle(engine: Engine, run: EngineRun, calls: list[ToolCall], found: Any) -> None:
     """Give each cut call a result before the run goes on: run it again where that is safe
-    (or a person says so), else tell the model it was not run again."""
+    (or a person says so), else tell the model it was not run again, or the result a person
+    gave for it (it happened)."""
     for call in calls:
         tool = run.tools.get(call.name)
         effects = effects_of(run, tool)
-        again = effects in ("read", "idempotent")
+        outcome = None if effects in ("read", "idempotent") else ToolOutcome(NOT_RUN_AGAIN, True)
         if found[call.id].get("masked"):
-            again = False  # its arguments are kept masked: it cannot be given them again
-        elif not again:
-            again = await engine.ask_keeper(run, _decision_call(call), [CUT_REASON]) is None
-        if again:
+            # its arguments are kept masked: it cannot be given them again
+            outcome = ToolOutcome(NOT_RUN_AGAIN, True)
+        elif outcome is not None:
+            answer = await engine.ask_keeper(run, _decision_call(call), [CUT_REASON])
+            if answer is None:
+                outcome = None  # a person said: run it again
+            elif isinstance(answer, Happened):
+                outcome = ToolOutcome(answer.result, False)
+        if outcome is None:
             await run.call_tool(call.name, call.arguments, call.id)
             continue
-        outcome = ToolOutcome(NOT_RUN_AGAIN, True)
         run.outcomes[call.id] = outcome  # a later retry replays the answer: asked once
         run.pending_tools.append(
             ToolRecord(
@@ -114,11 +121,17 @@ async def settle(engine: Engine, run: EngineRun, calls: list[ToolCall], found: A
                 call.name,
                 redact_arguments(call.arguments),
                 outcome.content,
-                True,
+                outcome.is_error,
             )
         )
         run.messages.append(
-            Message("tool", outcome.content, tool_call_id=call.id, name=call.name, is_error=True)
+            Message(
+                "tool",
+                outcome.content,
+                tool_call_id=call.id,
+                name=call.name,
+                is_error=outcome.is_error,
+            )
         )
 
 

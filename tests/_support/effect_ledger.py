@@ -1,9 +1,10 @@
 """The effect ledger with real processes (issue 40, item 1), on any store: ``soulacy run`` is
 killed (SIGKILL) after its tool's effect happened and before the call's result was stored. The
 same-id retry in a new process never runs the call again blindly: an ``unsafe`` tool (the
-default) waits for a person's decision, shown with the evidence; an ``idempotent`` one runs
-again under the same idempotency key, so its effect still happens once. ``query`` reads the
-store's tables (SQLite or PostgreSQL)."""
+default) waits for a person's decision, shown with the evidence (approve: run it again; deny:
+not run again; happened: not run again, the model gets the result the person gave); an
+``idempotent`` one runs again under the same idempotency key, so its effect still happens once.
+``query`` reads the store's tables (SQLite or PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -68,10 +69,16 @@ def env(dedupe: bool = False) -> dict[str, str]:
     return {**clean, "DEDUPE": "1"} if dedupe else clean
 
 
-def soulacy(workspace: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
+def soulacy(
+    workspace: Workspace, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        cli(workspace, *args), env=env(), capture_output=True, text=True, timeout=120
+        cli(workspace, *args), env=env(), capture_output=True, text=True, timeout=120, input=stdin
     )
+
+
+# What a person says the cut call's result was, given on standard input (``--result -``).
+SAID = "sent to bob (message id 42, seen in the mail log)\nno need to send it again"
 
 
 def start(workspace: Workspace, dedupe: bool = False) -> subprocess.Popen[str]:
@@ -153,7 +160,13 @@ def check_an_unsafe_cut_call_waits_for_a_decision(
             ("cut:c1", "send", {"to": "bob"})
         ]
         assert "its effect is unknown" in json.dumps(shown[0])  # the evidence, with the ask
-        decided = soulacy(workspace, "runs", decision, "E1", "cut:c1", "--approver", "ops")
+        if decision == "happened":  # from another process, the result on standard input
+            decided = soulacy(
+                workspace, "runs", "happened", "E1", "cut:c1", "--approver", "ops",
+                "--result", "-", stdin=SAID,
+            )  # fmt: skip
+        else:
+            decided = soulacy(workspace, "runs", decision, "E1", "cut:c1", "--approver", "ops")
         assert decided.returncode == 0, decided.stderr
         result = finish(retry)
     finally:
@@ -166,11 +179,46 @@ def check_an_unsafe_cut_call_waits_for_a_decision(
     if decision == "deny":
         assert effects(folder) == ["sent to bob"]  # exactly once
         assert answers[0].startswith("error: not run again")
+    elif decision == "happened":
+        assert effects(folder) == ["sent to bob"]  # exactly once: it happened, not run again
+        assert answers[0] == SAID  # the model received the person's result, not an error
+        errors = [e["is_error"] for e in history if e["role"] == "tool"]
+        assert errors == [False, False]
     else:  # a person said: run it again
         assert effects(folder) == ["sent to bob", "sent to bob"]
         assert answers[0] == "sent to bob"
     # The scripted model asks for c1 again on the retry: replayed (the same answer), not run.
     assert answers == [answers[0]] * 2
+    if decision == "happened":
+        check_the_decision_is_a_receipt_and_asked_once(workspace, folder, query)
+
+
+def check_the_decision_is_a_receipt_and_asked_once(
+    workspace: Workspace, folder: Path, query: Query
+) -> None:
+    """The decision that the call happened is in the proof; a later retry of the run id
+    replays the call's stored answer, never asks again, never runs it."""
+    shown = json.loads(soulacy(workspace, "runs", "show", "E1", "--json").stdout)
+    receipts = {r["call_id"]: r for r in shown["proof"]["receipts"]}
+    decision = json.loads(receipts["approval:cut:c1"]["result"])
+    assert (decision["status"], decision["approver"], decision["result"]) == (
+        "happened",
+        "ops",
+        SAID,
+    )
+    again = start(workspace)
+    try:
+        result = finish(again)
+    finally:
+        if again.poll() is None:
+            again.kill()
+            again.communicate()
+    assert result["metadata"]["status"] == "completed"
+    assert pending(query) == []
+    assert query("SELECT count(*) FROM tool_approvals") == [(1,)]  # asked once, ever
+    assert effects(folder) == ["sent to bob"]
+    history = json.loads(soulacy(workspace, "history", "S", "--json").stdout)
+    assert [e["content"] for e in history if e["role"] == "tool"] == [SAID] * 3
 
 
 def check_an_idempotent_cut_call_runs_again_under_the_same_key(

@@ -14,7 +14,7 @@ from soulacy.testing import Workspace
 pytestmark = pytest.mark.processes
 
 
-@pytest.mark.parametrize("decision", ["deny", "approve"])
+@pytest.mark.parametrize("decision", ["deny", "approve", "happened"])
 def test_an_unsafe_call_cut_after_its_effect_waits_for_a_decision_on_the_retry(
     workspace: Workspace, decision: str
 ) -> None:

@@ -28,7 +28,7 @@ def on(database: str) -> tuple[dict[str, Any], Query]:
     return config, query
 
 
-@pytest.mark.parametrize("decision", ["deny", "approve"])
+@pytest.mark.parametrize("decision", ["deny", "approve", "happened"])
 def test_an_unsafe_call_cut_after_its_effect_waits_for_a_decision_on_the_retry(
     workspace: Workspace, database: str, decision: str
 ) -> None:

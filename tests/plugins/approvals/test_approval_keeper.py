@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from soulacy.kernel import Kernel, Tool, hookimpl
+from soulacy.kernel.contracts import Happened
 from soulacy.kernel.engine import Run
 from soulacy.kernel.messages import ToolCall
 from soulacy.testing import Workspace, participant_plugin, throwaway_plugin
@@ -42,11 +43,11 @@ class ChatOpsKeeper:
 
 
 class KeeperPlugin:
-    def __init__(self, keeper: ChatOpsKeeper) -> None:
+    def __init__(self, keeper: ChatOpsKeeper | ItHappenedKeeper) -> None:
         self.keeper = keeper
 
     @hookimpl(tryfirst=True)
-    def soulacy_approval_keeper(self, kernel: Kernel) -> ChatOpsKeeper:
+    def soulacy_approval_keeper(self, kernel: Kernel) -> ChatOpsKeeper | ItHappenedKeeper:
         return self.keeper
 
 
@@ -83,3 +84,30 @@ async def test_without_a_keeper_a_call_that_needs_a_person_is_refused(
     assert records["c1"].is_error
     assert "needs a person's approval (company rule: deletes)" in records["c1"].content
     assert "no plugin keeps approvals" in records["c1"].content
+
+
+class ItHappenedKeeper:
+    """A keeper that answers that the call happened (done by hand, say), with its result."""
+
+    async def ask(self, run: Run, call: ToolCall, reasons: Sequence[str]) -> Happened:
+        await run.save()
+        return Happened(f"done by hand: {call.arguments['path']} deleted")
+
+
+async def test_a_keeper_may_answer_that_the_call_happened_with_its_result(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    workspace.scripted_agent("a", SCRIPT, tools=["delete"], confirm_tools=["delete"])
+    executions: Counter[str] = Counter()
+    keeper = KeeperPlugin(ItHappenedKeeper())
+    kernel = make_kernel(extra_plugins=[tools_plugin(executions), keeper])
+    result = await kernel.run("a", "clean up", run_id="K3", session_id="s")
+    assert result.status == "completed"
+    assert executions == Counter()  # it happened: not run
+    records = await kernel.store().load_tool_records("K3")
+    assert [(r.call_id, r.content, r.is_error) for r in records.values()] == [
+        ("c1", "done by hand: a.txt deleted", False)
+    ]
+    history = await kernel.store().load_history("a", "s")
+    answers = [(m.content, m.is_error) for m in history if m.role == "tool"]
+    assert answers == [("done by hand: a.txt deleted", False)]  # what the model was given
