@@ -4,7 +4,8 @@
 // shows its status and keeps it through a reload (local storage) and through reopening the
 // conversation from durable history (GET /history/{session}), on this browser or another.
 // A tool call that waits for approval (tool.approval, pending) shows a notice with Approve and
-// Deny (POST /chat/confirm); the notice shows the decision when the stream says it.
+// Deny (POST /chat/confirm); a call cut while it ran (cut:<call id>) also takes its result,
+// "It happened" (not run again); the notice shows the decision when the stream says it.
 // A reply that ended incomplete has Continue: the run goes on in place, as its next attempt
 // (POST /runs/{id}/continue/stream), with an optional steering message and a raised limit, and
 // its reply streams into the same reply; the earlier attempt stays above it.
@@ -16,7 +17,7 @@
 
 import { ApiError, api, apiKey, get, openStream, randomId, readEvents } from "./api.js";
 import {
-  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, continuable, continueBody, continueFields,
+  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, continuable, continueBody, continueFields, isCutCall,
   countTool, load, mergeHistory, namespace, newConversation, notice, pendingReply, raisable, refusalText, reply, save,
   titleOf, usageText, budgetLine, askedBy,
 } from "./chatstate.js";
@@ -300,6 +301,9 @@ async function refreshFromHistory(sessionId, { quiet }) {
   try {
     const { entries } = await get(`/history/${encodeURIComponent(sessionId)}`);
     mergeHistory(conv, entries);
+    for (const m of conv.messages) {
+      if (m.role === "assistant" && m.status === "interrupted") await retriedSince(m);
+    }
     persistNow();
     for (const m of conv.messages) {
       if (m.role === "assistant" && !m.final) follow(sessionId, m.run_id);
@@ -312,6 +316,20 @@ async function refreshFromHistory(sessionId, { quiet }) {
     }
   }
   if (visible()) draw();
+}
+
+// A run the history shows interrupted may run again since: its same-id retry after a crash,
+// here or on another server. Its reply then follows the new attempt from its first event (a
+// call the crash cut may wait there for a person: docs/running.md#the-effect-ledger).
+async function retriedSince(m) {
+  let run;
+  try {
+    run = await get(`/runs/${encodeURIComponent(m.run_id)}`);
+  } catch {
+    return; // not visible (any more): the reply stays as the history says
+  }
+  if (!run || run.status !== "running" || (run.attempt ?? 1) <= (m.attempt || 1)) return;
+  Object.assign(m, { status: "running", final: false, attempt: run.attempt, lastEventId: 0 });
 }
 
 // -- sending and following ------------------------------------------------------------------
@@ -565,15 +583,17 @@ async function cancel(runId) {
 // key's principal (keyless: local): the portal is not told its principal, and a name typed
 // here would be no more than a claim. The notice changes when the stream's tool.approval says
 // the decision; an answer 409 with the stored request (decided elsewhere) shows that one.
-async function decide(sessionId, runId, callId, approved) {
+// `result` (a string): the call, cut while it ran, happened and this is its result.
+async function decide(sessionId, runId, callId, approved, result = null) {
   const conv = conversation(sessionId);
   const approval = conv && approvalOf(conv, runId, callId);
   if (!approval || approval.status !== "pending" || approval.sending || approval.sent) return;
-  approval.sending = approved ? "approved" : "denied";
+  approval.sending = result !== null ? "happened" : approved ? "approved" : "denied";
   approval.error = null;
   drawReply(sessionId, runId);
+  const body = result !== null ? { run_id: runId, call_id: callId, result } : { run_id: runId, call_id: callId, approved };
   try {
-    await api("POST", "/chat/confirm", { run_id: runId, call_id: callId, approved });
+    await api("POST", "/chat/confirm", body);
     approval.sent = approval.sending;
   } catch (error) {
     if (error instanceof ApiError && error.status === 409 && error.body.approval) {
@@ -777,7 +797,34 @@ function approvalElement(m, a) {
   h("pre", { class: "approval-args", "aria-label": "Arguments", text: argumentsPreview(a.arguments) }),
   reasons ? h("p", { class: "approval-why", id: whyId, text: `Why: ${reasons.join("; ")}` }) : null,
   h("p", { class: "approval-state", dataset: { status: a.status }, text: state.text }),
-  waiting ? h("div", { class: "approval-actions" }, button(true), button(false)) : null);
+  a.status === "happened" && a.result !== null
+    ? h("pre", { class: "approval-args", "aria-label": "Its result, as given", text: a.result }) : null,
+  waiting ? h("div", { class: "approval-actions" }, button(true), button(false)) : null,
+  waiting && isCutCall(a) ? happenedForm(m, a, busy) : null);
+}
+
+// For a call cut while it ran: "it happened, here is its result". The model gets the text as
+// the call's result and the call is not run again; the draft outlives redraws of the reply.
+function happenedForm(m, a, busy) {
+  const id = uid("happened");
+  const box = h("textarea", { id, name: "result", rows: 2, maxlength: 100000, disabled: busy });
+  box.value = a.draft || "";
+  const send = h("button", { type: "submit", class: "small", text: "It happened",
+    "aria-label": `It happened: send the result of the call of ${a.tool} (${a.call_id})`,
+    disabled: busy || !box.value.trim() });
+  box.addEventListener("input", () => {
+    a.draft = box.value;
+    send.disabled = busy || !box.value.trim();
+  });
+  const form = h("form", { class: "approval-happened", "aria-label": `It happened: ${a.tool} (${a.call_id})` },
+    h("label", { for: id, text: "If it happened, its result (the model gets it; the call is not run again)" }),
+    box, h("div", { class: "approval-actions" }, send));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!box.value.trim()) return;
+    decide(sessionOf(m.run_id), m.run_id, a.call_id, false, box.value);
+  });
+  return form;
 }
 
 // The session holding the reply of runId (a notice's buttons act on their own run only).

@@ -229,7 +229,7 @@ export function applyApproval(conv, runId, data) {
   if (!target.approvals) target.approvals = [];
   let approval = target.approvals.find((a) => a.call_id === callId);
   if (!approval) {
-    approval = { call_id: callId, tool: "", arguments: {}, reasons: [], status: "pending", approver: null, decided_by: null, note: null };
+    approval = { call_id: callId, tool: "", arguments: {}, reasons: [], status: "pending", approver: null, decided_by: null, note: null, result: null };
     target.approvals.push(approval);
   }
   if (data.name || data.tool) approval.tool = data.name || data.tool;
@@ -242,6 +242,8 @@ export function applyApproval(conv, runId, data) {
       approval.approver = data.approver ?? null;
       approval.decided_by = data.decided_by ?? null;
       approval.note = data.note ?? null;
+      approval.result = data.result ?? null;
+      approval.draft = null;
       approval.sending = null;
       approval.sent = null;
       approval.error = null;
@@ -261,15 +263,25 @@ export function argumentsPreview(args, max = 240) {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
+// A call the effect ledger found cut while it ran (docs/running.md#the-effect-ledger): besides
+// approve and deny, a person may say it happened and give its result.
+export function isCutCall(a) {
+  return typeof a.call_id === "string" && a.call_id.startsWith("cut:");
+}
+
 // What an approval's notice says of its state: {kind, text}. `ended`: the reply is final.
 export function approvalNotice(a, ended = false) {
   const who = a.approver ? ` by ${a.approver}` : "";
   const note = a.note ? `: ${a.note}` : "";
   if (a.status === "approved") return { kind: "ok", text: `Approved${who}${note}` };
   if (a.status === "denied") return { kind: "error", text: `Denied${who}${note}; the call did not run` };
+  if (a.status === "happened") return { kind: "ok", text: `It happened${who}${note}: not run again; the model got its result` };
   if (ended) return { kind: "muted", text: "No decision: the run ended while the call waited" };
   if (a.error) return { kind: "error", text: `Not sent: ${a.error}` };
-  if (a.sent) return { kind: "running", text: `${a.sent === "approved" ? "Approval" : "Denial"} sent; waiting for the run to go on…` };
+  if (a.sent) {
+    const what = { approved: "Approval", denied: "Denial", happened: "Result" }[a.sent] || "Decision";
+    return { kind: "running", text: `${what} sent; waiting for the run to go on…` };
+  }
   if (a.sending) return { kind: "running", text: "Sending…" };
   return { kind: "warn", text: "Waiting for your approval: the call has not run" };
 }
