@@ -21,7 +21,7 @@ def configure_happened(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--result",
         required=True,
-        help="the call's result, as the model gets it (- reads it from standard input)",
+        help="the call's result, as the model gets it (-: read from standard input)",
     )
 
 

@@ -42,7 +42,9 @@ async def deny(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 async def happened(args: argparse.Namespace, ctx: CliContext) -> int:
-    result = ctx.inp.read() if args.result == "-" else args.result
+    result = args.result
+    if result == "-":  # read from standard input, less the newline that ends its last line
+        result = ctx.inp.read().removesuffix("\n")
     if len(result) > RESULT_LIMIT:
         raise UsageError(f"--result: expected at most {RESULT_LIMIT} characters")
     return await _decide(args, ctx, approved=False, result=result)
@@ -70,8 +72,15 @@ async def _decide(
             raise UsageError(
                 f"no approval request for call {args.call_id!r} of run {args.run_id!r} in the store"
             )
-        verb = "approved" if approved else "denied" if result is None else "told it happened"
-        if not args.json:
+        if args.json:
+            pass
+        elif result is not None:
+            ctx.print(
+                f"call {args.call_id} of run {args.run_id} happened (approver {approver}):"
+                " not run again; the model gets its result"
+            )
+        else:
+            verb = "approved" if approved else "denied"
             ctx.print(f"{verb} call {args.call_id} of run {args.run_id} (approver {approver})")
         resumed = None
         if decided.resume:
