@@ -5,6 +5,9 @@ principal's cut call reads as none."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +17,7 @@ from _support.http_server import KEYS, keyed_config, open_server
 from soulacy.kernel import Kernel
 from soulacy.kernel.store import ApprovalRequest
 from soulacy.plugins.approvals import ApprovalResultRefused, approvals_of
+from soulacy.plugins.sqlite_store import SQLiteStore
 from soulacy.sdk import AsyncClient, SoulacyError
 from soulacy.testing import Workspace
 
@@ -122,5 +126,45 @@ async def test_decide_refuses_a_result_for_a_call_that_did_not_run_yet(
     with pytest.raises(ValueError, match="approved"):
         await approvals_of(kernel).decide("D1", "c1", approved=True, approver="ops", result=SAID)
     found = await kernel.store().get_approval("D1", "c1")
+    assert found is not None
+    assert found.pending
+
+
+@pytest.mark.processes
+async def test_soulacy_runs_happened_refuses_a_call_that_did_not_run_and_an_unknown_one(
+    workspace: Workspace,
+) -> None:
+    workspace.scripted_agent("a", [{"text": "hi"}])
+    store = SQLiteStore(workspace.path / "soulacy.db")
+    try:
+        await store.request_approval(cut_request("C1", "c1"))
+    finally:
+        await store.aclose()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
+
+    def happened(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "soulacy.cli", "--workspace", str(workspace.path)]
+        return subprocess.run(
+            [*command, "runs", "happened", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    not_run = happened("C1", "c1", "--result", SAID)
+    assert not_run.returncode == 2, not_run.stderr
+    assert "did not run yet: only a call cut while it ran" in not_run.stderr
+    unknown = happened("C1", "cut:c9", "--result", SAID)
+    assert unknown.returncode == 2, unknown.stderr
+    assert "no approval request for call 'cut:c9' of run 'C1'" in unknown.stderr
+    missing = happened("C1", "c1")
+    assert missing.returncode == 2
+    assert "--result" in missing.stderr
+    store = SQLiteStore(workspace.path / "soulacy.db")
+    try:
+        found = await store.get_approval("C1", "c1")
+    finally:
+        await store.aclose()
     assert found is not None
     assert found.pending
