@@ -11,8 +11,8 @@ Each such call pauses its run: the run stores the request (the store's approval 
 store (a call the effect ledger found cut while it ran may also be told it happened:
 ``soulacy runs happened RUN cut:CALL --result TEXT``). An approved call runs; a denied one goes
 back to the model as a refusal naming who denied it; the decision is a receipt of the run's
-proof. Other plugins choose calls too, by
-answering ``soulacy_tool_approval``. Workspace settings::
+proof. Other plugins choose calls too, by answering ``soulacy_tool_approval``. Workspace
+settings::
 
     approvals:
       wait_counts_against_timeout: true   # false: the wait does not use up runtime.timeouts.run

@@ -72,16 +72,8 @@ async def _decide(
             raise UsageError(
                 f"no approval request for call {args.call_id!r} of run {args.run_id!r} in the store"
             )
-        if args.json:
-            pass
-        elif result is not None:
-            ctx.print(
-                f"call {args.call_id} of run {args.run_id} happened (approver {approver}):"
-                " not run again; the model gets its result"
-            )
-        else:
-            verb = "approved" if approved else "denied"
-            ctx.print(f"{verb} call {args.call_id} of run {args.run_id} (approver {approver})")
+        if not args.json:
+            ctx.print(_said(args, approver, approved=approved, happened=result is not None))
         resumed = None
         if decided.resume:
             if not args.json:
@@ -100,6 +92,14 @@ async def _decide(
         if resumed.reply:
             ctx.print(resumed.reply)
     return 0
+
+
+def _said(args: argparse.Namespace, approver: str, *, approved: bool, happened: bool) -> str:
+    """What a decision's command says it did."""
+    call = f"call {args.call_id} of run {args.run_id}"
+    if happened:
+        return f"{call} happened (approver {approver}): not run again; the model gets its result"
+    return f"{'approved' if approved else 'denied'} {call} (approver {approver})"
 
 
 async def approvals_list(args: argparse.Namespace, ctx: CliContext) -> int:
