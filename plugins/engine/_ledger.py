@@ -98,18 +98,7 @@ async def settle(engine: Engine, run: EngineRun, calls: list[ToolCall], found: A
     (or a person says so), else tell the model it was not run again, or the result a person
     gave for it (it happened)."""
     for call in calls:
-        tool = run.tools.get(call.name)
-        effects = effects_of(run, tool)
-        outcome = None if effects in ("read", "idempotent") else ToolOutcome(NOT_RUN_AGAIN, True)
-        if found[call.id].get("masked"):
-            # its arguments are kept masked: it cannot be given them again
-            outcome = ToolOutcome(NOT_RUN_AGAIN, True)
-        elif outcome is not None:
-            answer = await engine.ask_keeper(run, _decision_call(call), [CUT_REASON])
-            if answer is None:
-                outcome = None  # a person said: run it again
-            elif isinstance(answer, Happened):
-                outcome = ToolOutcome(answer.result, False)
+        outcome = await _answer(engine, run, call, masked=bool(found[call.id].get("masked")))
         if outcome is None:
             await run.call_tool(call.name, call.arguments, call.id)
             continue
@@ -133,6 +122,22 @@ async def settle(engine: Engine, run: EngineRun, calls: list[ToolCall], found: A
                 is_error=outcome.is_error,
             )
         )
+
+
+async def _answer(
+    engine: Engine, run: EngineRun, call: ToolCall, *, masked: bool
+) -> ToolOutcome | None:
+    """None: run the cut call again; else its answer, and it is not run again."""
+    if masked:  # its arguments are kept masked: it cannot be given them again
+        return ToolOutcome(NOT_RUN_AGAIN, True)
+    if effects_of(run, run.tools.get(call.name)) in ("read", "idempotent"):
+        return None
+    answer = await engine.ask_keeper(run, _decision_call(call), [CUT_REASON])
+    if answer is None:
+        return None  # a person said: run it again
+    if isinstance(answer, Happened):
+        return ToolOutcome(answer.result, False)  # it happened: the result a person gave
+    return ToolOutcome(NOT_RUN_AGAIN, True)
 
 
 def _decision_call(call: ToolCall) -> ToolCall:
