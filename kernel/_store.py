@@ -9,8 +9,10 @@ tokens and cancellation requests; shared counters. Failures are raised as
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
+import inspect
 import json
 import os
 import socket
@@ -127,6 +129,16 @@ class ToolRecord:
     content: str
     is_error: bool
     created_at: float = attrs.field(factory=time.time)
+
+
+@attrs.frozen
+class StateRow:
+    """A run-bound state row written with a turn (``record_turn(..., state=)``): what
+    ``save_state(key, value, fence, run_id=<the turn's run>)`` writes, in the turn's own
+    transaction (the effect ledger's reservation with the reply that asked for the call)."""
+
+    key: str
+    value: Mapping[str, Any]
 
 
 @attrs.frozen
@@ -682,10 +694,16 @@ class ConversationStore(Protocol):
         messages: Sequence[Message],
         tools: Sequence[ToolRecord],
         fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
     ) -> None:
         """Durably add one turn's messages and executed tool calls, in one step, as entries of
         ``run.attempt``; under ``fence`` only while its token holds (else :class:`LeaseLost`,
-        and nothing of the turn is written)."""
+        and nothing of the turn is written). With ``state``, that run-bound state row is
+        written in the same step (as ``save_state(state.key, state.value, fence,
+        run_id=run.run_id)``): the turn and the row are both stored, or neither, and a value
+        that cannot be stored writes nothing of the turn. The parameter is optional for a
+        store: :func:`record_turn_and_state` writes the two apart for a store without it."""
 
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
         """The executed tool calls of a run by call id (replay survives a restart)."""
@@ -718,6 +736,46 @@ class ConversationStore(Protocol):
         """Runs newest first (by ``started_at``), at most ``limit``, of ``agent_id`` or of every
         agent, of ``principal`` (None: runs without one) or of every principal, read as
         ``get_run`` reads them."""
+
+
+_TAKES_STATE: dict[type, bool] = {}  # by store class: record_turn declares ``state``
+
+
+def takes_state(store: ConversationStore) -> bool:
+    """Whether ``store.record_turn`` writes a state row with its turn (declares ``state``);
+    asked once per store class. A store written before it had the parameter has not."""
+    kind = type(store)
+    found = _TAKES_STATE.get(kind)
+    if found is None:
+        parameters: Mapping[str, inspect.Parameter] = {}
+        # A callable inspect cannot read: the two writes.
+        with contextlib.suppress(TypeError, ValueError):
+            parameters = inspect.signature(store.record_turn).parameters
+        state = parameters.get("state")
+        found = _TAKES_STATE[kind] = state is not None and state.kind in (
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+    return found
+
+
+async def record_turn_and_state(
+    store: Store,
+    run: RunRecord,
+    messages: Sequence[Message],
+    tools: Sequence[ToolRecord],
+    fence: Lease | None,
+    state: StateRow,
+) -> None:
+    """A turn and a run-bound state row, under ``fence``: in one step (one commit) when the
+    store's ``record_turn`` takes ``state``, else the turn and then ``save_state``, as two
+    (a store written before the parameter; :func:`takes_state`)."""
+    if takes_state(store):
+        await store.record_turn(run, messages, tools, fence, state=state)
+        return
+    if messages or tools:
+        await store.record_turn(run, messages, tools, fence)
+    await store.save_state(state.key, state.value, fence, run_id=run.run_id)
 
 
 class ProofStore(Protocol):

@@ -39,13 +39,16 @@ from ._store import (
     RunEventStore,
     RunIdTaken,
     RunRecord,
+    StateRow,
     StorageError,
     Store,
     ToolRecord,
     canonical_json,
     identity_differs,
     label_interrupted,
+    record_turn_and_state,
     run_as_read,
+    takes_state,
 )
 
 __all__ = [
@@ -79,13 +82,16 @@ __all__ = [
     "RunEvents",
     "RunIdTaken",
     "RunRecord",
+    "StateRow",
     "StorageError",
     "Store",
     "ToolRecord",
     "canonical_json",
     "identity_differs",
     "label_interrupted",
+    "record_turn_and_state",
     "run_as_read",
+    "takes_state",
 ]
 
 _MOVED = frozenset({"RECEIPT_FIELD_CHARS", "bounded", "make_proof", "receipt"})

@@ -45,9 +45,11 @@ from soulacy.kernel.store import (
     RunEventBatch,
     RunIdTaken,
     RunRecord,
+    StateRow,
     StorageError,
     Store,
     ToolRecord,
+    takes_state,
 )
 from soulacy.plugins.proofkit import RECEIPT_FIELD_CHARS, make_proof
 
@@ -1995,6 +1997,97 @@ async def _effect_ledger(store: Any) -> None:
     )
 
 
+async def _turn_with_state(store: Any) -> None:
+    """A turn and the run's state row in one step (``record_turn(..., state=)``, the effect
+    ledger's reply and reservation in one commit): both written, or neither — a value that
+    cannot be stored writes nothing of the turn, and under a lost lease nothing at all. A store
+    whose ``record_turn`` has no ``state`` has nothing to check: the runtime writes the two
+    apart for it (``soulacy.kernel.store.record_turn_and_state``)."""
+    if not takes_state(store):
+        return
+    run = RunRecord("kit-ts", "agent", "s-kit-ts", principal="alice")
+    started, fence = await _leased_run(store, run, live_owner("kit-turns"))
+    key = "effects:kit-ts"
+    await store.record_turn(started, [Message("user", "go")], [], fence)
+    asked = Message("assistant", "", tool_calls=(ToolCall("c1", "send", {"to": "x"}),))
+    first = {"calls": {"c1": {"tool": "send"}}}
+    await store.record_turn(started, [asked], [], fence, state=StateRow(key, first))
+    expect(
+        (
+            _contents(await store.load_history("agent", "s-kit-ts", "alice")),
+            await store.load_state(key),
+        ),
+        (["go", ""], first),
+        "after record_turn(state=): (the history, the state row)",
+    )
+    # A turn with records, its state row replacing the one before.
+    result = Message("tool", "sent", tool_call_id="c1", name="send")
+    record = ToolRecord("kit-ts", "c1", "send", {"to": "x"}, "sent", False)
+    second = {"calls": {"c2": {"tool": "pay"}}}
+    await store.record_turn(started, [result], [record], fence, state=StateRow(key, second))
+    expect(
+        (
+            _contents(await store.load_history("agent", "s-kit-ts", "alice")),
+            sorted(await store.load_tool_records("kit-ts")),
+            await store.load_state(key),
+        ),
+        (["go", "", "sent"], ["c1"], second),
+        "after a turn with a record and state=: (the history, the records' ids, the state row)",
+    )
+    # No message and no record: the state row alone.
+    third: dict[str, Any] = {"calls": {}}
+    await store.record_turn(started, [], [], fence, state=StateRow(key, third))
+    expect(await store.load_state(key), third, "after record_turn([], [], state=): the state row")
+    # A value that cannot be stored (it contains itself: no JSON) writes nothing of the turn.
+    endless: dict[str, Any] = {}
+    endless["self"] = endless
+    try:
+        await store.record_turn(
+            started, [Message("assistant", "lost")], [], fence, state=StateRow(key, endless)
+        )
+    except Exception:  # any error: the value is the caller's mistake
+        pass
+    else:
+        raise AssertionError(
+            "record_turn(state=) with a value that contains itself: expected an error, got"
+            " none (the value cannot be stored as JSON)"
+        )
+    expect(
+        (
+            _contents(await store.load_history("agent", "s-kit-ts", "alice")),
+            await store.load_state(key),
+        ),
+        (["go", "", "sent"], third),
+        "after record_turn(state=) failed on its state row: (the history, the state row);"
+        " nothing of the turn may be written when its state row is not",
+    )
+    # Under a lease taken over: neither the turn nor the row.
+    stale = (await store.acquire_lease("ts-lost", gone_owner("kit-stale"), LONG_TTL)).lease
+    current = (await store.acquire_lease("ts-lost", live_owner("kit-new"), LONG_TTL)).lease
+    await expect_lease_lost(
+        "record_turn(state=)",
+        lambda: store.record_turn(
+            started, [Message("assistant", "stale")], [], stale, state=StateRow(key, first)
+        ),
+        stale,
+        current,
+    )
+    await expect_lease_lost(
+        "record_turn([], [], state=)",
+        lambda: store.record_turn(started, [], [], stale, state=StateRow(key, first)),
+        stale,
+        current,
+    )
+    expect(
+        (
+            _contents(await store.load_history("agent", "s-kit-ts", "alice")),
+            await store.load_state(key),
+        ),
+        (["go", "", "sent"], third),
+        "after record_turn(state=) under a lost lease: (the history, the state row)",
+    )
+
+
 async def _suspended_wait(store: Any) -> None:
     """A run suspended while it waits for a decision (docs/approvals.md#suspended-waits): its
     lease given back, it reads interrupted with its request pending; decided meanwhile, its
@@ -2036,6 +2129,7 @@ APPROVAL_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _approvals,
     _approvals_fenced,
     _effect_ledger,
+    _turn_with_state,
     _suspended_wait,
 )
 

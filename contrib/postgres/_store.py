@@ -52,7 +52,14 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from soulacy.kernel import json_encoder, redact_text
 from soulacy.kernel.messages import Message
-from soulacy.kernel.store import HistoryEntry, Lease, RunRecord, StorageError, ToolRecord
+from soulacy.kernel.store import (
+    HistoryEntry,
+    Lease,
+    RunRecord,
+    StateRow,
+    StorageError,
+    ToolRecord,
+)
 from soulacy.plugins.sqlkit import (
     HISTORY,
     LEASE,
@@ -60,6 +67,8 @@ from soulacy.plugins.sqlkit import (
     TOOL_RECORD,
     Schema,
     SQLStore,
+    dumps,
+    state_upsert,
 )
 
 from ._inline import Row, Statements
@@ -565,9 +574,17 @@ class PostgresStore(SQLStore[Connection]):
         messages: Sequence[Message],
         tools: Sequence[ToolRecord],
         fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
     ) -> None:
-        if not messages and not tools and fence is None:
-            return
+        if not messages and not tools:
+            if state is not None:
+                await self.save_state(state.key, state.value, fence, run_id=run.run_id)
+            if fence is None or state is not None:
+                return
+        # A state row is a part of the same statement (or transaction): encoded first, so
+        # that a value that cannot be stored writes nothing.
+        row = [] if state is None else [state.key, dumps(state.value), run.run_id]
         base = (run.agent_id, run.session_id, run.run_id)
         tail = (run.principal, run.user_id, run.attempt)
         # The lease's key, token and owner first: the statement reads the lease first.
@@ -596,13 +613,15 @@ class PostgresStore(SQLStore[Connection]):
                 t.is_error,
                 float(t.created_at),
             )
-        if len(values) > MAX_ARGUMENTS:  # thousands of messages: several statements
+        if len(values) + len(row) > MAX_ARGUMENTS:  # thousands of messages: several statements
             rows = values[3:] if fence is not None else values
             await self._write(
-                "record turn", lambda conn: self._turn_apart(conn, rows, len(messages), fence)
+                "record turn",
+                lambda conn: self._turn_apart(conn, rows, len(messages), fence, row),
             )
             return
-        shape = (len(messages), len(tools), fence is not None)
+        values += row
+        shape = (len(messages), len(tools), fence is not None, state is not None)
         sql = _TURNS.get(shape) or _TURNS.setdefault(shape, _turn_statement(*shape))
 
         # One statement, its own transaction: every row, under the lease (decision 0052's
@@ -611,10 +630,18 @@ class PostgresStore(SQLStore[Connection]):
             await self._read("record turn", lambda conn: self._lease_lost(conn, fence))
 
     def _turn_apart(
-        self, conn: Connection, values: list[Any], rows: int, fence: Lease | None
+        self,
+        conn: Connection,
+        values: list[Any],
+        rows: int,
+        fence: Lease | None,
+        state: list[Any],
     ) -> None:
-        """A turn too large for one statement's arguments, inside a transaction."""
+        """A turn too large for one statement's arguments (and its state row, when ``state``
+        holds its arguments), inside a transaction."""
         self._check_fence(conn, fence)
+        if state:
+            conn.execute(_STATE_UPSERT, state)
         with conn.cursor() as cursor:
             width = _HISTORY_ROW.count("%s")
             if rows:
@@ -743,13 +770,15 @@ _HISTORY_COLUMNS = (
 _HISTORY_ROW = f"(%s, %s, %s, %s, %s, {_NOW}, %s, %s, %s, %s::boolean, %s, %s, %s::integer)"
 _RECORD_COLUMNS = "(run_id, call_id, name, arguments, content, is_error, created_at)"
 _RECORD_ROW = "(%s, %s, %s, %s, %s, %s::boolean, %s::float8)"
-_TURNS: dict[tuple[int, int, bool], str] = {}  # the statement of each turn's shape, made once
+# the statement of each turn's shape (rows, records, fenced, with a state row), made once
+_TURNS: dict[tuple[int, int, bool, bool], str] = {}
+_STATE_UPSERT = state_upsert(POSTGRES)
 
 
-def _turn_statement(rows: int, records: int, fenced: bool) -> str:
-    """A turn of ``rows`` history rows and ``records`` tool records as one statement: its
-    arguments are (``fenced``) the lease's key, token and owner, the history rows', the
-    records'.
+def _turn_statement(rows: int, records: int, fenced: bool, stated: bool = False) -> str:
+    """A turn of ``rows`` history rows and ``records`` tool records (and, ``stated``, a state
+    row) as one statement: its arguments are (``fenced``) the lease's key, token and owner,
+    the history rows', the records', the state row's (key, value, run id).
     Fenced, the lease row is read and locked ``FOR SHARE`` first, as ``_check_fence`` does,
     and every row is written only while it holds; the statement returns one row while the
     lease holds (unfenced, always), else none."""
@@ -772,6 +801,9 @@ def _turn_statement(rows: int, records: int, fenced: bool) -> str:
             f" SELECT * FROM (VALUES {', '.join([_RECORD_ROW] * records)}) AS v{held}"
             " ON CONFLICT (run_id, call_id) DO NOTHING)"
         )
+    if stated:
+        where = "EXISTS (SELECT 1 FROM fence)" if fenced else "TRUE"
+        parts.append(f"state AS ({state_upsert(POSTGRES, where)})")
     if not parts:
         return "SELECT 1"
     return f"WITH {', '.join(parts)} SELECT 1{' FROM fence' if fenced else ''}"

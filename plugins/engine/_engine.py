@@ -58,10 +58,12 @@ from soulacy.kernel.store import (
     LeaseLost,
     ProofRecord,
     RunIdTaken,
+    StateRow,
     StorageError,
     Store,
     ToolRecord,
     identity_differs,
+    record_turn_and_state,
 )
 
 from ._conversations import Capacity, ConversationRegistry, read_capacity
@@ -855,21 +857,29 @@ class Engine:
             result.reply = _last_text(run.messages[run.first_new :])
         result.finished_at = time.time()
 
-    async def _record(self, run: EngineRun, store: Store | None = None) -> None:
-        """Store the messages and tool calls not stored yet, in one step."""
+    async def _record(
+        self, run: EngineRun, store: Store | None = None, state: StateRow | None = None
+    ) -> None:
+        """Store the messages and tool calls not stored yet, in one step; with ``state``, that
+        run-bound state row in the same step (the effect ledger's reservation)."""
         store = self.kernel.store() if store is None else store
         fence = run.fence()
         if run.state is S.STARTING:
             await self._claim(run, store)
         messages = run.messages[run.recorded :]
         if not messages and not run.pending_tools:
+            if state is not None:
+                await store.save_state(state.key, state.value, fence, run_id=run.run_id)
             return
         # The history and the proof keep tool calls' arguments redacted (this run's model and
         # tools still read them): a call's are redacted once for both.
         known: dict[str, tuple[Mapping[str, Any], dict[str, Any] | None]] = {}
         stored = [_redacted_calls(m, known) if m.tool_calls else m for m in messages]
         tools = [_redacted_record(r, known) for r in run.pending_tools]
-        await store.record_turn(run.record, stored, tools, fence)
+        if state is None:
+            await store.record_turn(run.record, stored, tools, fence)
+        else:  # one commit where the store can (a store without ``state=``: two)
+            await record_turn_and_state(store, run.record, stored, tools, fence, state)
         run.recorded = len(run.messages)
         run.pending_tools = []
 

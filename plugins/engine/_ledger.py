@@ -5,7 +5,8 @@ runs, so that a call a crash cut while it ran is never run again blindly
 Before a call of a tool whose effects are not ``read`` executes, the run stores what it did so
 far (the reply that asked for the call among it) and its *reservation*: one durable state row
 of the run (``save_state(..., run_id=)``, under its fence) listing the calls under way, each
-with its tool, the digest of its arguments and the attempt. The call's receipt is its tool
+with its tool, the digest of its arguments and the attempt; the two in one commit
+(``record_turn(..., state=)``) where the store writes them together. The call's receipt is its tool
 record, stored with the next turn. On a same-id retry, a reserved call of the stored history
 with no result was cut while it ran: ``read`` never gets here, ``idempotent`` runs again under
 the same idempotency key, ``unsafe`` waits for a person's decision through the approval keeper
@@ -23,7 +24,7 @@ from soulacy.kernel import Tool, redact_arguments
 from soulacy.kernel.contracts import Happened
 from soulacy.kernel.engine import ToolOutcome
 from soulacy.kernel.messages import Message, ToolCall
-from soulacy.kernel.store import Store, ToolRecord, canonical_json
+from soulacy.kernel.store import StateRow, Store, ToolRecord, canonical_json
 
 from ._endings import answers_to_unanswered_calls
 
@@ -57,8 +58,8 @@ def effects_of(run: EngineRun, tool: Tool | None) -> str:
 
 
 async def reserve(engine: Engine, run: EngineRun, call: ToolCall) -> None:
-    """Store the run so far and the call's reservation, before the call runs."""
-    await run.save()
+    """Store the run so far and the call's reservation, before the call runs: one commit
+    (``record_turn(..., state=)``), or the reservation alone when the run so far is stored."""
     run.under_way[call.id] = {
         "tool": call.name,
         "digest": digest(call.arguments),
@@ -66,9 +67,7 @@ async def reserve(engine: Engine, run: EngineRun, call: ToolCall) -> None:
         # arguments the history keeps masked cannot be given to the tool again from it
         "masked": redact_arguments(call.arguments) != dict(call.arguments),
     }
-    await engine.kernel.store().save_state(
-        KEY + run.run_id, {"calls": run.under_way}, run.fence(), run_id=run.run_id
-    )
+    await engine._record(run, state=StateRow(KEY + run.run_id, {"calls": run.under_way}))
 
 
 async def cut_calls(run: EngineRun, store: Store) -> tuple[list[ToolCall], dict[str, Any]]:

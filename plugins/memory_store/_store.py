@@ -36,6 +36,7 @@ from soulacy.kernel.store import (
     RunEvents,
     RunIdTaken,
     RunRecord,
+    StateRow,
     ToolRecord,
     canonical_json,
     identity_differs,
@@ -414,8 +415,12 @@ class MemoryStore:
         messages: Sequence[Message],
         tools: Sequence[ToolRecord],
         fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
     ) -> None:
         self._check_fence(fence)
+        # The state row encoded first: a value that cannot be stored writes nothing.
+        encoded = None if state is None else canonical_json(state.value)
         writing = self._writing.get(run.run_id)
         if writing is not None and writing[0] is run:
             conversation = writing[1]
@@ -429,6 +434,8 @@ class MemoryStore:
             conversation.append((self._last_entry, run.run_id, run.attempt, now, m))
         for record in tools:
             self._tools.setdefault(record.run_id, {})[record.call_id] = record
+        if state is not None and encoded is not None:
+            self._state[state.key] = encoded
 
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
         found = self._tools.get(run_id)

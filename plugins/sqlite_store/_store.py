@@ -36,6 +36,7 @@ from soulacy.kernel.store import (
     LeaseLost,
     Pruned,
     RunRecord,
+    StateRow,
     StorageError,
     ToolRecord,
 )
@@ -47,8 +48,10 @@ from soulacy.plugins.sqlkit import (
     TOOL_RECORD,
     Schema,
     SQLStore,
+    dumps,
     high_water,
     is_wal,
+    state_upsert,
 )
 
 from ._schema import ENTRY_METADATA, SCHEMA_VERSION, migrate, refuse_newer
@@ -536,11 +539,20 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         messages: Sequence[Message],
         tools: Sequence[ToolRecord],
         fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
     ) -> None:
         # History and tool-record ids come from the rowid (schema 9): they stay above every
         # earlier one only because no such row is ever deleted (docs/storage.md, Migrations).
         # A tool record is kept in its tool result's row (schema 10, docs/decisions/0047):
         # then the commit dirties the history and its index only.
+        # A state row goes in the turn's transaction, after the fence was asked (the writer
+        # lock is held from then on: no takeover can come in between); encoded first, so that
+        # a value that cannot be stored writes nothing.
+        if state is not None and not messages and not tools:
+            await self.save_state(state.key, state.value, fence, run_id=run.run_id)
+            return
+        row = None if state is None else (state.key, dumps(state.value), run.run_id)
         now = time.time()
         owner = (run.run_id, run.agent_id, run.session_id, run.principal, run.user_id)
         known = owner in self._homes
@@ -549,11 +561,21 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             if flat is not None:
                 # A turn of a run whose home is known, every record held by the next tool
                 # message of its call: one statement, its own transaction, the fence asked by
-                # the statement itself (decision 0052).
-                await self._run(
-                    "record turn", lambda conn: _insert_fenced(conn, flat, fence, self._check_fence)
-                )
-                await self._count_commit()
+                # the statement itself (decision 0052); with a state row, both in one
+                # transaction.
+                if row is None:
+                    await self._run(
+                        "record turn",
+                        lambda conn: _insert_fenced(conn, flat, fence, self._check_fence),
+                    )
+                    await self._count_commit()
+                    return
+
+                def held(conn: sqlite3.Connection) -> None:
+                    _insert_fenced(conn, flat, fence, self._check_fence)
+                    conn.execute(_STATE_UPSERT, row)
+
+                await self._write("record turn", held)
                 return
         rows = [
             (
@@ -583,37 +605,47 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             values, apart = _place(rows, messages, tools, arguments, places, home)
             if not apart and fence is not None and values:
                 _insert_fenced(conn, list(chain.from_iterable(values)), fence, self._check_fence)
-                return home
-            self._check_fence(conn, fence)
-            if not apart:
-                conn.executemany(_INSERT_ENTRY, values)
-                return home
-            # A record kept apart names the entry it follows: the ids of this turn's entries,
-            # and the last one before them.
-            before = conn.execute("SELECT max(id) FROM conversation_history").fetchone()[0]
-            ids = [conn.execute(_INSERT_ENTRY, v).lastrowid for v in values]
-            conn.executemany(
-                "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments,"
-                " content, is_error, created_at, after_history_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        t.run_id,
-                        t.call_id,
-                        t.name,
-                        encoded,
-                        t.content,
-                        int(t.is_error),
-                        t.created_at,
-                        (before or 0) if after is None else ids[after],
-                    )
-                    for after, t, encoded in apart
-                ],
-            )
+            else:
+                self._check_fence(conn, fence)
+                if not apart:
+                    conn.executemany(_INSERT_ENTRY, values)
+                else:
+                    self._insert_apart(conn, values, apart)
+            if row is not None:
+                conn.execute(_STATE_UPSERT, row)
             return home
 
         if await self._write("record turn", write) and not known:
             self._remember_home(owner)
+
+    @staticmethod
+    def _insert_apart(
+        conn: sqlite3.Connection,
+        values: list[tuple[Any, ...]],
+        apart: list[tuple[int | None, ToolRecord, str]],
+    ) -> None:
+        """A turn's history rows with tool records kept apart, each naming the entry it
+        follows: the ids of this turn's entries, and the last one before them."""
+        before = conn.execute("SELECT max(id) FROM conversation_history").fetchone()[0]
+        ids = [conn.execute(_INSERT_ENTRY, v).lastrowid for v in values]
+        conn.executemany(
+            "INSERT OR IGNORE INTO tool_records (run_id, call_id, name, arguments,"
+            " content, is_error, created_at, after_history_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    t.run_id,
+                    t.call_id,
+                    t.name,
+                    encoded,
+                    t.content,
+                    int(t.is_error),
+                    t.created_at,
+                    (before or 0) if after is None else ids[after],
+                )
+                for after, t, encoded in apart
+            ],
+        )
 
     async def wait_cancel_requests(self, after: int, seconds: float) -> None:
         # No notification crosses processes on a file: this process's own requests wake at
@@ -791,6 +823,7 @@ def _insert_fenced(
             raise LeaseLost(fence.key, fence.token, None)  # not reached: tokens only grow
 
 
+_STATE_UPSERT = state_upsert(SQLITE)  # a state row in a turn's transaction (record_turn)
 _NOT_HELD = (None, None, None)  # the record columns of an entry holding no tool record
 _INSERT_ENTRY = (
     "INSERT INTO conversation_history (agent_id, session_id, run_id, role, content,"

@@ -27,6 +27,7 @@ from ._codecs import (
 )
 from ._dialect import POSTGRES, SQLITE, SQLITE_CLOCK, Connection, Cursor, Dialect, executemany
 from ._events import CANCEL_KEPT, CANCELS, HOUSEKEEPING_EVERY, RUN_EVENTS, RUN_EVENTS_KEPT
+from ._records import state_upsert
 from ._retention import FINISHED, Schema, high_water, raise_high_water
 from ._sqlite import is_wal
 from ._store import SQLStore
@@ -62,4 +63,5 @@ __all__ = [
     "is_wal",
     "loads",
     "raise_high_water",
+    "state_upsert",
 ]

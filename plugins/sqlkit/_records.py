@@ -18,6 +18,7 @@ from soulacy.kernel.store import (
 
 from ._base import C, SQLBase, principal_filter
 from ._codecs import APPROVAL, dumps, epoch, loads
+from ._dialect import Dialect
 
 
 def _evidence(evidence: str | None, legacy_state: str | None) -> Any:
@@ -37,6 +38,17 @@ _STATE_SET = (
     " ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,"
     " run_id = excluded.run_id"
 )
+
+
+def state_upsert(d: Dialect, where: str | None = None) -> str:
+    """The statement that writes one state row, replacing the key's (arguments: the key, the
+    value as JSON, the run id), in ``d``'s placeholders; with ``where``, only while that
+    condition holds (its own arguments after those three)."""
+    if where is None:
+        return d.sql(f"INSERT INTO plugin_state {_STATE_ROW} VALUES (?, ?, {d.now}, ?){_STATE_SET}")
+    return d.sql(
+        f"INSERT INTO plugin_state {_STATE_ROW} SELECT ?, ?, {d.now}, ? WHERE {where}{_STATE_SET}"
+    )
 
 
 class RecordsMixin(SQLBase[C]):
@@ -126,19 +138,13 @@ class RecordsMixin(SQLBase[C]):
         *,
         run_id: str | None = None,
     ) -> None:
-        d = self.dialect
         args: tuple[Any, ...] = (key, dumps(value), run_id)
         if fence is None:
-            sql = d.sql(
-                f"INSERT INTO plugin_state {_STATE_ROW} VALUES (?, ?, {d.now}, ?){_STATE_SET}"
-            )
+            sql = state_upsert(self.dialect)
         else:
             # One statement under the lease, its own transaction (an engine saves a run's
             # state every tool turn): the row only while the lease holds.
-            sql = d.sql(
-                f"INSERT INTO plugin_state {_STATE_ROW} SELECT ?, ?, {d.now}, ?"
-                f" WHERE {self._fenced()}{_STATE_SET}"
-            )
+            sql = state_upsert(self.dialect, self._fenced())
             args += (fence.key, fence.token, fence.owner.id)
 
         if not await self._statement("save state", sql, args) and fence is not None:

@@ -45,6 +45,7 @@ from soulacy.kernel.store import (
     RunEventBatch,
     RunEvents,
     RunRecord,
+    StateRow,
     StorageError,
     ToolRecord,
     canonical_json,
@@ -362,6 +363,55 @@ class RacyFinalization(MemoryStore):
         return self._proofs[run_id]
 
 
+class StateRowWrittenApart(MemoryStore):
+    """The turn, then its state row: two steps, so a row that fails leaves half a turn."""
+
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
+    ) -> None:
+        await super().record_turn(run, messages, tools, fence)
+        if state is not None:
+            await self.save_state(state.key, state.value, fence, run_id=run.run_id)
+
+
+class StateRowDropped(MemoryStore):
+    """Takes ``state=`` and writes the turn only."""
+
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
+    ) -> None:
+        await super().record_turn(run, messages, tools, fence)
+
+
+class StateRowOutsideTheFence(MemoryStore):
+    """The state row written before the lease is asked: a stale owner still writes it."""
+
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
+    ) -> None:
+        if state is not None:
+            await self.save_state(state.key, state.value, run_id=run.run_id)
+        await super().record_turn(run, messages, tools, fence)
+
+
 # planted bug -> (factory, failing factory, the check that must catch it)
 STORE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] = {
     "history ignores its agent_id filter": (HistoryIgnoresAgent, None, "history_by_agent"),
@@ -405,6 +455,13 @@ STORE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
     "a retry keeps the old proof": (RetryKeepsOldProof, None, "proofs"),
     "racy concurrent finalization": (RacyFinalization, None, "concurrent_finalization"),
     "a failed history read is empty": (MemoryStore, FailedHistoryReadsEmpty, "failures_raise"),
+    "a turn's state row written apart from it": (StateRowWrittenApart, None, "turn_with_state"),
+    "a turn's state row dropped": (StateRowDropped, None, "turn_with_state"),
+    "a turn's state row written outside its fence": (
+        StateRowOutsideTheFence,
+        None,
+        "turn_with_state",
+    ),
 }
 
 

@@ -36,6 +36,7 @@ RECORDS = (
     "RunRecord",
     "HistoryEntry",
     "ToolRecord",
+    "StateRow",
     "ProofRecord",
     "Checkpoint",
     "LeaseOwner",

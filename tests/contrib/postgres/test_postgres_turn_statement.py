@@ -21,6 +21,7 @@ from soulacy.kernel.store import (
     LeaseLost,
     LeaseOwner,
     RunRecord,
+    StateRow,
     StorageError,
     ToolRecord,
 )
@@ -122,6 +123,50 @@ async def test_a_turn_under_a_lease_taken_over_writes_nothing(
     assert await store.load_tool_records("r") == {}
 
 
+def state_transactions(dsn: str) -> list[int]:
+    """The ids of the transactions that wrote the plugin state rows."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT DISTINCT xmin::text::bigint FROM plugin_state").fetchall()
+    return sorted(row[0] for row in rows)
+
+
+@pytest.mark.parametrize("calls", [1, _store.MAX_ARGUMENTS // 19 + 1])
+async def test_a_turn_and_its_state_row_are_one_transaction(
+    store: PostgresStore, database: str, calls: int
+) -> None:
+    lease = await held(store)
+    run = await store.start_run(RunRecord("r", "agent", "s"), lease)
+    before = transactions(database)
+    messages, records = tool_turn(0, calls)
+    reserved = StateRow("effects:r", {"calls": {"c0-0": {"tool": "step"}}})
+    await store.record_turn(run, messages, records, lease, state=reserved)
+    written = transactions(database)
+    assert len(written) == len(before) + 1
+    assert state_transactions(database) == [written[-1]]  # the turn's own transaction
+    assert await store.load_state("effects:r") == reserved.value
+    assert len(await store.history("s")) == len(messages)
+    with psycopg.connect(database) as conn:
+        row = conn.execute("SELECT run_id FROM plugin_state WHERE key = 'effects:r'").fetchone()
+    assert row == ("r",)  # bound to its run: retention deletes it with the run
+
+
+@pytest.mark.parametrize("calls", [1, _store.MAX_ARGUMENTS // 19 + 1])
+async def test_a_turn_and_its_state_row_under_a_lease_taken_over_write_nothing(
+    store: PostgresStore, calls: int
+) -> None:
+    stale = await held(store)
+    run = await store.start_run(RunRecord("r", "agent", "s"), stale)
+    await store.release_lease(stale)
+    await held(store, owner="b")
+    messages, records = tool_turn(0, calls)
+    with pytest.raises(LeaseLost):
+        await store.record_turn(
+            run, messages, records, stale, state=StateRow("effects:r", {"calls": {}})
+        )
+    assert await store.history("s") == []
+    assert await store.load_state("effects:r") is None
+
+
 async def test_a_turn_without_a_lease_and_one_with_nothing_to_write(
     store: PostgresStore,
 ) -> None:
@@ -174,10 +219,12 @@ async def test_a_turn_takes_no_worker_thread_while_a_pooled_connection_is_idle(
         await store.record_turn(run, messages, records, lease)
         await store.save_state("effects:r", {"n": n}, lease, run_id="r")
         await store.spend("k", 1.0, 10.0)
+        reserved = StateRow("effects:r", {"n": n + 10})
+        await store.record_turn(run, [Message("user", "x")], [], lease, state=reserved)
     assert hops == []
-    assert await store.load_state("effects:r") == {"n": 2}
+    assert await store.load_state("effects:r") == {"n": 12}
     assert await store.counter("k") == 4.0
-    assert len(await store.history("s")) == 6
+    assert len(await store.history("s")) == 9
 
 
 async def test_statements_prepared_on_a_connection_are_prepared_again_after_a_rollback(

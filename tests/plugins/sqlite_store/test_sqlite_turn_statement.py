@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from soulacy.kernel.messages import Message, ToolCall
-from soulacy.kernel.store import Lease, LeaseLost, LeaseOwner, RunRecord, ToolRecord
+from soulacy.kernel.store import Lease, LeaseLost, LeaseOwner, RunRecord, StateRow, ToolRecord
 from soulacy.plugins.sqlite_store import SQLiteStore
 from soulacy.plugins.sqlite_store._store import FENCED_ROWS
 
@@ -73,6 +73,37 @@ async def test_a_turn_of_more_rows_than_one_statement_takes_is_one_transaction(
     entries = await store.history("s-r")
     assert [e.content for e in entries] == [m.content for m in messages]
     assert list(await store.load_tool_records("r")) == [f"c{n}" for n in range(2 * FENCED_ROWS)]
+
+
+@pytest.mark.parametrize("calls", [1, 2 * FENCED_ROWS])
+async def test_a_turn_and_its_state_row_are_one_transaction(store: SQLiteStore, calls: int) -> None:
+    run, lease = await started(store, "r")
+    statements = traced(store)
+    messages, records = parallel_turn("r", calls)
+    reserved = StateRow("effects:r", {"calls": {"c0": {"tool": "step"}}})
+    await store.record_turn(run, messages, records, lease, state=reserved)
+    assert (statements[0], statements[-1]) == ("BEGIN IMMEDIATE", "COMMIT")
+    assert sum(s == "COMMIT" for s in statements) == 1
+    assert statements[-2].startswith("INSERT INTO plugin_state")
+    assert await store.load_state("effects:r") == reserved.value
+    assert [e.content for e in await store.history("s-r")] == [m.content for m in messages]
+    assert list(await store.load_tool_records("r")) == [f"c{n}" for n in range(calls)]
+
+
+@pytest.mark.parametrize("calls", [1, 2 * FENCED_ROWS])
+async def test_a_turn_and_its_state_row_under_a_lease_taken_over_write_nothing(
+    store: SQLiteStore, calls: int
+) -> None:
+    run, lease = await started(store, "r")
+    await store.release_lease(lease)
+    await store.acquire_lease("conv:r", B, 30, holder="r")
+    messages, records = parallel_turn("r", calls)
+    with pytest.raises(LeaseLost):
+        await store.record_turn(
+            run, messages, records, lease, state=StateRow("effects:r", {"calls": {}})
+        )
+    assert await store.history("s-r") == []
+    assert await store.load_state("effects:r") is None
 
 
 @pytest.mark.parametrize("calls", [1, 2 * FENCED_ROWS])
