@@ -44,7 +44,12 @@ class LeasesMixin(SQLBase[C]):
                 renewed = attrs.evolve(current, renewed_at=now, expires_at=now + ttl, expired=False)
                 return LeaseGrant(True, renewed)
             live = current is not None and not current.expired and not current.owner.provably_gone()
-            ahead = self._wait_in_queue(conn, key, owner.id, holder, now, ttl) if queue else 0
+            # Free with nobody queued (a conversation's lease, nearly always): granted as the
+            # queue would grant it (its only waiter, none ahead), without writing a waiter's
+            # row to delete it at once. A row of the key (ours, another's, a lapsed one) means
+            # the queue decides.
+            queued = queue and (live or self._has_waiters(conn, key))
+            ahead = self._wait_in_queue(conn, key, owner.id, holder, now, ttl) if queued else 0
             if live:
                 return LeaseGrant(False, current, ahead=ahead)
             if ahead:
@@ -72,11 +77,18 @@ class LeasesMixin(SQLBase[C]):
                     now + ttl,
                 ),
             )
-            self._leave_queue(conn, key, owner.id, holder)
+            if queued or not queue:  # a row of ours may be left from an earlier wait
+                self._leave_queue(conn, key, owner.id, holder)
             lease = Lease(key, owner, token, holder, now, now, now + ttl)
             return LeaseGrant(True, lease, took_over_from=current)
 
         return await self._write("acquire lease", write)
+
+    def _has_waiters(self, conn: C, key: str) -> bool:
+        """Whether the queue of ``key`` has a row (live or lapsed), read deciding ``key``
+        alone."""
+        sql = self.dialect.sql("SELECT 1 FROM lease_waiters WHERE key = ? LIMIT 1")
+        return conn.execute(sql, (key,)).fetchone() is not None
 
     def _wait_in_queue(
         self, conn: C, key: str, owner_id: str, holder: str, now: float, ttl: float

@@ -88,15 +88,16 @@ class RunsMixin(SQLBase[C]):
             differs = identity_differs(run, previous[2:])
             if differs:  # another request's run id
                 raise RunIdTaken(run.run_id, previous[5], differs)
-        conn.execute(
+        kept = conn.execute(
             d.sql(
                 "INSERT INTO superseded_proofs (run_id, sha256, body, receipts, created_at,"
                 f" superseded_at) SELECT run_id, sha256, body, receipts, created_at, {d.now}"
                 " FROM proofs WHERE run_id = ?"
             ),
             (run.run_id,),
-        )
-        conn.execute(d.sql("DELETE FROM proofs WHERE run_id = ?"), (run.run_id,))
+        ).rowcount
+        if kept:  # none kept aside: the run has no proof (a fresh id, nearly always)
+            conn.execute(d.sql("DELETE FROM proofs WHERE run_id = ?"), (run.run_id,))
         if not previous:
             return 1
         # One that never ended crashed: its entries read interrupted.

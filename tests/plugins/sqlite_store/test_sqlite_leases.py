@@ -196,6 +196,35 @@ async def test_queued_callers_are_served_in_arrival_order(store: SQLiteStore) ->
 # -- fencing ------------------------------------------------------------------------------------
 
 
+async def test_a_free_lease_with_nobody_queued_is_granted_without_a_waiters_row(
+    store: SQLiteStore,
+) -> None:
+    """What the queue would grant (the next token, no waiter left behind), without writing a
+    waiter's row and deleting it; once anybody waits, the queue decides in arrival order."""
+    statements: list[str] = []
+    conn = store._conn  # white box: which statements a grant costs is what is pinned here
+    assert conn is not None
+    conn.set_trace_callback(statements.append)
+    first = await store.acquire_lease("k", A, 30.0, holder="r1", queue=True)
+    assert first.acquired
+    assert first.lease is not None
+    assert not [s for s in statements if "lease_waiters" in s and not s.startswith("SELECT")]
+    waiting = await store.acquire_lease("k", B, 30.0, holder="r2", queue=True)
+    later = await store.acquire_lease("k", C, 30.0, holder="r3", queue=True)
+    assert (waiting.acquired, waiting.ahead, later.acquired, later.ahead) == (False, 0, False, 1)
+    await store.release_lease(first.lease)
+    refused = await store.acquire_lease("k", C, 30.0, holder="r3", queue=True)
+    assert (refused.acquired, refused.ahead) == (False, 1)  # free, but r2 came first
+    granted = await store.acquire_lease("k", B, 30.0, holder="r2", queue=True)
+    assert granted.acquired
+    assert granted.lease is not None
+    assert granted.lease.token == first.lease.token + 1
+    await store.release_lease(granted.lease)
+    third = await store.acquire_lease("k", C, 30.0, holder="r3", queue=True)
+    assert third.acquired
+    assert conn.execute("SELECT count(*) FROM lease_waiters").fetchone() == (0,)
+
+
 async def test_writes_under_a_lost_lease_are_refused_and_write_nothing(
     store: SQLiteStore,
 ) -> None:
@@ -288,6 +317,24 @@ async def test_leases_and_fencing_hold_across_two_connections(tmp_path: Path) ->
 
 
 # -- attempts -----------------------------------------------------------------------------------
+
+
+async def test_a_fresh_run_id_has_no_proof_to_set_aside_and_a_retry_sets_its_proof_aside(
+    store: SQLiteStore,
+) -> None:
+    statements: list[str] = []
+    conn = store._conn
+    assert conn is not None
+    conn.set_trace_callback(statements.append)
+    await store.start_run(RunRecord("r1", "agent", "s"))
+    assert not [s for s in statements if s.startswith("DELETE FROM proofs")]
+    await store.finish_run("r1", metadata("completed"))
+    proof = await store.finalize_proof("r1", metadata("completed"))
+    again = await store.start_run(RunRecord("r1", "agent", "s"))
+    assert again.attempt == 2
+    assert await store.get_proof("r1") is None  # the retry's proof is not the first one's
+    kept = conn.execute("SELECT sha256 FROM superseded_proofs WHERE run_id = 'r1'").fetchall()
+    assert kept == [(proof.sha256,)]
 
 
 async def test_a_retry_is_a_new_attempt_and_the_crashed_one_is_labelled(
