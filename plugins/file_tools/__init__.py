@@ -27,6 +27,7 @@ import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
+from stat import S_ISREG
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -142,23 +143,25 @@ def soulacy_tools(agent: AgentSpec | None) -> Sequence[Tool]:
     return tools
 
 
-# The modules of tool files, by resolved path, with the (mtime, size) they were imported at: a
-# file changed since (edited under `soulacy serve`) is imported again by the next run.
-_modules: dict[Path, tuple[tuple[int, int], ModuleType]] = {}
+# The modules of tool files, by resolved path, with the (mtime, size) they were imported at and
+# the tools made from them (by reference): a file changed since (edited under `soulacy serve`)
+# is imported again by the next run, and its tools made again.
+_modules: dict[Path, tuple[tuple[int, int], ModuleType, dict[str, Tool]]] = {}
 
 
 def load_file_tool(reference: str, base: Path) -> Tool:
     """Load ``"file.py:function"`` (relative to ``base``, the agent's folder) as a tool.
 
     The file is imported once, and again when it has changed since (its modification time or
-    size). A file or function that does not exist is a UsageError with a did-you-mean."""
+    size); the tool is made once per import (every run of a served agent asks for it). A file or
+    function that does not exist is a UsageError with a did-you-mean."""
     file_part, _, function_name = reference.partition(":")
     path = (base / file_part).resolve()
     try:
         stat = path.stat()
     except OSError:
         stat = None
-    if not function_name or stat is None or not path.is_file():
+    if not function_name or stat is None or not S_ISREG(stat.st_mode):
         raise UsageError(
             f"tool {reference!r}: expected 'file.py:function' naming a file that exists"
             f" (looked for {path}){_did_you_mean(f'{file_part}:{function_name}', base)}"
@@ -166,17 +169,21 @@ def load_file_tool(reference: str, base: Path) -> Tool:
     stamp = (stat.st_mtime_ns, stat.st_size)
     known = _modules.get(path)
     if known is not None and known[0] == stamp:
-        module = known[1]
+        module, made = known[1], known[2]
+        tool = made.get(reference)
+        if tool is not None:
+            return tool
     else:
-        module = _import(reference, path)
-        _modules[path] = (stamp, module)
+        module, made = _import(reference, path), {}
+        _modules[path] = (stamp, module, made)
     function = getattr(module, function_name, None)
     if not callable(function):
         raise UsageError(
             f"tool {reference!r}: {path} has no function {function_name!r}"
             + _suggestion(function_name, _public_functions(module))
         )
-    return attrs.evolve(Tool.from_function(function), listed_as=reference)
+    tool = made[reference] = attrs.evolve(Tool.from_function(function), listed_as=reference)
+    return tool
 
 
 def _import(reference: str, path: Path) -> ModuleType:
