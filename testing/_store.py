@@ -1039,6 +1039,19 @@ async def _fencing(store: Any) -> None:
     await expect_lease_lost(
         "record_turn", lambda: store.record_turn(started, turn, [record], stale), stale, current
     )
+    if takes_state(store):  # with the run's state row (the effect ledger's reservation)
+        reserved = StateRow("effects:kit-fr", {"calls": {"c": {"tool": "t"}}})
+        await expect_lease_lost(
+            "record_turn(state=)",
+            lambda: store.record_turn(started, turn, [record], stale, state=reserved),
+            stale,
+            current,
+        )
+        expect(
+            await store.load_state("effects:kit-fr"),
+            None,
+            "the state row after a refused fenced record_turn(state=) (nothing written)",
+        )
     expect(
         _contents(await store.load_history("agent", "s-fence2")),
         ["first"],

@@ -462,6 +462,11 @@ STORE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
         None,
         "turn_with_state",
     ),
+    "a turn's state row written outside its fence (the fencing check)": (
+        StateRowOutsideTheFence,
+        None,
+        "fencing",
+    ),
 }
 
 
