@@ -393,9 +393,12 @@ class Engine:
             # is recorded as its next attempt at its first turn: a strategy may refuse it
             # before that (a workflow step left in progress) and leave the run as it was.
             await self._claim(run, store)
-        # Tool calls already executed under this run id (a retry after a crash) replay.
-        for call_id, done in (await store.load_tool_records(run.run_id)).items():
-            run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
+        # Tool calls already executed under this run id (a retry after a crash) replay. A
+        # fresh id's first attempt, just claimed, has none: the engine records a turn only
+        # after the run's start.
+        if run.retry or run.record.attempt > 1:
+            for call_id, done in (await store.load_tool_records(run.run_id)).items():
+                run.outcomes[call_id] = ToolOutcome(done.content, done.is_error)
         run.detector = _role(kernel, "soulacy_progress_detector", run)
         if run.detector is None and policy.no_progress_limit.value is not None:
             # The policy sets a stall limit: running without a detector would ignore it.
