@@ -1,6 +1,6 @@
 """``soulacy store copy``: a SQLite workspace file's data, copied into a PostgreSQL database.
 
-The SQLite file is read by its documented format (docs/storage.md, "Schema", version 13), with
+The SQLite file is read by its documented format (docs/storage.md, "Schema", version 14), with
 the ``sqlite3`` module; the SQLite store plugin is not imported (plugins never import each
 other). A file of an older version is refused: the SQLite store migrates it in place the first
 time it opens it for writing, and that migration is the SQLite plugin's to run.
@@ -46,7 +46,7 @@ from soulacy.plugins.sqlkit import epoch, is_wal
 from ._schema import Connection
 from ._store import PostgresStore
 
-SQLITE_VERSION = 13  # the SQLite file format this copy reads (docs/storage.md, "Schema")
+SQLITE_VERSION = 14  # the SQLite file format this copy reads (docs/storage.md, "Schema")
 LOCK_TIMEOUT = "10s"  # how long the copy waits for the target's tables before giving up
 
 # Every Soulacy table of the target, in the order they are locked (``leases`` first: the

@@ -7,7 +7,9 @@ entry (docs/decisions/0045), which a process of an earlier release does not read
 process must stop before the first of this release opens the database. Version 5 only adds two
 columns (the lease tokens that fence a run's shared stream events); version 6 adds what
 retention needs (docs/storage.md, Retention); version 7 only adds a column (the result a
-person gave for a cut call that happened, docs/decisions/0081). A database at a version
+person gave for a cut call that happened, docs/decisions/0081), and so does version 8 (a row of
+run events holds several, docs/performance/0085; the rows written before hold one each and
+are read as they are). A database at a version
 newer than :data:`SCHEMA_VERSION` is refused and left as it is (:func:`refuse_newer`): its
 layout may not be the one this code reads and writes. Migrations run at start-up, in one
 transaction, under a transaction-scoped advisory lock of the database
@@ -185,6 +187,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "the result a person gave for a call cut by a crash that happened (decision 0081)",
         # NULL: no result given (every decision made before 7).
         ("ALTER TABLE tool_approvals ADD COLUMN IF NOT EXISTS result TEXT",),
+    ),
+    Migration(
+        8,
+        "a row of run events holds several: the last one's id (docs/performance/0085)",
+        # NULL: a row of one event, written before 8, read as it is.
+        ("ALTER TABLE run_events ADD COLUMN IF NOT EXISTS last_id BIGINT",),
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -10,7 +10,9 @@ only adds columns: a tool record is kept in its tool result's history row
 (docs/decisions/0047), and so does version 11: the lease tokens that fence a run's shared
 stream events; version 12 adds what retention needs (docs/storage.md, Retention): the run a
 plugin state belongs to, and the high-water mark of pruned lease tokens; version 13 only adds
-a column: the result a person gave for a cut call that happened (docs/decisions/0081). All
+a column: the result a person gave for a cut call that happened (docs/decisions/0081), and so
+does version 14: a row of run events holds several (docs/performance/0085; the rows written
+before hold one each and are read as they are). All
 steps run in one
 transaction: a failed migration leaves the file as it
 was.
@@ -22,7 +24,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -309,6 +311,13 @@ def _v13(conn: sqlite3.Connection) -> None:
     _add_columns(conn, "tool_approvals", {"result": "TEXT"})
 
 
+def _v14(conn: sqlite3.Connection) -> None:
+    # A row of run events holds a batch of a run's events (docs/performance/0085): ``id`` is
+    # the first it holds, ``last_id`` the last (NULL: a row of one event, written before 14,
+    # read as it is).
+    _add_columns(conn, "run_events", {"last_id": "INTEGER"})
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v1,
     _v2,
@@ -323,6 +332,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _v11,
     _v12,
     _v13,
+    _v14,
 )
 
 

@@ -1,22 +1,64 @@
-"""Run events and cancellation requests: the shared statements of the run event store."""
+"""Run events and cancellation requests: the shared statements of the run event store.
+
+A row of ``run_events`` holds several consecutive events of one run: those of one batch of an
+append (docs/performance/0085). Its ``id`` is the first event it still holds (a row that
+``keep`` cut into keeps its earlier events' text, skipped when read), ``last_id`` its last
+event's, ``name`` its last event's name, and ``data`` the events: a JSON header of
+``[id, name, length]`` per event, a newline, then each event's JSON text, one after the other
+(a reader slices out the text a stream writes, decision 0050). A row written before schema 14
+(SQLite; 8 on PostgreSQL) has ``last_id`` NULL and holds one event, its ``name`` and ``data``
+as they are: both shapes are read.
+"""
 
 from __future__ import annotations
 
+import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from soulacy.kernel.store import CancelRequest, Lease, RunEventBatch, RunEvents
+from soulacy.kernel.store import CancelRequest, Lease, RunEvent, RunEventBatch, RunEvents
 
 from ._base import C, SQLBase
-from ._codecs import CANCEL, RUN_EVENT, dumps
+from ._codecs import CANCEL, dumps
 
 CANCEL_KEPT = 3600.0  # seconds a cancellation request is kept
 RUN_EVENTS_KEPT = 86400.0  # seconds a run's stream event is kept
 HOUSEKEEPING_EVERY = 600.0  # seconds between two sweeps of old stream events by one store
 RUN_EVENTS = "soulacy_run_events"  # what an append announces (the run ids written)
 CANCELS = "soulacy_cancel"  # what a cancellation request announces (its id)
+READ_ROWS = 16  # rows of events a read takes at first (doubled while a page is not full)
+LAST_ID = "COALESCE(last_id, id)"  # SQL: a row's last event (a row of one, written before 14)
+
+
+def encode_events(events: Sequence[RunEvent]) -> str:
+    """The ``data`` of one row holding ``events`` (in id order): the JSON header of ``[id, name,
+    length]`` per event, a newline, then their texts (each the transport's own encoding when
+    it gives it, decision 0050)."""
+    texts = [e.json or dumps(e.data) for e in events]
+    head = json.dumps([[e.id, e.name, len(t)] for e, t in zip(events, texts, strict=True)])
+    return "\n".join((head, "".join(texts)))
+
+
+def decode_events(row: Sequence[Any], after: int) -> Iterable[RunEvent]:
+    """The events of a row (``id, last_id, name, data``) with an id greater than ``after``,
+    from its ``id`` on: a row of several (``last_id`` set), or of one event written before
+    schema 14 (``name`` and ``data`` its own). A read that starts inside the row skips ahead
+    within it; the events skipped are not decoded."""
+    first, last_id, name, data = int(row[0]), row[1], row[2], row[3]
+    if last_id is None:
+        if first > after:
+            yield RunEvent(first, name, json.loads(data), data)
+        return
+    after = max(after, first - 1)
+    end = data.index("\n")
+    at = end + 1
+    for event_id, event_name, length in json.loads(data[:end]):
+        if event_id > after:
+            text = data[at : at + length]
+            yield RunEvent(event_id, event_name, json.loads(text), text)
+        at += length
 
 
 class EventsMixin(SQLBase[C]):
@@ -71,7 +113,7 @@ class EventsMixin(SQLBase[C]):
         d = self.dialect
         newest = conn.execute(
             d.sql(
-                "SELECT principal, lease_token FROM run_events WHERE run_id = ?"
+                f"SELECT principal, lease_token, {LAST_ID} FROM run_events WHERE run_id = ?"
                 " ORDER BY id DESC LIMIT 1"
             ),
             (batch.run_id,),
@@ -96,39 +138,65 @@ class EventsMixin(SQLBase[C]):
         if fence is not None and self._stale_events(conn, batch.run_id, fence, written, started):
             return False  # an attempt a later one replaced: nothing of it is written
         token = fence.token if fence is not None else None
+        events = batch.events
         if batch.restart or replacing:
             conn.execute(d.sql("DELETE FROM run_events WHERE run_id = ?"), (batch.run_id,))
-        cursor = conn.cursor()
-        try:
-            cursor.executemany(
-                d.sql(
-                    "INSERT INTO run_events (run_id, id, name, data, principal, created_at,"
-                    f" lease_token) VALUES (?, ?, ?, ?, ?, {d.now}, ?)"
-                    " ON CONFLICT (run_id, id) DO UPDATE SET name = excluded.name,"
-                    " data = excluded.data, principal = excluded.principal,"
-                    " created_at = excluded.created_at, lease_token = excluded.lease_token"
-                ),
-                [
-                    # the transport's own encoding when it gives it (decision 0050)
-                    (
-                        batch.run_id,
-                        e.id,
-                        e.name,
-                        d.text(e.json or dumps(e.data)),
-                        batch.principal,
-                        token,
-                    )
-                    for e in batch.events
-                ],
-            )
-            if batch.events:
-                cursor.execute(
-                    d.sql("DELETE FROM run_events WHERE run_id = ? AND id <= ?"),
-                    (batch.run_id, batch.events[-1].id - keep),
-                )
-        finally:
-            cursor.close()
+        elif events and newest is not None and events[0].id <= int(newest[2]):
+            events = self._rewritten(conn, batch.run_id, events)
+        if not events:
+            return True
+        # One row for the batch's events: what a row costs is paid once for all of them.
+        conn.execute(
+            d.sql(
+                "INSERT INTO run_events (run_id, id, last_id, name, data, principal, created_at,"
+                f" lease_token) VALUES (?, ?, ?, ?, ?, ?, {d.now}, ?)"
+            ),
+            (
+                batch.run_id,
+                events[0].id,
+                events[-1].id,
+                events[-1].name,
+                d.text(encode_events(events)),
+                batch.principal,
+                token,
+            ),
+        )
+        bound = batch.events[-1].id - keep  # the events up to this id are dropped
+        if bound >= 1:
+            self._trim(conn, batch.run_id, bound)
         return True
+
+    def _rewritten(self, conn: C, run_id: str, events: Sequence[RunEvent]) -> list[RunEvent]:
+        """A batch with ids already stored (no caller of the transport's does that): the
+        events of the rows it reaches, the batch's replacing those of the same id, in id order;
+        those rows are deleted (one row is written for them all)."""
+        d = self.dialect
+        reached = (run_id, events[0].id)
+        rows = conn.execute(
+            d.sql(
+                "SELECT id, last_id, name, data FROM run_events"
+                f" WHERE run_id = ? AND {LAST_ID} >= ?"
+            ),
+            reached,
+        ).fetchall()
+        merged = {e.id: e for row in rows for e in decode_events(row, 0)}
+        merged.update((e.id, e) for e in events)
+        conn.execute(d.sql(f"DELETE FROM run_events WHERE run_id = ? AND {LAST_ID} >= ?"), reached)
+        return [merged[i] for i in sorted(merged)]
+
+    def _trim(self, conn: C, run_id: str, bound: int) -> None:
+        """Drop the run's events up to id ``bound``: the rows that hold none after it, and the
+        start of the row that holds ``bound`` and more (its ``id`` moves past ``bound``: a read
+        skips what it still holds before)."""
+        d = self.dialect
+        conn.execute(
+            d.sql(f"DELETE FROM run_events WHERE run_id = ? AND id <= ? AND {LAST_ID} <= ?"),
+            (run_id, bound, bound),
+        )
+        conn.execute(
+            d.sql("UPDATE run_events SET id = ? WHERE run_id = ? AND id <= ? AND last_id > ?"),
+            (bound + 1, run_id, bound, bound),
+        )
 
     def _stale_events(
         self,
@@ -158,25 +226,43 @@ class EventsMixin(SQLBase[C]):
         first_sql = d.sql(
             "SELECT id, principal FROM run_events WHERE run_id = ? ORDER BY id LIMIT 1"
         )
-        # the text as stored comes along: a stream writes it without encoding it again
+        # From the row that holds the event after ``after`` (the last row starting at or
+        # before it, if it goes past it) on, in id order; the text as stored comes along: a
+        # stream writes it without encoding it again.
         rows_sql = d.sql(
-            f"SELECT {RUN_EVENT.select(json='data')} FROM run_events WHERE run_id = ? AND id > ?"
-            " ORDER BY id LIMIT ?"
+            "SELECT id, last_id, name, data FROM run_events WHERE run_id = ? AND id >= COALESCE("
+            "(SELECT max(id) FROM run_events WHERE run_id = ? AND id <= ?), 0)"
+            f" AND {LAST_ID} > ? ORDER BY id LIMIT ?"
         )
 
         def read(conn: C) -> RunEvents | None:
             first = conn.execute(first_sql, (run_id,)).fetchone()
             if first is None:
                 return None
-            rows = conn.execute(rows_sql, (run_id, after, limit)).fetchall()
-            return RunEvents(run_id, first[1], int(first[0]), [RUN_EVENT.decode(r) for r in rows])
+            events: list[RunEvent] = []
+            start, wanted = after, max(1, min(READ_ROWS, limit))
+            while len(events) < limit:  # rows hold a batch each: read more while not full
+                rows = conn.execute(rows_sql, (run_id, run_id, start, start, wanted)).fetchall()
+                for row in rows:
+                    events.extend(decode_events(row, after))
+                    if len(events) >= limit:
+                        break
+                if len(rows) < wanted:
+                    break
+                last = rows[-1]
+                start = int(last[0] if last[1] is None else last[1])
+                wanted = min(wanted * 2, max(1, limit))
+            return RunEvents(run_id, first[1], int(first[0]), events[: max(0, limit)])
 
         return await self._read("read run events", read)
 
     def _newest_event(self, conn: C, run_id: str) -> int:
         """The id of the run's newest stored event (0: none)."""
         row = conn.execute(
-            self.dialect.sql("SELECT max(id) FROM run_events WHERE run_id = ?"), (run_id,)
+            self.dialect.sql(
+                f"SELECT {LAST_ID} FROM run_events WHERE run_id = ? ORDER BY id DESC LIMIT 1"
+            ),
+            (run_id,),
         ).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 

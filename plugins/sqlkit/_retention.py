@@ -15,7 +15,8 @@ deleted (``keeps_newest``), so the next id stays above every id given before (a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import attrs
 
@@ -114,8 +115,13 @@ def _runs_step(schema: Schema, cutoff: float, batch: int) -> Step:
                     if by_principal
                     else (by_run, (run_id,))
                 )
+                if table == "run_events":  # counted in events, not rows
+                    counts[table] += _events_deleted(
+                        conn, f"DELETE FROM {table} WHERE {where}", args
+                    )
+                    continue
                 deleted = conn.execute(f"DELETE FROM {table} WHERE {where}", args).rowcount
-                if table in ("proofs", "run_events"):
+                if table == "proofs":
                     counts[table] += deleted
             counts["state"] += conn.execute(
                 d.sql("DELETE FROM plugin_state WHERE run_id = ?"), (run_id,)
@@ -175,16 +181,27 @@ def _first_id_at(d: Dialect, conn: Connection, cutoff: float, table: str, key: s
     return low + 1  # a margin of one: times are taken before the commit that orders ids
 
 
+# What a deleted row of run events held: a row holds a batch of a run's events, from ``id`` to
+# ``last_id`` (NULL: one, written before schema 14 / 8; docs/performance/0085).
+EVENTS_HELD = " RETURNING COALESCE(last_id, id) - id + 1"
+
+
+def _events_deleted(conn: Connection, delete: str, args: Sequence[Any]) -> int:
+    """How many run events the rows ``delete`` deletes held."""
+    return sum(int(r[0]) for r in conn.execute(delete + EVENTS_HELD, args).fetchall())
+
+
 def _events_step(d: Dialect, cutoff: float, batch: int) -> Step:
     delete = d.sql(
         "DELETE FROM run_events WHERE (run_id, id) IN (SELECT e.run_id, e.id"
         " FROM run_events AS e JOIN runs AS r ON r.run_id = e.run_id"
         f" AND r.principal {d.same} e.principal WHERE e.created_at < ? AND {FINISHED} LIMIT ?)"
+        + EVENTS_HELD
     )
 
     def step(conn: Connection) -> tuple[dict[str, int], bool]:
-        deleted = conn.execute(delete, (cutoff, batch)).rowcount
-        return {"run_events": deleted}, deleted == batch
+        rows = conn.execute(delete, (cutoff, batch)).fetchall()
+        return {"run_events": sum(int(r[0]) for r in rows)}, len(rows) == batch
 
     return step
 
