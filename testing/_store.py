@@ -1672,6 +1672,96 @@ async def _run_events(store: Any) -> None:
     )
 
 
+async def _run_events_resumed(store: Any) -> None:
+    """A run's events read from any id, as a stream resumed by ``Last-Event-ID`` reads them,
+    whatever batches they were appended in (a store may keep a batch in one row): a read that
+    starts inside a batch gets the events after its id only, pages read one after another
+    get every event once and in order, and ``keep`` drops exactly the oldest events, a batch
+    cut in its middle keeping its newer ones; the newest, a ``result``, always stays."""
+
+    def ids(found: Any) -> list[int] | None:
+        return None if found is None else [e.id for e in found.events]
+
+    run = "kit-evr"
+    await store.append_run_events(
+        [RunEventBatch(run, "alice", _events(*range(1, 11)), restart=True)], 100
+    )
+    await store.append_run_events([RunEventBatch(run, "alice", _events(11))], 100)
+    await store.append_run_events([RunEventBatch(run, "alice", _events(*range(12, 21)))], 100)
+    for after in (0, 1, 5, 9, 10, 11, 12, 19, 20, 25):
+        expect(
+            ids(await store.run_events(run, after)),
+            list(range(after + 1, 21)),
+            f"run_events(after {after}) of 20 events appended in batches of 10, 1 and 9: the ids",
+        )
+    expect(
+        _stored(await store.run_events(run, 5, limit=3)),
+        (run, "alice", 1, [(i, "delta", {"text": f"t{i}", "n": i}) for i in (6, 7, 8)]),
+        "run_events(after 5, limit=3), inside the first batch: (run, principal, first kept,"
+        " events)",
+    )
+    expect(
+        ids(await store.run_events(run, 8, limit=6)),
+        [9, 10, 11, 12, 13, 14],
+        "run_events(after 8, limit=6), across the three batches: the ids",
+    )
+    pages: list[list[int]] = []
+    after = 0
+    for _ in range(20):  # a stream reading page after page, each after the last id it read
+        page = ids(await store.run_events(run, after, limit=3)) or []
+        if not page:
+            break
+        pages.append(page)
+        after = page[-1]
+    expect(
+        [i for page in pages for i in page],
+        list(range(1, 21)),
+        "pages of at most 3 read one after another, each after the last id read: every event"
+        " once, in order",
+    )
+    await store.append_run_events([RunEventBatch(run, "alice", _events(21, 22))], 8)
+    found = await store.run_events(run, 0)
+    expect(
+        (found.first_kept, ids(found)) if found else None,
+        (15, list(range(15, 23))),
+        "the events bounded to keep=8, which cuts the batch of 12-20 in its middle: (first"
+        " kept, ids)",
+    )
+    expect(
+        ids(await store.run_events(run, 13)),
+        list(range(15, 23)),
+        "run_events(after 13), an id dropped by keep: the ids (all kept)",
+    )
+    expect(
+        _stored(await store.run_events(run, 16, limit=2)),
+        (run, "alice", 15, [(i, "delta", {"text": f"t{i}", "n": i}) for i in (17, 18)]),
+        "run_events(after 16, limit=2), inside the cut batch: (run, principal, first kept, events)",
+    )
+    short = "kit-evr-short"
+    await store.append_run_events(
+        [RunEventBatch(short, "alice", _events(*range(1, 11)), restart=True)], 4
+    )
+    found = await store.run_events(short, 0)
+    expect(
+        (found.first_kept, ids(found)) if found else None,
+        (7, [7, 8, 9, 10]),
+        "one batch of 10 events bounded to keep=4: (first kept, ids)",
+    )
+    ended = [*_events(11, 12), RunEvent(13, "result", {"status": "completed"})]
+    await store.append_run_events([RunEventBatch(short, "alice", ended)], 1)
+    found = await store.run_events(short, 0)
+    expect(
+        _stored(found),
+        (short, "alice", 13, [(13, "result", {"status": "completed"})]),
+        "a batch ending with the result, bounded to keep=1: the result alone",
+    )
+    expect(
+        await store.wait_run_events(short, 12, 5.0),
+        True,
+        "wait_run_events after the id before the result, kept alone: True at once",
+    )
+
+
 async def _run_events_fenced(store: Any) -> None:
     """Run events written under a lease that a later attempt of their run took over (an
     owner paused past its lease) are refused, the call naming their run: they never replace
@@ -2359,6 +2449,7 @@ STORE_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _counters,
     _cancel_requests,
     _run_events,
+    _run_events_resumed,
     _run_events_fenced,
     *APPROVAL_CHECKS,
     *RETENTION_CHECKS,

@@ -26,7 +26,15 @@ from ._codecs import (
     loads,
 )
 from ._dialect import POSTGRES, SQLITE, SQLITE_CLOCK, Connection, Cursor, Dialect, executemany
-from ._events import CANCEL_KEPT, CANCELS, HOUSEKEEPING_EVERY, RUN_EVENTS, RUN_EVENTS_KEPT
+from ._events import (
+    CANCEL_KEPT,
+    CANCELS,
+    HOUSEKEEPING_EVERY,
+    RUN_EVENTS,
+    RUN_EVENTS_KEPT,
+    decode_events,
+    encode_events,
+)
 from ._records import state_upsert
 from ._retention import FINISHED, Schema, high_water, raise_high_water
 from ._sqlite import is_wal
@@ -56,7 +64,9 @@ __all__ = [
     "Dialect",
     "SQLStore",
     "Schema",
+    "decode_events",
     "dumps",
+    "encode_events",
     "epoch",
     "executemany",
     "high_water",

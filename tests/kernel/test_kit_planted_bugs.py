@@ -16,6 +16,7 @@ import json
 import os
 import pickle
 import re
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -950,6 +951,32 @@ class RunEventsFromTheStart(MemoryStore):
         return await super().run_events(run_id, 0, limit)  # the bug: `after` ignored
 
 
+class RunEventsKeptByWholeBatch(MemoryStore):
+    async def append_run_events(self, batches: Sequence[RunEventBatch], keep: int) -> None:
+        # the bug: keep trims whole batches (rows) only, a batch it cuts kept whole
+        longest = max((len(b.events) for b in batches), default=0)
+        await super().append_run_events(batches, keep + longest)
+
+
+class RunEventsPagesRepeatTheirLast(MemoryStore):
+    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
+        return await super().run_events(run_id, max(0, after - 1), limit)  # the bug: from after
+
+
+class RunEventRowsReadWhole(SQLiteStore):
+    """The SQLite store (a row holds a batch of a run's events), but a read that starts inside
+    a row returns the whole row: the events of the row up to the read's id come again."""
+
+    async def run_events(self, run_id: str, after: int, limit: int = 1000) -> RunEvents | None:
+        with contextlib.closing(sqlite3.connect(self.path)) as conn:
+            row = conn.execute(
+                "SELECT max(id) FROM run_events WHERE run_id = ? AND id <= ? AND last_id > ?",
+                (run_id, after, after),
+            ).fetchone()
+        start = after if row is None or row[0] is None else int(row[0]) - 1  # the bug
+        return await super().run_events(run_id, start, limit)
+
+
 class RunEventsWaitSleeps(MemoryStore):
     async def wait_run_events(self, run_id: str, after: int, seconds: float) -> bool:
         await trio.sleep(seconds)  # the bug: not woken by an append
@@ -1069,6 +1096,12 @@ LEASE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
     "run events unbounded": (RunEventsUnbounded, None, "run_events"),
     "run events of an earlier attempt kept": (RunEventsNotRestarted, None, "run_events"),
     "run events read from the start": (RunEventsFromTheStart, None, "run_events"),
+    "run events kept by whole batch": (RunEventsKeptByWholeBatch, None, "run_events_resumed"),
+    "run event pages repeat their last": (
+        RunEventsPagesRepeatTheirLast,
+        None,
+        "run_events_resumed",
+    ),
     "run events replaced by another principal's": (
         RunEventsReplacedByAnotherPrincipal,
         None,
@@ -1111,6 +1144,18 @@ async def test_the_store_kit_catches_the_lease_bug(
     with pytest.raises(AssertionError) as info:
         await check_store(factory, failing=failing, only=check)
     assert_reported(info.value, "store", check)
+
+
+async def test_the_store_kit_catches_a_store_that_reads_a_whole_row_from_inside_it(
+    tmp_path: Path,
+) -> None:
+    n = iter(range(100))
+    with pytest.raises(AssertionError) as info:
+        await check_store(
+            lambda: RunEventRowsReadWhole(tmp_path / f"w{next(n)}.db"), only="run_events_resumed"
+        )
+    assert_reported(info.value, "store", "run_events_resumed")
+    assert "run_events(after 1)" in str(info.value), "the first read from inside a row"
 
 
 # -- stores shared by several processes -----------------------------------------------------------

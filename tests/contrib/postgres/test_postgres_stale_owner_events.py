@@ -5,7 +5,6 @@ process streams the run's events with one ``result``: the retry's, ``completed``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from _support.stale_owner import (
     write_workspace,
 )
 
+from soulacy.plugins.sqlkit import decode_events
 from soulacy.testing import Workspace
 
 pytestmark = pytest.mark.processes
@@ -30,10 +30,11 @@ async def test_a_paused_owner_leaves_the_shared_events_of_its_successor_alone(
     def stored_results(run_id: str) -> list[dict[str, Any]]:
         with psycopg.connect(database) as conn:
             rows = conn.execute(
-                "SELECT data FROM run_events WHERE run_id = %s AND name = 'result' ORDER BY id",
+                "SELECT id, last_id, name, data FROM run_events WHERE run_id = %s"
+                " AND name = 'result' ORDER BY id",  # a row's name is its last event's
                 (run_id,),
             ).fetchall()
-        return [json.loads(row[0]) for row in rows]
+        return [dict(e.data) for row in rows for e in decode_events(row, 0) if e.name == "result"]
 
     await check_a_paused_owner_leaves_the_shared_events_alone(
         workspace, marks, tmp_path, stored_results

@@ -5,7 +5,6 @@ serving kernel gives each run's log its run's lease."""
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from soulacy.kernel.store import Lease, LeaseOwner, RunEventBatch, RunRecord
 from soulacy.plugins.http._runlog import RunLog
 from soulacy.plugins.http._shared import Publisher
 from soulacy.plugins.memory_store import MemoryStore
+from soulacy.plugins.sqlkit import decode_events
 from soulacy.testing import Workspace
 
 KEY = "conversation:shared"
@@ -164,9 +164,10 @@ async def test_a_serving_kernel_shares_each_run_s_events_under_its_lease(
         tokens = conn.execute(
             "SELECT DISTINCT lease_token FROM run_events WHERE run_id = ?", (run_id,)
         ).fetchall()
-        results = conn.execute(
-            "SELECT data FROM run_events WHERE run_id = ? AND name = 'result'", (run_id,)
+        rows = conn.execute(
+            "SELECT id, last_id, name, data FROM run_events WHERE run_id = ?", (run_id,)
         ).fetchall()
+    results = [e.data for row in rows for e in decode_events(row, 0) if e.name == "result"]
     assert started is not None
     assert tokens == [(started,)]  # every event written under the lease the run started under
-    assert [json.loads(r[0])["status"] for r in results] == ["completed"]
+    assert [r["status"] for r in results] == ["completed"]

@@ -16,6 +16,7 @@ from soulacy.plugins.http._asgi import sse
 from soulacy.plugins.http._runlog import RunLog, frame_of
 from soulacy.plugins.http._shared import Publisher, pump_stored
 from soulacy.plugins.sqlite_store._store import SQLiteStore
+from soulacy.plugins.sqlkit import decode_events
 
 UNSORTED = {"b": 1, "a": [2, "x"]}  # json.dumps keeps this order; sort_keys would not
 
@@ -36,8 +37,11 @@ def published(store: SQLiteStore) -> tuple[Publisher, RunLog]:
 
 def stored_text(tmp_path: Path, run_id: str) -> list[str]:
     with sqlite3.connect(tmp_path / "store.db") as conn:
-        rows = conn.execute("SELECT data FROM run_events WHERE run_id = ? ORDER BY id", (run_id,))
-        return [r[0] for r in rows]
+        rows = conn.execute(
+            "SELECT id, last_id, name, data FROM run_events WHERE run_id = ? ORDER BY id",
+            (run_id,),
+        )
+        return [e.json or "" for row in rows for e in decode_events(row, 0)]  # as kept
 
 
 async def test_the_store_writes_the_given_text_and_reads_it_back(
