@@ -3,11 +3,11 @@
 A row of ``run_events`` holds several consecutive events of one run: those of one batch of an
 append (docs/performance/0085). Its ``id`` is the first event it still holds (a row that
 ``keep`` cut into keeps its earlier events' text, skipped when read), ``last_id`` its last
-event's, ``name`` its last event's name, and ``data`` the events: a JSON header of
-``[id, name, length]`` per event, a newline, then each event's JSON text, one after the other
-(a reader slices out the text a stream writes, decision 0050). A row written before schema 14
-(SQLite; 8 on PostgreSQL) has ``last_id`` NULL and holds one event, its ``name`` and ``data``
-as they are: both shapes are read.
+event's, ``name`` its last event's name, and ``data`` the events: a JSON header (their ids,
+names and the lengths of their texts), a newline, then the JSON array of their texts (a reader
+decodes them in one call, and slices out the text a stream writes, decision 0050). A row
+written before schema 14 (SQLite; 8 on PostgreSQL) has ``last_id`` NULL and holds one event,
+its ``name`` and ``data`` as they are: both shapes are read.
 """
 
 from __future__ import annotations
@@ -33,19 +33,29 @@ LAST_ID = "COALESCE(last_id, id)"  # SQL: a row's last event (a row of one, writ
 
 
 def encode_events(events: Sequence[RunEvent]) -> str:
-    """The ``data`` of one row holding ``events`` (in id order): the JSON header of ``[id, name,
-    length]`` per event, a newline, then their texts (each the transport's own encoding when
-    it gives it, decision 0050)."""
+    """The ``data`` of one row holding ``events`` (in id order): a JSON header ``[ids, names,
+    lengths]`` (``ids`` the first id when they follow each other, ``names`` the one name when
+    they share it: a stream's deltas, made cheaply), a newline, then the JSON array of the
+    events' texts (each the transport's own encoding when it gives it, decision 0050)."""
     texts = [e.json or dumps(e.data) for e in events]
-    head = json.dumps([[e.id, e.name, len(t)] for e, t in zip(events, texts, strict=True)])
-    return "\n".join((head, "".join(texts)))
+    ids = [e.id for e in events]
+    names = [e.name for e in events]
+    first = ids[0]
+    head = json.dumps(
+        [
+            first if ids == list(range(first, first + len(ids))) else ids,
+            names[0] if len(set(names)) == 1 else names,
+            list(map(len, texts)),
+        ]
+    )
+    return "".join((head, "\n[", ",".join(texts), "]"))
 
 
 def decode_events(row: Sequence[Any], after: int) -> Iterable[RunEvent]:
     """The events of a row (``id, last_id, name, data``) with an id greater than ``after``,
     from its ``id`` on: a row of several (``last_id`` set), or of one event written before
     schema 14 (``name`` and ``data`` its own). A read that starts inside the row skips ahead
-    within it; the events skipped are not decoded."""
+    within it. Each event comes with its text as stored (a stream writes it as it is)."""
     first, last_id, name, data = int(row[0]), row[1], row[2], row[3]
     if last_id is None:
         if first > after:
@@ -53,12 +63,18 @@ def decode_events(row: Sequence[Any], after: int) -> Iterable[RunEvent]:
         return
     after = max(after, first - 1)
     end = data.index("\n")
-    at = end + 1
-    for event_id, event_name, length in json.loads(data[:end]):
+    ids, names, lengths = json.loads(data[:end])
+    count = len(lengths)
+    if isinstance(ids, int):
+        ids = range(ids, ids + count)
+    if isinstance(names, str):
+        names = [names] * count
+    values = json.loads(data[end + 1 :])  # every event's data in one call
+    at = end + 2
+    for event_id, event_name, length, value in zip(ids, names, lengths, values, strict=True):
         if event_id > after:
-            text = data[at : at + length]
-            yield RunEvent(event_id, event_name, json.loads(text), text)
-        at += length
+            yield RunEvent(event_id, event_name, value, data[at : at + length])
+        at += length + 1
 
 
 class EventsMixin(SQLBase[C]):
