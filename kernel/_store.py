@@ -142,6 +142,17 @@ class StateRow:
 
 
 @attrs.frozen
+class Ending:
+    """How a run ended, written with its last turn (``record_turn(..., ending=)``): what
+    ``finish_run(run_id, metadata, fence)`` and then ``finalize_proof(run_id, metadata,
+    assertions, fence)`` write, in the turn's own transaction (the answer, the run's status and
+    its proof at one commit)."""
+
+    metadata: Mapping[str, Any]
+    assertions: Sequence[Mapping[str, Any]] = ()
+
+
+@attrs.frozen
 class ProofRecord:
     """A run's final proof as canonical JSON, with its sha256."""
 
@@ -696,14 +707,24 @@ class ConversationStore(Protocol):
         fence: Lease | None = None,
         *,
         state: StateRow | None = None,
-    ) -> None:
+        ending: Ending | None = None,
+    ) -> ProofRecord | None:
         """Durably add one turn's messages and executed tool calls, in one step, as entries of
         ``run.attempt``; under ``fence`` only while its token holds (else :class:`LeaseLost`,
         and nothing of the turn is written). With ``state``, that run-bound state row is
         written in the same step (as ``save_state(state.key, state.value, fence,
         run_id=run.run_id)``): the turn and the row are both stored, or neither, and a value
         that cannot be stored writes nothing of the turn. The parameter is optional for a
-        store: :func:`record_turn_and_state` writes the two apart for a store without it."""
+        store: :func:`record_turn_and_state` writes the two apart for a store without it.
+
+        With ``ending`` (the turn may then be empty), the run's end is written in the same
+        step, after the turn, and its proof returned: ``finish_run(run.run_id,
+        ending.metadata, fence)`` and ``finalize_proof(run.run_id, ending.metadata,
+        ending.assertions, fence)``, the proof made from the run's tool records with this
+        turn's. The turn, the status and the proof are all stored, or none (a reader never
+        sees the answer without the run's status, nor a finished run without its proof). Also
+        optional: :func:`record_turn_and_end` makes the three writes for a store without it.
+        Without ``ending`` the answer is None."""
 
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
         """The executed tool calls of a run by call id (replay survives a restart)."""
@@ -738,25 +759,38 @@ class ConversationStore(Protocol):
         ``get_run`` reads them."""
 
 
-_TAKES_STATE: dict[type, bool] = {}  # by store class: record_turn declares ``state``
+# By store class and parameter: whether record_turn declares it.
+_TURN_TAKES: dict[tuple[type, str], bool] = {}
+
+
+def _turn_takes(store: ConversationStore, name: str) -> bool:
+    """Whether ``store.record_turn`` declares the keyword ``name``; asked once per store
+    class. A callable inspect cannot read declares nothing (the writes are made apart)."""
+    kind = (type(store), name)
+    found = _TURN_TAKES.get(kind)
+    if found is None:
+        parameters: Mapping[str, inspect.Parameter] = {}
+        with contextlib.suppress(TypeError, ValueError):
+            parameters = inspect.signature(store.record_turn).parameters
+        parameter = parameters.get(name)
+        found = _TURN_TAKES[kind] = parameter is not None and parameter.kind in (
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+    return found
 
 
 def takes_state(store: ConversationStore) -> bool:
     """Whether ``store.record_turn`` writes a state row with its turn (declares ``state``);
     asked once per store class. A store written before it had the parameter has not."""
-    kind = type(store)
-    found = _TAKES_STATE.get(kind)
-    if found is None:
-        parameters: Mapping[str, inspect.Parameter] = {}
-        # A callable inspect cannot read: the two writes.
-        with contextlib.suppress(TypeError, ValueError):
-            parameters = inspect.signature(store.record_turn).parameters
-        state = parameters.get("state")
-        found = _TAKES_STATE[kind] = state is not None and state.kind in (
-            inspect.Parameter.KEYWORD_ONLY,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        )
-    return found
+    return _turn_takes(store, "state")
+
+
+def takes_ending(store: ConversationStore) -> bool:
+    """Whether ``store.record_turn`` writes a run's end with its last turn (declares
+    ``ending``); asked once per store class. A store written before it had the parameter has
+    not."""
+    return _turn_takes(store, "ending")
 
 
 async def record_turn_and_state(
@@ -776,6 +810,32 @@ async def record_turn_and_state(
     if messages or tools:
         await store.record_turn(run, messages, tools, fence)
     await store.save_state(state.key, state.value, fence, run_id=run.run_id)
+
+
+async def record_turn_and_end(
+    store: Store,
+    run: RunRecord,
+    messages: Sequence[Message],
+    tools: Sequence[ToolRecord],
+    fence: Lease | None,
+    ending: Ending,
+) -> ProofRecord:
+    """A run's last turn, its end and its proof, under ``fence``: in one step (one commit) when
+    the store's ``record_turn`` takes ``ending``, else the turn, ``finish_run`` and
+    ``finalize_proof``, as three (a store written before the parameter; :func:`takes_ending`).
+    """
+    if takes_ending(store):
+        proof = await store.record_turn(run, messages, tools, fence, ending=ending)
+        if proof is None:
+            raise TypeError(
+                f"{type(store).__qualname__}.record_turn(ending=) returned None: it returns"
+                " the run's proof"
+            )
+        return proof
+    if messages or tools:
+        await store.record_turn(run, messages, tools, fence)
+    await store.finish_run(run.run_id, ending.metadata, fence)
+    return await store.finalize_proof(run.run_id, ending.metadata, ending.assertions, fence)
 
 
 class ProofStore(Protocol):

@@ -21,6 +21,7 @@ from ._store import (
     CheckpointStore,
     ConversationStore,
     CounterStore,
+    Ending,
     EveryPrincipal,
     HistoryEntry,
     Lease,
@@ -46,8 +47,10 @@ from ._store import (
     canonical_json,
     identity_differs,
     label_interrupted,
+    record_turn_and_end,
     record_turn_and_state,
     run_as_read,
+    takes_ending,
     takes_state,
 )
 
@@ -64,6 +67,7 @@ __all__ = [
     "ConversationKey",
     "ConversationStore",
     "CounterStore",
+    "Ending",
     "EveryPrincipal",
     "HistoryEntry",
     "Lease",
@@ -89,8 +93,10 @@ __all__ = [
     "canonical_json",
     "identity_differs",
     "label_interrupted",
+    "record_turn_and_end",
     "record_turn_and_state",
     "run_as_read",
+    "takes_ending",
     "takes_state",
 ]
 

@@ -53,8 +53,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from soulacy.kernel import json_encoder, redact_text
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
+    Ending,
     HistoryEntry,
     Lease,
+    ProofRecord,
     RunRecord,
     StateRow,
     StorageError,
@@ -576,15 +578,17 @@ class PostgresStore(SQLStore[Connection]):
         fence: Lease | None = None,
         *,
         state: StateRow | None = None,
-    ) -> None:
-        if not messages and not tools:
+        ending: Ending | None = None,
+    ) -> ProofRecord | None:
+        if not messages and not tools and ending is None:
             if state is not None:
                 await self.save_state(state.key, state.value, fence, run_id=run.run_id)
             if fence is None or state is not None:
-                return
+                return None
         # A state row is a part of the same statement (or transaction): encoded first, so
         # that a value that cannot be stored writes nothing.
         row = [] if state is None else [state.key, dumps(state.value), run.run_id]
+        end = None if ending is None else dumps(ending.metadata)
         base = (run.agent_id, run.session_id, run.run_id)
         tail = (run.principal, run.user_id, run.attempt)
         # The lease's key, token and owner first: the statement reads the lease first.
@@ -615,19 +619,40 @@ class PostgresStore(SQLStore[Connection]):
             )
         if len(values) + len(row) > MAX_ARGUMENTS:  # thousands of messages: several statements
             rows = values[3:] if fence is not None else values
-            await self._write(
-                "record turn",
-                lambda conn: self._turn_apart(conn, rows, len(messages), fence, row),
-            )
-            return
+
+            def apart(conn: Connection) -> ProofRecord | None:
+                self._turn_apart(conn, rows, len(messages), fence, row)
+                if ending is None or end is None:
+                    return None
+                return self._end(conn, run.run_id, ending, end)
+
+            return await self._write("record turn", apart)
         values += row
         shape = (len(messages), len(tools), fence is not None, state is not None)
         sql = _TURNS.get(shape) or _TURNS.setdefault(shape, _turn_statement(*shape))
+        if ending is not None and end is not None:
+            # The last turn and the run's end (its status, its proof made from the run's
+            # records with this turn's): one transaction, the turn's statement first, its
+            # fence's lease row locked until the commit.
+            turn = bool(messages or tools or row)
+
+            def last(conn: Connection) -> ProofRecord:
+                if turn and fence is not None:
+                    if not conn.execute(sql, values).rowcount:
+                        self._lease_lost(conn, fence)
+                else:
+                    self._check_fence(conn, fence)
+                    if turn:
+                        conn.execute(sql, values)
+                return self._end(conn, run.run_id, ending, end)
+
+            return await self._write("record turn", last)
 
         # One statement, its own transaction: every row, under the lease (decision 0052's
         # shape on PostgreSQL; docs/performance/0080).
         if not await self._statement("record turn", sql, values) and fence is not None:
             await self._read("record turn", lambda conn: self._lease_lost(conn, fence))
+        return None
 
     def _turn_apart(
         self,

@@ -55,6 +55,7 @@ from soulacy.kernel.providers import ContextLengthExceeded, ProviderError
 from soulacy.kernel.store import (
     ConversationKey,
     ConversationStore,
+    Ending,
     LeaseLost,
     ProofRecord,
     RunIdTaken,
@@ -63,6 +64,7 @@ from soulacy.kernel.store import (
     Store,
     ToolRecord,
     identity_differs,
+    record_turn_and_end,
     record_turn_and_state,
 )
 
@@ -861,30 +863,42 @@ class Engine:
         result.finished_at = time.time()
 
     async def _record(
-        self, run: EngineRun, store: Store | None = None, state: StateRow | None = None
-    ) -> None:
+        self,
+        run: EngineRun,
+        store: Store | None = None,
+        state: StateRow | None = None,
+        *,
+        end: bool = False,
+    ) -> ProofRecord | None:
         """Store the messages and tool calls not stored yet, in one step; with ``state``, that
-        run-bound state row in the same step (the effect ledger's reservation)."""
+        run-bound state row in the same step (the effect ledger's reservation); with ``end``,
+        how the run ended (its result's metadata) and its proof, in the same step, the proof
+        returned."""
         store = self.kernel.store() if store is None else store
         fence = run.fence()
         if run.state is S.STARTING:
             await self._claim(run, store)
         messages = run.messages[run.recorded :]
-        if not messages and not run.pending_tools:
+        if not messages and not run.pending_tools and not end:
             if state is not None:
                 await store.save_state(state.key, state.value, fence, run_id=run.run_id)
-            return
+            return None
         # The history and the proof keep tool calls' arguments redacted (this run's model and
         # tools still read them): a call's are redacted once for both.
         known: dict[str, tuple[Mapping[str, Any], dict[str, Any] | None]] = {}
         stored = [_redacted_calls(m, known) if m.tool_calls else m for m in messages]
         tools = [_redacted_record(r, known) for r in run.pending_tools]
-        if state is None:
+        proof = None
+        if end:  # one commit where the store can (a store without ``ending=``: three)
+            ending = Ending(run.result.metadata(), run.result.assertions)
+            proof = await record_turn_and_end(store, run.record, stored, tools, fence, ending)
+        elif state is None:
             await store.record_turn(run.record, stored, tools, fence)
         else:  # one commit where the store can (a store without ``state=``: two)
             await record_turn_and_state(store, run.record, stored, tools, fence, state)
         run.recorded = len(run.messages)
         run.pending_tools = []
+        return proof
 
     async def _claim(self, run: EngineRun, store: Store) -> None:
         """Record the run as started, its next attempt; refused, nothing of it is stored."""
@@ -941,22 +955,22 @@ class Engine:
             held = run.held
             run.move(S.LOST if held is not None and held.lost else S.NOT_STORED)
             return None
-        store, fence = self.kernel.store(), run.fence()
         try:
             if run.state is not S.SUSPENDED:  # left as a crashed run: its retry answers it
                 answer_cut(run)
-            await self._record(run)
             # Stored as far as it went; how it ends is its retry's. An interrupted run (its
             # process stopped) is left unfinished as a crashed attempt is: once its lease is
             # released it reads ``interrupted``, and a same-id retry is its next attempt.
             if run.state is S.SUSPENDED:
+                await self._record(run)
                 return None
             if run.result.status == "interrupted":
+                await self._record(run)
                 run.move(S.INTERRUPTED)
                 return None
-            metadata = run.result.metadata()
-            await store.finish_run(run.run_id, metadata, fence)
-            proof = await store.finalize_proof(run.run_id, metadata, run.result.assertions, fence)
+            # The last turn, how the run ended and its proof: one commit (the answer never
+            # stored without the run's status, nor the status without the proof).
+            proof = await self._record(run, end=True)
             run.move(S.FINISHED)
             return proof
         except StorageError as exc:
@@ -979,11 +993,7 @@ class Engine:
         """Store what :meth:`_store_outcome` could not, as the run's result says it ended
         (``failed``, ``storage_error``): the turn not stored yet, then its ending and proof,
         under its lease (the lease keeper's retry; a raise is retried at the next heartbeat)."""
-        fence = run.fence()
-        await self._record(run, store)
-        metadata = run.result.metadata()
-        await store.finish_run(run.run_id, metadata, fence)
-        await store.finalize_proof(run.run_id, metadata, run.result.assertions, fence)
+        await self._record(run, store, end=True)
         run.move(S.FINISHED)
 
     async def _emit(self, run: EngineRun, type: str, data: Mapping[str, Any]) -> None:

@@ -24,6 +24,7 @@ from soulacy.kernel.store import (
     CancelRequest,
     Checkpoint,
     ConversationKey,
+    Ending,
     EveryPrincipal,
     HistoryEntry,
     Lease,
@@ -417,10 +418,14 @@ class MemoryStore:
         fence: Lease | None = None,
         *,
         state: StateRow | None = None,
-    ) -> None:
+        ending: Ending | None = None,
+    ) -> ProofRecord | None:
         self._check_fence(fence)
-        # The state row encoded first: a value that cannot be stored writes nothing.
+        # The state row encoded, and the run's proof made, first: a value that cannot be
+        # stored writes nothing. No checkpoint from here on: the turn, the state row and the
+        # end are written at one step.
         encoded = None if state is None else canonical_json(state.value)
+        proof = None if ending is None else self._proof_with(run.run_id, tools, ending)
         writing = self._writing.get(run.run_id)
         if writing is not None and writing[0] is run:
             conversation = writing[1]
@@ -436,6 +441,23 @@ class MemoryStore:
             self._tools.setdefault(record.run_id, {})[record.call_id] = record
         if state is not None and encoded is not None:
             self._state[state.key] = encoded
+        if ending is None or proof is None:
+            return None
+        self._finish(run.run_id, ending.metadata)
+        self._proofs[run.run_id] = proof
+        return proof
+
+    def _proof_with(self, run_id: str, tools: Sequence[ToolRecord], ending: Ending) -> ProofRecord:
+        """The run's proof (the stored one, if any) as ``finalize_proof`` would make it after
+        a turn of ``tools``, written nowhere."""
+        found = self._proofs.get(run_id)
+        if found is not None:
+            return found
+        records = dict(self._tools.get(run_id, {}))
+        for record in tools:
+            if record.run_id == run_id:
+                records[record.call_id] = record
+        return make_proof(run_id, ending.metadata, list(records.values()), ending.assertions)
 
     async def load_tool_records(self, run_id: str) -> dict[str, ToolRecord]:
         found = self._tools.get(run_id)
@@ -445,6 +467,9 @@ class MemoryStore:
         self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
     ) -> None:
         self._check_fence(fence)
+        self._finish(run_id, metadata)
+
+    def _finish(self, run_id: str, metadata: Mapping[str, Any]) -> None:
         self._writing.pop(run_id, None)
         # One copy of the caller's metadata, for the run and its history entries alike (both
         # are read, never changed, as a durable store's one row of them is).

@@ -31,9 +31,11 @@ import trio
 from soulacy.kernel import json_encoder
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
+    Ending,
     HistoryEntry,
     Lease,
     LeaseLost,
+    ProofRecord,
     Pruned,
     RunRecord,
     StateRow,
@@ -541,18 +543,21 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         fence: Lease | None = None,
         *,
         state: StateRow | None = None,
-    ) -> None:
+        ending: Ending | None = None,
+    ) -> ProofRecord | None:
         # History and tool-record ids come from the rowid (schema 9): they stay above every
         # earlier one only because no such row is ever deleted (docs/storage.md, Migrations).
         # A tool record is kept in its tool result's row (schema 10, docs/decisions/0047):
         # then the commit dirties the history and its index only.
-        # A state row goes in the turn's transaction, after the fence was asked (the writer
-        # lock is held from then on: no takeover can come in between); encoded first, so that
-        # a value that cannot be stored writes nothing.
-        if state is not None and not messages and not tools:
+        # A state row, and a run's end (its status and proof), go in the turn's transaction,
+        # after the fence was asked (the writer lock is held from then on: no takeover can
+        # come in between); encoded first, so that a value that cannot be stored writes
+        # nothing.
+        if state is not None and not messages and not tools and ending is None:
             await self.save_state(state.key, state.value, fence, run_id=run.run_id)
-            return
+            return None
         row = None if state is None else (state.key, dumps(state.value), run.run_id)
+        end = None if ending is None else dumps(ending.metadata)
         now = time.time()
         owner = (run.run_id, run.agent_id, run.session_id, run.principal, run.user_id)
         known = owner in self._homes
@@ -561,22 +566,25 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             if flat is not None:
                 # A turn of a run whose home is known, every record held by the next tool
                 # message of its call: one statement, its own transaction, the fence asked by
-                # the statement itself (decision 0052); with a state row, both in one
+                # the statement itself (decision 0052); with a state row or an end, all in one
                 # transaction.
-                if row is None:
+                if row is None and end is None:
                     await self._run(
                         "record turn",
                         lambda conn: _insert_fenced(conn, flat, fence, self._check_fence),
                     )
                     await self._count_commit()
-                    return
+                    return None
 
-                def held(conn: sqlite3.Connection) -> None:
+                def held(conn: sqlite3.Connection) -> ProofRecord | None:
                     _insert_fenced(conn, flat, fence, self._check_fence)
-                    conn.execute(_STATE_UPSERT, row)
+                    if row is not None:
+                        conn.execute(_STATE_UPSERT, row)
+                    if ending is None or end is None:
+                        return None
+                    return self._end(conn, run.run_id, ending, end)
 
-                await self._write("record turn", held)
-                return
+                return await self._write("record turn", held)
         rows = [
             (
                 run.agent_id,
@@ -598,8 +606,11 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         places = _tool_messages(run.run_id, messages, tools)
         arguments = [_encode_arguments(dict(t.arguments)) for t in tools]
 
-        def write(conn: sqlite3.Connection) -> bool:
-            home = known or conn.execute(_RUN_HOME, owner).fetchone() is not None
+        def write(conn: sqlite3.Connection) -> tuple[bool, ProofRecord | None]:
+            # (An end alone writes no history: where its records would go is not asked.)
+            home = known or (
+                bool(rows or tools) and conn.execute(_RUN_HOME, owner).fetchone() is not None
+            )
             # Held in the history only when the run's records are read from there: the run
             # was started (schema 10) by this owner; else every record is kept apart.
             values, apart = _place(rows, messages, tools, arguments, places, home)
@@ -608,15 +619,20 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             else:
                 self._check_fence(conn, fence)
                 if not apart:
-                    conn.executemany(_INSERT_ENTRY, values)
+                    if values:
+                        conn.executemany(_INSERT_ENTRY, values)
                 else:
                     self._insert_apart(conn, values, apart)
             if row is not None:
                 conn.execute(_STATE_UPSERT, row)
-            return home
+            if ending is None or end is None:
+                return home, None
+            return home, self._end(conn, run.run_id, ending, end)
 
-        if await self._write("record turn", write) and not known:
+        home, proof = await self._write("record turn", write)
+        if home and not known:
             self._remember_home(owner)
+        return proof
 
     @staticmethod
     def _insert_apart(

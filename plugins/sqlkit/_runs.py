@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from soulacy.kernel.messages import Message
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
+    Ending,
     EveryPrincipal,
     HistoryEntry,
     Lease,
@@ -153,36 +154,48 @@ class RunsMixin(SQLBase[C]):
     async def finish_run(
         self, run_id: str, metadata: Mapping[str, Any], fence: Lease | None = None
     ) -> None:
-        d = self.dialect
         body = dumps(metadata)
 
         def write(conn: C) -> None:
             self._check_fence(conn, fence)
-            finished = conn.execute(
-                d.sql(
-                    "UPDATE runs SET status = ?, verification = ?, incomplete_reason = ?,"
-                    f" metadata = ?, finished_at = {d.now} WHERE run_id = ?"
-                ),
-                (
-                    metadata.get("status"),
-                    metadata.get("verification"),
-                    metadata.get("incomplete_reason"),
-                    body,
-                    run_id,
-                ),
-            )
-            # One row, whatever the run's length: the entries of its current attempt read it
-            # from there (joined on read), another run's and an earlier attempt's never do.
-            if finished.rowcount == 0:  # no record of the run: its entries are attempt 1's
-                conn.execute(
-                    d.sql(
-                        "INSERT INTO attempt_endings (run_id, attempt, metadata) VALUES (?, 1, ?)"
-                        " ON CONFLICT (run_id, attempt) DO UPDATE SET metadata = excluded.metadata"
-                    ),
-                    (run_id, body),
-                )
+            self._finish(conn, run_id, metadata, body)
 
         await self._write("finish run", write)
+
+    def _finish(self, conn: C, run_id: str, metadata: Mapping[str, Any], body: str) -> None:
+        """How the run ended (``body``: ``metadata`` encoded), in the caller's transaction,
+        its fence asked."""
+        d = self.dialect
+        finished = conn.execute(
+            d.sql(
+                "UPDATE runs SET status = ?, verification = ?, incomplete_reason = ?,"
+                f" metadata = ?, finished_at = {d.now} WHERE run_id = ?"
+            ),
+            (
+                metadata.get("status"),
+                metadata.get("verification"),
+                metadata.get("incomplete_reason"),
+                body,
+                run_id,
+            ),
+        )
+        # One row, whatever the run's length: the entries of its current attempt read it
+        # from there (joined on read), another run's and an earlier attempt's never do.
+        if finished.rowcount == 0:  # no record of the run: its entries are attempt 1's
+            conn.execute(
+                d.sql(
+                    "INSERT INTO attempt_endings (run_id, attempt, metadata) VALUES (?, 1, ?)"
+                    " ON CONFLICT (run_id, attempt) DO UPDATE SET metadata = excluded.metadata"
+                ),
+                (run_id, body),
+            )
+
+    def _end(self, conn: C, run_id: str, ending: Ending, body: str) -> ProofRecord:
+        """``finish_run`` and then ``finalize_proof``, in the caller's transaction (a last
+        turn's, ``record_turn(..., ending=)``), its fence asked; ``body``: the metadata
+        encoded."""
+        self._finish(conn, run_id, ending.metadata, body)
+        return self._finalize(conn, run_id, ending.metadata, ending.assertions)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         runs = await self._runs("WHERE r.run_id = ?", (run_id,))
@@ -243,21 +256,31 @@ class RunsMixin(SQLBase[C]):
     ) -> ProofRecord:
         def write(conn: C) -> ProofRecord:
             self._check_fence(conn, fence)
-            self._lock_run(conn, run_id)  # a concurrent finalization waits here, then finds ours
-            existing = self._proof(conn, run_id)
-            if existing is not None:
-                return existing
-            proof = make_proof(run_id, metadata, self._tool_records(conn, run_id), assertions)
-            conn.execute(
-                self.dialect.sql(
-                    "INSERT INTO proofs (run_id, sha256, body, receipts, created_at)"
-                    " VALUES (?, ?, ?, ?, ?)"
-                ),
-                (run_id, proof.sha256, proof.body, proof.receipts, proof.created_at),
-            )
-            return proof
+            return self._finalize(conn, run_id, metadata, assertions)
 
         return await self._write("finalize proof", write)
+
+    def _finalize(
+        self,
+        conn: C,
+        run_id: str,
+        metadata: Mapping[str, Any],
+        assertions: Sequence[Mapping[str, Any]],
+    ) -> ProofRecord:
+        """The run's proof, made and stored once, in the caller's transaction."""
+        self._lock_run(conn, run_id)  # a concurrent finalization waits here, then finds ours
+        existing = self._proof(conn, run_id)
+        if existing is not None:
+            return existing
+        proof = make_proof(run_id, metadata, self._tool_records(conn, run_id), assertions)
+        conn.execute(
+            self.dialect.sql(
+                "INSERT INTO proofs (run_id, sha256, body, receipts, created_at)"
+                " VALUES (?, ?, ?, ?, ?)"
+            ),
+            (run_id, proof.sha256, proof.body, proof.receipts, proof.created_at),
+        )
+        return proof
 
     async def get_proof(self, run_id: str) -> ProofRecord | None:
         return await self._read("read proof", lambda conn: self._proof(conn, run_id))

@@ -156,6 +156,7 @@ SURFACE: dict[str, list[str]] = {
         "ConversationKey",
         "ConversationStore",
         "CounterStore",
+        "Ending",
         "EveryPrincipal",
         "HistoryEntry",
         "Lease",
@@ -181,8 +182,10 @@ SURFACE: dict[str, list[str]] = {
         "canonical_json",
         "identity_differs",
         "label_interrupted",
+        "record_turn_and_end",
         "record_turn_and_state",
         "run_as_read",
+        "takes_ending",
         "takes_state",
     ],
     "soulacy.testing": [
