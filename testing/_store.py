@@ -36,6 +36,7 @@ from soulacy.kernel.store import (
     ApprovalRequest,
     Checkpoint,
     CheckpointStore,
+    Ending,
     Lease,
     LeaseLost,
     LeaseOwner,
@@ -49,6 +50,7 @@ from soulacy.kernel.store import (
     StorageError,
     Store,
     ToolRecord,
+    takes_ending,
     takes_state,
 )
 from soulacy.plugins.proofkit import RECEIPT_FIELD_CHARS, make_proof
@@ -1084,6 +1086,32 @@ async def _fencing(store: Any) -> None:
         current,
     )
     expect(await store.get_proof("kit-fr"), None, "get_proof after a refused fenced finalization")
+    if takes_ending(store):  # the last turn with the run's end
+        ending = Ending(metadata)
+        await expect_lease_lost(
+            "record_turn(ending=)",
+            lambda: store.record_turn(started, turn, [record], stale, ending=ending),
+            stale,
+            current,
+        )
+        await expect_lease_lost(
+            "record_turn([], [], ending=)",
+            lambda: store.record_turn(started, [], [], stale, ending=ending),
+            stale,
+            current,
+        )
+        after = await store.get_run("kit-fr")
+        expect(
+            (
+                _contents(await store.load_history("agent", "s-fence2")),
+                after and after.status,
+                [e.metadata for e in await store.history("s-fence2")],
+                await store.get_proof("kit-fr"),
+            ),
+            (["first"], "running", [None], None),
+            "after a refused fenced record_turn(ending=): (the history, the run's status, the"
+            " entries' metadata, the proof); nothing written",
+        )
     await store.record_turn(started, turn, [record], current)
     await store.finish_run("kit-fr", metadata, current)
     proof = await store.finalize_proof("kit-fr", metadata, (), current)
@@ -2191,6 +2219,109 @@ async def _turn_with_state(store: Any) -> None:
     )
 
 
+async def _turn_with_ending(store: Any) -> None:
+    """A run's last turn, how it ended and its proof in one step (``record_turn(...,
+    ending=)``): the answer, the run's status and the proof all written, or none. The proof is
+    made from the run's records with the turn's own, and returned as ``get_proof`` reads it;
+    an end that cannot be stored (assertions that are no JSON) writes nothing of the turn, and
+    under a lost lease nothing at all. A store whose ``record_turn`` has no ``ending`` has
+    nothing to check: the runtime makes the three writes for it
+    (``soulacy.kernel.store.record_turn_and_end``)."""
+    if not takes_ending(store):
+        return
+    run = RunRecord("kit-te", "agent", "s-kit-te", principal="alice")
+    started, fence = await _leased_run(store, run, live_owner("kit-ends"))
+    asked = Message("assistant", "", tool_calls=(ToolCall("c1", "send", {"to": "x"}),))
+    await store.record_turn(started, [Message("user", "go"), asked], [], fence)
+    result = Message("tool", "sent", tool_call_id="c1", name="send")
+    record = ToolRecord("kit-te", "c1", "send", {"to": "x"}, "sent", False)
+    answer = [result, Message("assistant", "done")]
+    metadata = run_metadata(started, "completed")
+
+    async def stored() -> tuple[list[str], list[str], str | None, Any, Any]:
+        ran = await store.get_run("kit-te")
+        proof = await store.get_proof("kit-te")
+        return (
+            _contents(await store.load_history("agent", "s-kit-te", "alice")),
+            sorted(await store.load_tool_records("kit-te")),
+            ran and ran.status,
+            [e.metadata and e.metadata.get("status") for e in await store.history("s-kit-te")],
+            proof and proof.receipts,
+        )
+
+    # An end that cannot be stored (assertions containing themselves: no JSON for the proof)
+    # writes nothing: not the turn, not the status.
+    endless: dict[str, Any] = {}
+    endless["self"] = endless
+    try:
+        await store.record_turn(
+            started, answer, [record], fence, ending=Ending(metadata, [endless])
+        )
+    except Exception:  # any error: the value is the caller's mistake
+        pass
+    else:
+        raise AssertionError(
+            "record_turn(ending=) with assertions that contain themselves: expected an error,"
+            " got none (the proof cannot be made)"
+        )
+    expect(
+        await stored(),
+        (["go", ""], [], "running", [None, None], None),
+        "after record_turn(ending=) failed on its proof: (the history, the records' ids, the"
+        " run's status, its entries' status, the proof's receipts); nothing of the turn or the"
+        " end may be written when the proof is not",
+    )
+    # Under a lease taken over: nothing.
+    stale = (await store.acquire_lease("te-lost", gone_owner("kit-stale"), LONG_TTL)).lease
+    current = (await store.acquire_lease("te-lost", live_owner("kit-new"), LONG_TTL)).lease
+    ending = Ending(metadata, [{"ok": True}])
+    await expect_lease_lost(
+        "record_turn(ending=)",
+        lambda: store.record_turn(started, answer, [record], stale, ending=ending),
+        stale,
+        current,
+    )
+    await expect_lease_lost(
+        "record_turn([], [], ending=)",
+        lambda: store.record_turn(started, [], [], stale, ending=ending),
+        stale,
+        current,
+    )
+    expect(
+        await stored(),
+        (["go", ""], [], "running", [None, None], None),
+        "after record_turn(ending=) under a lost lease: (the history, the records' ids, the"
+        " run's status, its entries' status, the proof's receipts)",
+    )
+    # Under the run's lease: everything, the proof returned as it is read.
+    proof = await store.record_turn(started, answer, [record], fence, ending=ending)
+    expect(
+        await stored(),
+        (["go", "", "sent", "done"], ["c1"], "completed", ["completed"] * 4, 1),
+        "after record_turn(ending=): (the history, the records' ids, the run's status, its"
+        " entries' status, the proof's receipts)",
+    )
+    found = await store.get_proof("kit-te")
+    expect(
+        (getattr(proof, "sha256", proof), proof and proof.data().get("assertions")),
+        (found and found.sha256, [{"ok": True}]),
+        "record_turn(ending=)'s answer: (its sha256, its assertions), the proof get_proof reads",
+    )
+    # An end with no turn: the status and the proof of a run whose last turn is stored.
+    run = RunRecord("kit-te2", "agent", "s-kit-te2", principal="alice")
+    started, fence = await _leased_run(store, run, live_owner("kit-ends"))
+    await store.record_turn(started, [Message("user", "go")], [], fence)
+    metadata = run_metadata(started, "failed")
+    proof = await store.record_turn(started, [], [], fence, ending=Ending(metadata))
+    ran = await store.get_run("kit-te2")
+    found = await store.get_proof("kit-te2")
+    expect(
+        (ran and ran.status, proof and proof.sha256),
+        ("failed", found and found.sha256),
+        "after record_turn([], [], ending=): (the run's status, the proof's sha256 as read)",
+    )
+
+
 async def _suspended_wait(store: Any) -> None:
     """A run suspended while it waits for a decision (docs/approvals.md#suspended-waits): its
     lease given back, it reads interrupted with its request pending; decided meanwhile, its
@@ -2233,6 +2364,7 @@ APPROVAL_CHECKS: tuple[Callable[[Any], Awaitable[None]], ...] = (
     _approvals_fenced,
     _effect_ledger,
     _turn_with_state,
+    _turn_with_ending,
     _suspended_wait,
 )
 

@@ -36,6 +36,7 @@ from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
     CancelRequest,
     Checkpoint,
+    Ending,
     EveryPrincipal,
     HistoryEntry,
     Lease,
@@ -413,6 +414,72 @@ class StateRowOutsideTheFence(MemoryStore):
         await super().record_turn(run, messages, tools, fence)
 
 
+class EndingWrittenApart(MemoryStore):
+    """The last turn, then the run's end, then its proof: three steps, so a proof that cannot
+    be made leaves the answer and a finished run without it."""
+
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
+        ending: Ending | None = None,
+    ) -> ProofRecord | None:
+        await super().record_turn(run, messages, tools, fence, state=state)
+        if ending is None:
+            return None
+        await self.finish_run(run.run_id, ending.metadata, fence)
+        return await self.finalize_proof(run.run_id, ending.metadata, ending.assertions, fence)
+
+
+class EndingDropsTheProof(MemoryStore):
+    """Takes ``ending=``, writes the turn and the run's status, and answers a proof it never
+    stores (made first: an end that cannot be stored still writes nothing)."""
+
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
+        ending: Ending | None = None,
+    ) -> ProofRecord | None:
+        if ending is None:
+            return await super().record_turn(run, messages, tools, fence, state=state)
+        # Made first (an end that cannot be stored writes nothing), then never stored.
+        records = [*(await self.load_tool_records(run.run_id)).values(), *tools]
+        proof = make_proof(run.run_id, ending.metadata, records, ending.assertions)
+        await super().record_turn(run, messages, tools, fence, state=state)
+        await self.finish_run(run.run_id, ending.metadata, fence)
+        return proof
+
+
+class EndingOutsideTheFence(MemoryStore):
+    """The run's status written before the lease is asked (once the proof is known to be
+    makeable): a stale owner still finishes the run (then the turn and the proof are
+    refused)."""
+
+    async def record_turn(
+        self,
+        run: RunRecord,
+        messages: Sequence[Message],
+        tools: Sequence[ToolRecord],
+        fence: Lease | None = None,
+        *,
+        state: StateRow | None = None,
+        ending: Ending | None = None,
+    ) -> ProofRecord | None:
+        if ending is not None:
+            make_proof(run.run_id, ending.metadata, tools, ending.assertions)  # it can be made
+            await self.finish_run(run.run_id, ending.metadata)
+        return await super().record_turn(run, messages, tools, fence, state=state, ending=ending)
+
+
 # planted bug -> (factory, failing factory, the check that must catch it)
 STORE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] = {
     "history ignores its agent_id filter": (HistoryIgnoresAgent, None, "history_by_agent"),
@@ -465,6 +532,14 @@ STORE_BUGS: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None, str]] =
     ),
     "a turn's state row written outside its fence (the fencing check)": (
         StateRowOutsideTheFence,
+        None,
+        "fencing",
+    ),
+    "a run's end written apart from its last turn": (EndingWrittenApart, None, "turn_with_ending"),
+    "a run's end that drops its proof": (EndingDropsTheProof, None, "turn_with_ending"),
+    "a run's end written outside its fence": (EndingOutsideTheFence, None, "turn_with_ending"),
+    "a run's end written outside its fence (the fencing check)": (
+        EndingOutsideTheFence,
         None,
         "fencing",
     ),

@@ -37,6 +37,7 @@ RECORDS = (
     "HistoryEntry",
     "ToolRecord",
     "StateRow",
+    "Ending",
     "ProofRecord",
     "Checkpoint",
     "LeaseOwner",
