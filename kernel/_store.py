@@ -600,6 +600,9 @@ class ApprovalRequest:
             "note": None if decision is None else decision.note,
             "decided_at": None if decision is None else decision.decided_at,
             "result": None if decision is None else decision.result,
+            # the effect ledger's question on a call cut while it ran: it may be told it
+            # happened (marked when asked, never read from the call id a model chose)
+            "cut": bool(self.request.get("cut")),
         }
 
 

@@ -112,7 +112,8 @@ class Translator:
 
     def approval(self, call_id: str, data: Mapping[str, Any]) -> list[AguiEvent]:
         """A tool call waits for a person's decision (``pending``), or has it (``approved``,
-        ``denied``): ``approvals.<toolCallId>`` says which, and what the call was."""
+        ``denied``, or ``happened``: a call cut while it ran was told it happened, and is not
+        run again): ``approvals.<toolCallId>`` says which, and what the call was."""
         tool_call_id = self.tool_call_id(call_id)
         found = {"tool": str(data.get("name", "")), "status": str(data.get("status", "pending"))}
         if data.get("reasons"):

@@ -32,6 +32,7 @@ from soulacy.kernel import (
     StashKey,
     format_duration,
     redact_arguments,
+    redact_text,
 )
 from soulacy.kernel.contracts import Happened
 from soulacy.kernel.engine import RunStop
@@ -60,7 +61,11 @@ FINISHED = frozenset({"completed", "incomplete", "failed", "cancelled"})
 EXPIRED_APPROVER = "soulacy (expired)"  # who decided a request nobody decided in time
 RECEIPT_TOOL = "soulacy.approval"  # the tool name of a decision's proof receipt
 RECEIPT_FIELDS = ("status", "approver", "decided_by", "note", "reasons", "decided_at")
-CUT = "cut:"  # the call ids of the effect ledger's questions: a call cut while it ran
+# The call ids of the effect ledger's questions (a call cut while it ran): reserved by the
+# engine, which gives a model's call with such an id a fresh one. The request stores the mark
+# (``request["cut"]``), and a result is taken only for a request that has it.
+CUT = "cut:"
+PREVIEW = 200  # characters of a given result in an event, as of a tool's output (redacted)
 RESULT_LIMIT = 100_000  # characters of a result a person gives for a cut call that happened
 
 
@@ -70,8 +75,9 @@ class ApprovalMismatch(SoulacyError):
 
 
 class ApprovalResultRefused(SoulacyError):
-    """A result given for a call that is not one cut while it ran (its id does not start with
-    ``cut:``): a call that did not run yet has no result to give; approve or deny it."""
+    """A result given for a call that is not one cut while it ran (its stored request is not
+    the effect ledger's question, :func:`is_cut`): a call that did not run yet has no result
+    to give; approve or deny it."""
 
 
 class ApprovalClosed(SoulacyError):
@@ -166,10 +172,19 @@ class Approvals:
                 "overrides": dict(request.overrides),
                 "mode": request.mode,
                 **({"continues": True} if request.continues else {}),  # resumed as it was
+                # the effect ledger's question: only such a call may be told it happened
+                **({"cut": True} if call.id.startswith(CUT) else {}),
             },
             tuple(reasons),
         )
         stored = await self.request(asked, run.fence())
+        if is_cut(stored) != is_cut(asked):
+            # Stored before the engine reserved ``cut:`` ids, for a model's call so named: a
+            # decision on that call is not a decision on the cut call.
+            return (
+                f"the approval request stored for call id {call.id!r} is not this question"
+                " (one is a call cut while it ran, the other is not); it did not run"
+            )
         if stored.digest != asked.digest:
             # A retry's call under this id is not the call that was put to a person: their
             # decision is for what they were shown, never for this.
@@ -285,9 +300,9 @@ class Approvals:
     ) -> Decided | None:
         """Decide the call (atomically: a second decision raises ``AlreadyDecided``); None
         when ``principal`` sees no such request (another principal's run reads as none).
-        ``result``: a call cut while it ran (``cut:<call id>``) happened, and this is its
-        result; it is not run again (``approved`` must be False: ValueError otherwise;
-        :class:`ApprovalResultRefused` for a call that did not run yet).
+        ``result``: a call cut while it ran (the effect ledger's question, :func:`is_cut`)
+        happened, and this is its result; it is not run again (``approved`` must be False:
+        ValueError otherwise; :class:`ApprovalResultRefused` for a call that did not run yet).
         :class:`ApprovalClosed` when the run ended while the call waited;
         :class:`ApprovalMismatch` when ``digest`` (the ``arguments_sha256`` the person was
         shown) is not the request's."""
@@ -300,10 +315,11 @@ class Approvals:
         found = await store.get_approval(run_id, call_id, principal)
         if found is None:
             return None
-        if result is not None and not call_id.startswith(CUT):
+        if result is not None and not is_cut(found):
             raise ApprovalResultRefused(
                 f"call {call_id!r} of run {run_id!r} did not run yet: only a call cut while it"
-                f" ran (call id {CUT}<call id>) can be told it happened; approve or deny it"
+                " ran (the effect ledger's question) can be told it happened; approve or deny"
+                " it"
             )
         if digest is not None and digest != found.digest:
             raise ApprovalMismatch(
@@ -370,6 +386,13 @@ class Approvals:
 _approvals_key = StashKey[Approvals]("approvals")
 
 
+def is_cut(request: ApprovalRequest) -> bool:
+    """Whether ``request`` is the effect ledger's question on a call cut while it ran (marked
+    when it was asked), the only kind that may be told it happened: never read from the call
+    id, which a model chooses for its own calls."""
+    return bool(request.request.get("cut"))
+
+
 def approvals_of(kernel: Kernel) -> Approvals:
     """The kernel's :class:`Approvals` (one per kernel, in its stash)."""
     found = kernel.stash.get(_approvals_key, None)
@@ -380,11 +403,20 @@ def approvals_of(kernel: Kernel) -> Approvals:
 
 def approval_event(run: Run, request: ApprovalRequest) -> dict[str, Any]:
     """The data of a ``tool.approval`` event: the call, why it waits, and its status
-    (``pending``, then ``approved`` or ``denied`` with who decided)."""
+    (``pending``, then ``approved``, ``denied`` or ``happened`` with who decided). A result
+    given for a cut call that happened is shown as the engine shows a tool's output in events
+    (every subscriber and stream gets them): its length and a redacted preview of its start;
+    all of it is in the store, the proof's receipt and the decision's answer."""
     described = request.describe()
+    given = described.pop("result")
     return {
         "turn": run.result.turns,
         "id": request.call_id,
         "name": request.tool,
         **{k: v for k, v in described.items() if k not in ("call_id", "tool")},
+        **(
+            {}
+            if given is None
+            else {"result_chars": len(given), "result_preview": redact_text(given[:PREVIEW])}
+        ),
     }

@@ -445,7 +445,7 @@ async def _watch(
             run, call = event.run_id, event.data["id"]
             happened = (  # a call cut while it ran may have happened (decision 0081)
                 f", or `soulacy runs happened {run} {call} --result TEXT`"
-                if str(call).startswith("cut:")
+                if event.data.get("cut")
                 else ""
             )
             print(

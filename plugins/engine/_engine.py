@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,7 +51,7 @@ from soulacy.kernel.engine import (
     in_tool_call,
     new_id,
 )
-from soulacy.kernel.messages import Message, ModelRequest, ToolCall
+from soulacy.kernel.messages import Message, ModelReply, ModelRequest, ToolCall
 from soulacy.kernel.providers import ContextLengthExceeded, ProviderError
 from soulacy.kernel.store import (
     ConversationKey,
@@ -73,6 +74,7 @@ from ._deadlines import INF
 from ._endings import answer_cut, answer_loaded
 from ._leases import Leases
 from ._ledger import cut_calls, effects_of, reserve, settle
+from ._outcomes import capped
 from ._participants import Participants
 from ._requests import (
     continue_run,
@@ -90,6 +92,11 @@ if TYPE_CHECKING:
     from soulacy.kernel.policy import ExecutionPolicy, Limit
 
 PREVIEW_CHARS = 200  # of a tool result, in its event
+# The call ids of the engine's and the approval keeper's own questions and receipts: a cut
+# call's question (``cut:``), a decision's receipt (``approval:``), a paused limit
+# (``limit:``). A model's call never has one (:func:`_own_ids`): a decision made for a call
+# the model named ``cut:X`` must never be taken for the effect ledger's question on ``X``.
+RESERVED_IDS = ("cut:", "approval:", "limit:")
 _PROGRESS = Verdict("progress")  # what a run without a progress detector judges every result
 YIELD_INTERVAL = 0.001  # seconds a run may keep the Trio thread without a checkpoint
 
@@ -665,7 +672,7 @@ class Engine:
                         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
                     },
                 )
-            return reply
+            return _own_ids(reply)
 
     def _text_sink(self, run: EngineRun) -> Any:
         emit, run_id = self.kernel.events.emit, run.run_id  # one await per delta, not two
@@ -695,7 +702,7 @@ class Engine:
             outcome = run.outcomes[call.id]  # a replayed id reuses its result and its status
         else:
             result.tool_calls += 1
-            outcome = _capped(await self._execute(run, tools, call), run.policy)
+            outcome = capped(await self._execute(run, tools, call), run.policy)
             run.outcomes[call.id] = outcome
             for after in run.participants.after_tool_call:
                 after(run, call, outcome)
@@ -754,6 +761,12 @@ class Engine:
         if tool is None:
             known = ", ".join(sorted(tools)) or "none"
             return ToolOutcome(f"error: unknown tool {call.name!r} (available: {known})", True)
+        if call.id.startswith(RESERVED_IDS):  # a strategy's id: the model's are rewritten
+            return ToolOutcome(
+                f"error: the call id {call.id!r} is reserved (it starts with"
+                f" {', '.join(RESERVED_IDS)}); it did not run",
+                True,
+            )
         problems = tool.check_arguments(call.arguments)
         if problems:
             return ToolOutcome("error: invalid arguments: " + "; ".join(problems), True)
@@ -1074,22 +1087,20 @@ def _nowhere(*args: object, **kwargs: object) -> bool:
     return False
 
 
-def _capped(outcome: ToolOutcome, policy: ExecutionPolicy) -> ToolOutcome:
-    """The outcome with its text cut to ``max_tool_result_chars`` (the policy plugin's
-    declared limit): its start and end, and a line saying how much was left out. What the
-    store keeps is what the model sees; the structured value, for progress, stays whole."""
-    limit = policy.extra.get("max_tool_result_chars")
-    content = outcome.content
-    if limit is None or limit.value is None or len(content) <= limit.value:
-        return outcome
-    keep = int(limit.value)
-    head, tail = content[: keep * 2 // 3], content[len(content) - keep // 3 :]
-    omitted = len(content) - len(head) - len(tail)
-    marker = (
-        f"\n[soulacy] {omitted} of {len(content)} characters of this tool result are left out"
-        " (runtime.max_tool_result_chars)\n"
+def _own_ids(reply: ModelReply) -> ModelReply:
+    """``reply`` with each tool call whose id starts with one of :data:`RESERVED_IDS` given a
+    fresh id, before anything of it is stored or run: the assistant message holds the new id,
+    so the call's result (stored and sent back under the same id) still pairs with it."""
+    calls = reply.message.tool_calls
+    if not any(call.id.startswith(RESERVED_IDS) for call in calls):
+        return reply  # the usual case: nothing copied
+    own = tuple(
+        attrs.evolve(call, id=f"call_{uuid.uuid4().hex}")
+        if call.id.startswith(RESERVED_IDS)
+        else call
+        for call in calls
     )
-    return ToolOutcome(head + marker + tail, outcome.is_error, outcome.value)
+    return attrs.evolve(reply, message=attrs.evolve(reply.message, tool_calls=own))
 
 
 def _redacted(

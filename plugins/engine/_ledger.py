@@ -27,6 +27,7 @@ from soulacy.kernel.messages import Message, ToolCall
 from soulacy.kernel.store import StateRow, Store, ToolRecord, canonical_json
 
 from ._endings import answers_to_unanswered_calls
+from ._outcomes import capped
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -135,7 +136,8 @@ async def _answer(
     if answer is None:
         return None  # a person said: run it again
     if isinstance(answer, Happened):
-        return ToolOutcome(answer.result, False)  # it happened: the result a person gave
+        # It happened: the result a person gave, cut as a tool's own result would be.
+        return capped(ToolOutcome(answer.result, False), run.policy)
     return ToolOutcome(NOT_RUN_AGAIN, True)
 
 

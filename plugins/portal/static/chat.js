@@ -4,7 +4,7 @@
 // shows its status and keeps it through a reload (local storage) and through reopening the
 // conversation from durable history (GET /history/{session}), on this browser or another.
 // A tool call that waits for approval (tool.approval, pending) shows a notice with Approve and
-// Deny (POST /chat/confirm); a call cut while it ran (cut:<call id>) also takes its result,
+// Deny (POST /chat/confirm); a call cut while it ran (the event says `cut`) also takes its result,
 // "It happened" (not run again); the notice shows the decision when the stream says it.
 // A reply that ended incomplete has Continue: the run goes on in place, as its next attempt
 // (POST /runs/{id}/continue/stream), with an optional steering message and a raised limit, and

@@ -229,12 +229,13 @@ export function applyApproval(conv, runId, data) {
   if (!target.approvals) target.approvals = [];
   let approval = target.approvals.find((a) => a.call_id === callId);
   if (!approval) {
-    approval = { call_id: callId, tool: "", arguments: {}, reasons: [], status: "pending", approver: null, decided_by: null, note: null, result: null };
+    approval = { call_id: callId, tool: "", arguments: {}, reasons: [], status: "pending", approver: null, decided_by: null, note: null, result: null, cut: false };
     target.approvals.push(approval);
   }
   if (data.name || data.tool) approval.tool = data.name || data.tool;
   if (data.arguments && typeof data.arguments === "object") approval.arguments = data.arguments;
   if (Array.isArray(data.reasons)) approval.reasons = data.reasons.map(String);
+  if (data.cut === true) approval.cut = true; // the effect ledger's question, as the server marks it
   const status = data.status || "pending";
   if (status !== "pending" || approval.status === "pending") {
     approval.status = status;
@@ -242,7 +243,8 @@ export function applyApproval(conv, runId, data) {
       approval.approver = data.approver ?? null;
       approval.decided_by = data.decided_by ?? null;
       approval.note = data.note ?? null;
-      approval.result = data.result ?? null;
+      // An event carries a redacted preview of a given result; /chat/confirm's answer, all of it.
+      approval.result = data.result ?? data.result_preview ?? null;
       approval.draft = null;
       approval.sending = null;
       approval.sent = null;
@@ -264,9 +266,10 @@ export function argumentsPreview(args, max = 240) {
 }
 
 // A call the effect ledger found cut while it ran (docs/running.md#the-effect-ledger): besides
-// approve and deny, a person may say it happened and give its result.
+// approve and deny, a person may say it happened and give its result. The server marks it
+// (`cut: true` in the event and the stored request); a call id is the model's to choose.
 export function isCutCall(a) {
-  return typeof a.call_id === "string" && a.call_id.startsWith("cut:");
+  return a.cut === true;
 }
 
 // What an approval's notice says of its state: {kind, text}. `ended`: the reply is final.

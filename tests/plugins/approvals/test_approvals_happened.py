@@ -35,7 +35,7 @@ def cut_request(run_id: str, call_id: str = "cut:c1", principal: str = "alice") 
         "s",
         principal,
         None,
-        {"text": "tell bob", "overrides": {}, "mode": "auto"},
+        {"text": "tell bob", "overrides": {}, "mode": "auto", "cut": call_id.startswith("cut:")},
         ("this call began before its run was cut; its effect is unknown",),
     )
 
