@@ -86,8 +86,9 @@ class AsyncClient(
         """Approve or deny a tool call the run waits on; the decision as stored. With
         ``arguments_sha256`` (the ``tool.approval`` event's) it applies to those arguments
         only: other arguments are a SoulacyError with status 409. ``result`` (without
-        ``approved``): a call cut while it ran (``cut:<call id>``) happened, and this is its
-        result; it is not run again and the model gets it."""
+        ``approved``): a call cut while it ran (the ``tool.approval`` event says ``cut``)
+        happened, and this is its result (not blank); it is not run again and the model gets
+        it. Neither ``approved`` nor ``result``: a ValueError, not sent."""
         return await self._call(
             _calls.confirm(run_id, call_id, approved, approver, note, arguments_sha256, result)
         )

@@ -156,7 +156,18 @@ def confirm(
     result: str | None = None,
 ) -> Call[dict[str, Any]]:
     """``POST /chat/confirm``: decide a tool call the run waits on (docs/approvals.md);
-    ``result``: a call cut while it ran happened, with this result (``approved`` None)."""
+    ``result``: a call cut while it ran happened, with this result (``approved`` None). A
+    ValueError, before anything is sent, when neither is given, or the result is blank."""
+    if approved is None and result is None:
+        raise ValueError(
+            "confirm: give approved (True: run it, False: deny it) or, for a call cut while it"
+            " ran, result (it happened: its result)"
+        )
+    if result is not None and not result.strip():
+        raise ValueError(
+            "confirm: result is blank: give the call's result as text (an empty result tells"
+            " the model nothing)"
+        )
     body: dict[str, Any] = {"run_id": run_id, "call_id": call_id}
     if approved is not None:
         body["approved"] = approved

@@ -93,8 +93,9 @@ class Client(ClientBase[httpx.BaseTransport, httpx.Client, "EventStream"], Closi
         """Approve or deny a tool call the run waits on (its agent's ``confirm_tools``); the
         decision as stored. A second decision is a SoulacyError with status 409, and so is
         an ``arguments_sha256`` (the ``tool.approval`` event's) that is not the call's.
-        ``result`` (without ``approved``): a call cut while it ran (``cut:<call id>``)
-        happened, and this is its result; it is not run again and the model gets it."""
+        ``result`` (without ``approved``): a call cut while it ran (the ``tool.approval``
+        event says ``cut``) happened, and this is its result (not blank); it is not run again
+        and the model gets it. Neither ``approved`` nor ``result``: a ValueError, not sent."""
         return self._call(
             _calls.confirm(run_id, call_id, approved, approver, note, arguments_sha256, result)
         )

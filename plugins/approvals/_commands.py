@@ -16,11 +16,11 @@ from soulacy.kernel import CliContext, UsageError
 from soulacy.kernel.store import AlreadyDecided, ApprovalRequest
 
 from ._keeper import (
-    RESULT_LIMIT,
     ApprovalClosed,
     ApprovalResultRefused,
     approval_store,
     approvals_of,
+    result_problem,
 )
 
 ENDED = frozenset({"completed", "incomplete", "failed", "cancelled"})  # how runs end
@@ -45,8 +45,9 @@ async def happened(args: argparse.Namespace, ctx: CliContext) -> int:
     result = args.result
     if result == "-":  # read from standard input, less the newline that ends its last line
         result = ctx.inp.read().removesuffix("\n")
-    if len(result) > RESULT_LIMIT:
-        raise UsageError(f"--result: expected at most {RESULT_LIMIT} characters")
+    problem = result_problem(result)
+    if problem is not None:
+        raise UsageError(f"--result: {problem}")
     return await _decide(args, ctx, approved=False, result=result)
 
 

@@ -17,11 +17,11 @@ from soulacy.kernel.store import EVERY_PRINCIPAL, AlreadyDecided
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse, HttpRoute
 
 from ._keeper import (
-    RESULT_LIMIT,
     ApprovalClosed,
     ApprovalMismatch,
     ApprovalResultRefused,
     approvals_of,
+    result_problem,
 )
 from ._service import resume_service
 
@@ -83,10 +83,9 @@ def _parse(data: Any) -> ConfirmBody:
                 " run again"
             },
         )
-    if body.result is not None and len(body.result) > RESULT_LIMIT:
-        raise HttpError(
-            422, "invalid request body", {"result": f"expected at most {RESULT_LIMIT} characters"}
-        )
+    problem = None if body.result is None else result_problem(body.result)
+    if problem is not None:
+        raise HttpError(422, "invalid request body", {"result": problem})
     return body
 
 

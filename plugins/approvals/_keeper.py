@@ -69,6 +69,19 @@ PREVIEW = 200  # characters of a given result in an event, as of a tool's output
 RESULT_LIMIT = 100_000  # characters of a result a person gives for a cut call that happened
 
 
+def result_problem(result: str) -> str | None:
+    """What is wrong with ``result`` as the result of a cut call that happened (None: nothing),
+    one rule for every way to give it: text that is not blank (an empty result tells the
+    model nothing), at most :data:`RESULT_LIMIT` characters."""
+    if not result.strip():
+        return (
+            "expected the call's result: text, not blank (an empty result tells the model nothing)"
+        )
+    if len(result) > RESULT_LIMIT:
+        return f"expected at most {RESULT_LIMIT} characters"
+    return None
+
+
 class ApprovalMismatch(SoulacyError):
     """A decision sent for other arguments than the call's (its ``arguments_sha256`` is not
     the request's): a person approved what they were shown, nothing else."""
@@ -310,6 +323,9 @@ class Approvals:
             raise ValueError(
                 "a call that happened is not run again: give result with approved=False"
             )
+        problem = None if result is None else result_problem(result)
+        if problem is not None:
+            raise ValueError(f"result: {problem}")
         kernel = self.kernel
         store = approval_store(kernel)
         found = await store.get_approval(run_id, call_id, principal)

@@ -18,7 +18,7 @@ from soulacy.kernel import Kernel
 from soulacy.kernel.store import ApprovalRequest
 from soulacy.plugins.approvals import ApprovalResultRefused, approvals_of
 from soulacy.plugins.sqlite_store import SQLiteStore
-from soulacy.sdk import AsyncClient, SoulacyError
+from soulacy.sdk import AsyncClient, Client, SoulacyError
 from soulacy.testing import Workspace
 
 SAID = "sent to bob: message id 42"
@@ -92,11 +92,27 @@ async def test_the_sdk_tells_a_cut_call_it_happened(
     assert (decided["status"], decided["result"], decided["approver"]) == ("happened", SAID, "sdk")
 
 
+async def test_the_sdk_refuses_a_confirm_without_a_decision_or_with_a_blank_result_unsent() -> None:
+    # Nothing listens on port 9: a request sent would be a connection error, not a ValueError.
+    async with AsyncClient("http://127.0.0.1:9", api_key="k") as client:
+        with pytest.raises(ValueError, match=r"give approved .* or, for a call cut while it ran"):
+            await client.confirm("H", "cut:c1")
+        with pytest.raises(ValueError, match="result is blank"):
+            await client.confirm("H", "cut:c1", result=" ")
+    with (
+        Client("http://127.0.0.1:9", api_key="k") as sync,
+        pytest.raises(ValueError, match="give approved"),
+    ):
+        sync.confirm("H", "cut:c1")
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"call_id": "cut:c1", "result": 42}, "result"),
         ({"call_id": "cut:c1", "result": "x" * 100_001}, "result"),
+        ({"call_id": "cut:c1", "result": ""}, "result"),  # an empty result tells nothing
+        ({"call_id": "cut:c1", "result": " \n\t"}, "result"),
         ({"call_id": "cut:c1", "approved": True, "result": SAID}, "approved"),
         ({"call_id": "cut:c1"}, "approved"),
         ({"call_id": "c1", "approved": False, "result": SAID}, "result"),  # it did not run yet
@@ -125,6 +141,13 @@ async def test_decide_refuses_a_result_for_a_call_that_did_not_run_yet(
         await approvals_of(kernel).decide("D1", "c1", approved=False, approver="ops", result=SAID)
     with pytest.raises(ValueError, match="approved"):
         await approvals_of(kernel).decide("D1", "c1", approved=True, approver="ops", result=SAID)
+    await kernel.store().request_approval(cut_request("D1"))
+    for blank in ("", "  \n"):
+        with pytest.raises(ValueError, match="result: expected the call's result: text, not blank"):
+            await approvals_of(kernel).decide(
+                "D1", "cut:c1", approved=False, approver="ops", result=blank
+            )
+    assert all(r.pending for r in await kernel.store().list_approvals("D1"))
     found = await kernel.store().get_approval("D1", "c1")
     assert found is not None
     assert found.pending
@@ -138,6 +161,7 @@ async def test_soulacy_runs_happened_refuses_a_call_that_did_not_run_and_an_unkn
     store = SQLiteStore(workspace.path / "soulacy.db")
     try:
         await store.request_approval(cut_request("C1", "c1"))
+        await store.request_approval(cut_request("C1"))
     finally:
         await store.aclose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOULACY_")}
@@ -158,6 +182,9 @@ async def test_soulacy_runs_happened_refuses_a_call_that_did_not_run_and_an_unkn
     unknown = happened("C1", "cut:c9", "--result", SAID)
     assert unknown.returncode == 2, unknown.stderr
     assert "no approval request for call 'cut:c9' of run 'C1'" in unknown.stderr
+    blank = happened("C1", "cut:c1", "--result", "  ")
+    assert blank.returncode == 2, blank.stderr
+    assert "--result: expected the call's result: text, not blank" in blank.stderr
     missing = happened("C1", "c1")
     assert missing.returncode == 2
     assert "--result" in missing.stderr
