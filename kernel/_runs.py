@@ -13,7 +13,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 import attrs
 import trio
@@ -337,6 +337,15 @@ class LeaseKeeper(Protocol):
         :class:`LeaseLost` from it."""
 
 
+class ContinueOptions(TypedDict, total=False):
+    """The keywords of :meth:`Runner.continue_run`, each as :class:`RunRequest` has it:
+    typed, so that a misspelt or mistyped one is a type error."""
+
+    overrides: Mapping[str, Any] | None  # this attempt's limits (more turns, budget, time)
+    stream: bool
+    reservation: RunHandle | None  # from Runner.reserve
+
+
 class Runner(Protocol):
     """What runs a kernel's runs (``soulacy_runner``; the essential ``engine`` plugin): runs
     them, and answers what is asked of a run by its id or its conversation (reservation,
@@ -351,14 +360,16 @@ class Runner(Protocol):
     async def run(self, request: RunRequest) -> RunResult:
         """Run one request and return how it ended (see :meth:`Kernel.run`)."""
 
-    async def continue_run(self, run_id: str, text: str = "", **options: Any) -> RunResult:
+    async def continue_run(
+        self, run_id: str, text: str = "", **options: Unpack[ContinueOptions]
+    ) -> RunResult:
         """Continue a run that ended ``incomplete`` (a limit, a stall, a timeout) in place,
         rather than starting over: the same run id as its next attempt, its conversation and
         tool records as they are (nothing re-executed), ``text`` as a steering message (when
         the conversation ends with the agent's reply and no text is given, ``Continue.``),
         and the limits of ``overrides`` (more turns, budget or time) for this attempt.
-        ``options`` are ``overrides``, ``stream`` and ``reservation``, as :class:`RunRequest`
-        has them (see :meth:`Kernel.continue_run`).
+        ``options`` (:class:`ContinueOptions`, typed) are ``overrides``, ``stream`` and
+        ``reservation``, as :class:`RunRequest` has them (see :meth:`Kernel.continue_run`).
 
         Raises :class:`RunNotContinuable` for a run that is not stored or not incomplete.
         Whose run it is, is the caller's to check (a transport compares principals first).

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ._runs import (
     AWAITING_APPROVAL,
     SHUTDOWN,
+    ContinueOptions,
     HeldLease,
     LeaseKeeper,
     Run,
@@ -30,6 +31,7 @@ from ._tools import in_tool_call, schema_of, validate_arguments
 __all__ = [
     "AWAITING_APPROVAL",
     "SHUTDOWN",
+    "ContinueOptions",
     "HeldLease",
     "LeaseKeeper",
     "Run",

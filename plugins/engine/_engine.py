@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 import attrs
 import trio
@@ -44,6 +44,7 @@ from soulacy.kernel.contracts import (
 from soulacy.kernel.engine import (
     AWAITING_APPROVAL,
     SHUTDOWN,
+    ContinueOptions,
     RunStop,
     Status,
     ToolOutcome,
@@ -207,7 +208,9 @@ class Engine:
             self.kernel, self.conversations, conversation, reason
         )
 
-    async def continue_run(self, run_id: str, text: str = "", **options: Any) -> RunResult:
+    async def continue_run(
+        self, run_id: str, text: str = "", **options: Unpack[ContinueOptions]
+    ) -> RunResult:
         return await continue_run(self.kernel, self.run, run_id, text, **options)
 
     def tools_for(self, agent: AgentSpec) -> list[Tool]:

@@ -94,6 +94,7 @@ SURFACE: dict[str, list[str]] = {
     "soulacy.kernel.engine": [
         "AWAITING_APPROVAL",
         "SHUTDOWN",
+        "ContinueOptions",
         "HeldLease",
         "LeaseKeeper",
         "Run",
