@@ -12,9 +12,10 @@ import attrs
 
 from ._errors import SoulacyError
 from ._messages import Message, ModelReply, ModelRequest, ToolCall, ToolSpec
+from ._store import EVERY_PRINCIPAL, ApprovalRequest, EveryPrincipal
 
 if TYPE_CHECKING:
-    from ._runs import Run, ToolOutcome
+    from ._runs import Run, RunResult, ToolOutcome
 
 VerdictKind = Literal["progress", "repeated", "stalled"]
 
@@ -148,6 +149,18 @@ class Happened:
     result: str
 
 
+@attrs.frozen
+class Decided:
+    """The outcome of :meth:`ApprovalKeeper.decide`: the request as decided, whether a run of
+    this kernel was waiting for it (``woke``), and whether the run must be resumed here
+    because the process that waited is gone (``resume``: pass ``request`` to
+    :meth:`ApprovalKeeper.resume`)."""
+
+    request: ApprovalRequest
+    woke: bool = False
+    resume: bool = False
+
+
 class ApprovalKeeper(Protocol):
     """Obtains a person's decision on a tool call that needs one (``soulacy_approval_keeper``;
     the builtin ``approvals`` plugin keeps them durably in the store).
@@ -162,4 +175,31 @@ class ApprovalKeeper(Protocol):
         the refusal the model gets as its result (``error: <refusal>``), or :class:`Happened`:
         the call is not run and its result is the one given (not an error). It may raise
         :class:`RunStop` to end the run instead."""
+        ...
+
+    async def decide(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        approver: str,
+        decided_by: str | None = None,
+        note: str | None = None,
+        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
+        digest: str | None = None,
+        result: str | None = None,
+    ) -> Decided | None:
+        """A person's decision on the call ``call_id`` of run ``run_id``, made once (a
+        second one raises ``AlreadyDecided``); None when ``principal`` sees no such request.
+        ``digest``: the ``arguments_sha256`` the person was shown; ``result``: a call cut
+        while it ran happened, with this result. What a transport other than the keeper's own
+        (AG-UI's interrupts, say) calls to decide; it raises a :class:`SoulacyError` when the
+        decision cannot be taken (decided already, the run ended, other arguments)."""
+        ...
+
+    async def resume(self, request: ApprovalRequest, *, stream: bool = False) -> RunResult:
+        """Run the same-id retry of the run that asked for ``request`` in this kernel, to its
+        end: what a caller does when :meth:`decide` says ``resume`` (the process that waited
+        is gone)."""
         ...

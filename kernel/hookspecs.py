@@ -314,6 +314,12 @@ def soulacy_approval_keeper(kernel: Kernel) -> ApprovalKeeper | None:
     Asked once per kernel, when a call first needs a decision. The builtin ``approvals``
     plugin answers (durably, in the store; docs/approvals.md); without an answer such a call
     is refused, never run unapproved. First result wins.
+
+    The keeper also takes decisions for other transports (``decide``: AG-UI's answers to its
+    interrupts) and runs a run on whose waiting process is gone (``resume``), typed in the
+    protocol: a plugin asks this hook for them, never another plugin's module. Its ``ask``
+    may answer :class:`~soulacy.kernel.contracts.Happened` (a call cut while it ran was told
+    it happened, with its result): callers must handle it.
     """
 
 

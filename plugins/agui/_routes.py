@@ -20,7 +20,7 @@ from soulacy.kernel.store import EVERY_PRINCIPAL
 from soulacy.plugins.http import HttpError, HttpRequest, HttpResponse
 
 from ._input import RunInput, read_input
-from ._runs import AguiRuns, RunLog
+from ._runs import AguiRuns, RunLog, approval_keeper
 from ._translate import AguiEvent, Translator, thread_messages
 
 SSE_HEADERS = {
@@ -110,7 +110,6 @@ class AguiRoutes:
         approvals plugin's decision, as ``/chat/confirm`` makes it), and the new AG-UI run
         carries the interrupted Soulacy run on from where it waited."""
         from soulacy.kernel import SoulacyError
-        from soulacy.plugins.approvals import approvals_of
 
         self._refuse_when_stopping()
         waiting = self.runs.interrupted(request.sees, given.thread_id)
@@ -132,7 +131,7 @@ class AguiRoutes:
             )
         if given.run_id in self.runs.logs or await self.kernel.store().get_run(given.run_id):
             raise HttpError(409, f"run {given.run_id!r} exists: a resume needs a new runId")
-        approvals = approvals_of(self.kernel)
+        approvals = approval_keeper(self.kernel)
         every = request.sees_everything
         resumes = []
         for answer, (_, call_id) in zip(given.resume, found, strict=True):

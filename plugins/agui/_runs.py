@@ -19,8 +19,9 @@ from typing import Any
 import trio
 
 from soulacy.kernel import Event, Kernel, RunHandle, RunResult
-from soulacy.kernel.store import RunEvent, RunEventBatch, StorageError
-from soulacy.plugins.http import StreamWriter
+from soulacy.kernel.contracts import ApprovalKeeper
+from soulacy.kernel.store import ApprovalRequest, RunEvent, RunEventBatch, StorageError
+from soulacy.plugins.http import HttpError, StreamWriter
 
 from ._translate import AguiEvent, Translator
 
@@ -38,6 +39,16 @@ def frame(event_id: int, event: AguiEvent) -> bytes:
     """One SSE event: its id (for ``Last-Event-ID``), and one line of JSON."""
     data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
     return f"id: {event_id}\ndata: {data}\n\n".encode()
+
+
+def approval_keeper(kernel: Kernel) -> ApprovalKeeper:
+    """The kernel's approval keeper (``soulacy_approval_keeper``): AG-UI decides interrupts
+    and resumes their runs through its contract, never through another plugin's names. A 503
+    when no plugin keeps approvals."""
+    keeper: ApprovalKeeper | None = kernel.hook.soulacy_approval_keeper(kernel=kernel)
+    if keeper is None:
+        raise HttpError(503, "no plugin keeps approvals (the builtin 'approvals' is not loaded)")
+    return keeper
 
 
 class RunLog:
@@ -228,12 +239,11 @@ class AguiRuns:
             ),
         )
 
-    async def resume_suspended(self, follow: Follow, request: Any) -> None:
+    async def resume_suspended(self, follow: Follow, request: ApprovalRequest) -> None:
         """The run the wait suspended, resumed by its decision (a same-id retry), followed on."""
-        from soulacy.plugins.approvals import approvals_of
-
         follow.suspended, follow.ended = False, False
-        await self._follow_to_end(follow, approvals_of(self.kernel).resume(request, stream=True))
+        keeper = approval_keeper(self.kernel)
+        await self._follow_to_end(follow, keeper.resume(request, stream=True))
 
     async def _follow_to_end(self, follow: Follow, running: Awaitable[RunResult]) -> None:
         ended: RunLog | None = None

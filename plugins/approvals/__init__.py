@@ -30,6 +30,7 @@ from soulacy.kernel import CliCommand, StashKey, hookimpl, lazy_exports
 if TYPE_CHECKING:
     from soulacy.kernel import AgentSpec, ConfigIssue, ConfigSection, Kernel, Service
     from soulacy.kernel.contracts import ApprovalKeeper, RunParticipant
+    from soulacy.kernel.contracts import Decided as Decided  # its home; kept here for callers
     from soulacy.kernel.engine import Run
 
     from ._keeper import (
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
         ApprovalMismatch,
         ApprovalResultRefused,
         Approvals,
-        Decided,
         approval_store,
         approvals_of,
         expiry,

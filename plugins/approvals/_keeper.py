@@ -22,7 +22,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-import attrs
 import trio
 
 from soulacy.kernel import (
@@ -34,7 +33,7 @@ from soulacy.kernel import (
     redact_arguments,
     redact_text,
 )
-from soulacy.kernel.contracts import Happened
+from soulacy.kernel.contracts import Decided, Happened
 from soulacy.kernel.engine import RunStop
 from soulacy.kernel.store import (
     EVERY_PRINCIPAL,
@@ -96,18 +95,6 @@ class ApprovalResultRefused(SoulacyError):
 class ApprovalClosed(SoulacyError):
     """A decision of a call whose run has ended (cancelled or timed out while it waited):
     nothing waits for it any more."""
-
-
-@attrs.frozen
-class Decided:
-    """The outcome of :meth:`Approvals.decide`: the request as decided, whether a run of this
-    kernel was waiting for it (``woke``), and whether the run must be resumed here because
-    the process that waited is gone (``resume``: pass ``request`` to :meth:`Approvals.resume`).
-    """
-
-    request: ApprovalRequest
-    woke: bool = False
-    resume: bool = False
 
 
 def approval_store(kernel: Kernel) -> ApprovalStore:

@@ -82,6 +82,7 @@ SURFACE: dict[str, list[str]] = {
         "ApprovalKeeper",
         "Compactor",
         "ContextOverflow",
+        "Decided",
         "Happened",
         "ProgressDetector",
         "Refusal",
