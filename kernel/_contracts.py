@@ -6,13 +6,13 @@ Public through :mod:`soulacy.kernel.contracts`; the hook specifications are type
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Required, TypeAlias, TypedDict, Unpack
 
 import attrs
 
 from ._errors import SoulacyError
 from ._messages import Message, ModelReply, ModelRequest, ToolCall, ToolSpec
-from ._store import EVERY_PRINCIPAL, ApprovalRequest, EveryPrincipal
+from ._store import ApprovalRequest, EveryPrincipal
 
 if TYPE_CHECKING:
     from ._runs import Run, RunResult, ToolOutcome
@@ -149,6 +149,21 @@ class Happened:
     result: str
 
 
+class DecisionKeywords(TypedDict, total=False):
+    """The keywords of :meth:`ApprovalKeeper.decide`: ``approved`` and ``approver`` are
+    required; ``principal`` (default: every principal) is whose runs the caller sees;
+    ``digest``: the ``arguments_sha256`` the person was shown; ``result``: a call cut while it
+    ran happened, with this result (``approved`` False)."""
+
+    approved: Required[bool]
+    approver: Required[str]
+    decided_by: str | None  # the principal that sent the decision
+    note: str | None
+    principal: str | EveryPrincipal | None
+    digest: str | None
+    result: str | None
+
+
 @attrs.frozen
 class Decided:
     """The outcome of :meth:`ApprovalKeeper.decide`: the request as decided, whether a run of
@@ -178,22 +193,11 @@ class ApprovalKeeper(Protocol):
         ...
 
     async def decide(
-        self,
-        run_id: str,
-        call_id: str,
-        *,
-        approved: bool,
-        approver: str,
-        decided_by: str | None = None,
-        note: str | None = None,
-        principal: str | EveryPrincipal | None = EVERY_PRINCIPAL,
-        digest: str | None = None,
-        result: str | None = None,
+        self, run_id: str, call_id: str, **decision: Unpack[DecisionKeywords]
     ) -> Decided | None:
-        """A person's decision on the call ``call_id`` of run ``run_id``, made once (a
-        second one raises ``AlreadyDecided``); None when ``principal`` sees no such request.
-        ``digest``: the ``arguments_sha256`` the person was shown; ``result``: a call cut
-        while it ran happened, with this result. What a transport other than the keeper's own
+        """A person's decision on the call ``call_id`` of run ``run_id``
+        (:class:`DecisionKeywords`), made once (a second one raises ``AlreadyDecided``); None
+        when ``principal`` sees no such request. What a transport other than the keeper's own
         (AG-UI's interrupts, say) calls to decide; it raises a :class:`SoulacyError` when the
         decision cannot be taken (decided already, the run ended, other arguments)."""
         ...

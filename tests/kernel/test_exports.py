@@ -83,6 +83,7 @@ SURFACE: dict[str, list[str]] = {
         "Compactor",
         "ContextOverflow",
         "Decided",
+        "DecisionKeywords",
         "Happened",
         "ProgressDetector",
         "Refusal",
