@@ -168,12 +168,16 @@ def _keys(cell: str) -> set[str]:
 
 
 def test_sdk_md_lists_every_key_of_the_tool_approval_event() -> None:
-    from soulacy.kernel.store import ApprovalRequest
+    import attrs
+
+    from soulacy.kernel.store import ApprovalDecision, ApprovalRequest
     from soulacy.plugins.approvals._keeper import approval_event as _approval_event
 
     request = ApprovalRequest("r1", "c1", "delete_file", {"path": "x"}, "a", "s")
     run: Any = SimpleNamespace(result=SimpleNamespace(turns=1))  # the event reads its turns
-    keys = set(_approval_event(run, request))
+    told = ApprovalDecision(False, "ops", None, None, result="sent")  # a cut call that happened
+    happened = attrs.evolve(request, request={"cut": True}, decision=told)
+    keys = set(_approval_event(run, request)) | set(_approval_event(run, happened))
     text = _page("sdk.md")
     row = re.search(r"^\| `tool\.approval` \| `\{([^}]*)\}`", text, re.MULTILINE)
     assert row, "docs/sdk.md's stream table has no tool.approval row"
