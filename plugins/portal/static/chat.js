@@ -17,7 +17,7 @@
 
 import { ApiError, api, apiKey, get, openStream, randomId, readEvents } from "./api.js";
 import {
-  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, continuable, continueBody, continueFields, isCutCall,
+  applyApproval, applyResult, approvalNotice, approvalOf, argumentsPreview, awaitsDecision, continuable, continueBody, continueFields, isCutCall,
   countTool, load, mergeHistory, namespace, newConversation, notice, pendingReply, raisable, refusalText, reply, save,
   titleOf, usageText, budgetLine, askedBy,
 } from "./chatstate.js";
@@ -328,7 +328,9 @@ async function retriedSince(m) {
   } catch {
     return; // not visible (any more): the reply stays as the history says
   }
-  if (!run || run.status !== "running" || (run.attempt ?? 1) <= (m.attempt || 1)) return;
+  // Any later attempt: running, suspended waiting for a decision, or already ended (a resumed
+  // run may end before it is asked about); its events tell the reply how.
+  if (!run || (run.attempt ?? 1) <= (m.attempt || 1)) return;
   Object.assign(m, { status: "running", final: false, attempt: run.attempt, lastEventId: 0 });
 }
 
@@ -593,8 +595,13 @@ async function decide(sessionId, runId, callId, approved, result = null) {
   drawReply(sessionId, runId);
   const body = result !== null ? { run_id: runId, call_id: callId, result } : { run_id: runId, call_id: callId, approved };
   try {
-    await api("POST", "/chat/confirm", body);
+    const answer = await api("POST", "/chat/confirm", body);
     approval.sent = approval.sending;
+    const m = reply(conv, runId);
+    if (answer && answer.resumed && m && awaitsDecision(m)) { // the decision resumed it: follow
+      await retriedSince(m);
+      if (!m.final) follow(sessionId, runId);
+    }
   } catch (error) {
     if (error instanceof ApiError && error.status === 409 && error.body.approval) {
       applyApproval(conv, runId, error.body.approval);
@@ -774,7 +781,7 @@ function replyElement(m, agentId) {
 // The notice of one call that needs (or needed) approval: the tool, its arguments, why, and
 // Approve / Deny while it waits. Each button names the call for screen readers.
 function approvalElement(m, a) {
-  const ended = Boolean(m.final) && a.status === "pending";
+  const ended = Boolean(m.final) && a.status === "pending" && !awaitsDecision(m);
   const state = approvalNotice(a, ended);
   const titleId = uid("approval");
   const whyId = uid("approval-why");

@@ -205,6 +205,7 @@ function noticeOf(m) {
     const why = m.reason && m.reason !== "cancelled" ? `: ${reasonText(m.reason)}` : "";
     return { kind: "muted", text: `Cancelled${why}` };
   }
+  if (awaitsDecision(m)) return { kind: "warn", text: "Waiting for a decision: the run is suspended until you decide, then it goes on" };
   if (m.status === "interrupted") return { kind: "error", text: "Interrupted: the process running it stopped" };
   if (m.status === "refused") return { kind: "error", text: `Not started: ${plainError(m.error).text || "refused"}` };
   return { kind: "info", text: m.status || "unknown" };
@@ -263,6 +264,13 @@ export function argumentsPreview(args, max = 240) {
     text = String(args);
   }
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+// A run suspended while a call waited for a decision (`approvals.suspend_after`) has ended its
+// attempt, not its wait: the call's notice still decides it, and the decision resumes the run
+// (docs/approvals.md#suspended-waits).
+export function awaitsDecision(m) {
+  return m.status === "interrupted" && m.reason === "awaiting_approval";
 }
 
 // A call the effect ledger found cut while it ran (docs/running.md#the-effect-ledger): besides

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from _support.http_server import CHROMIUM, KEYS, keyed_config
+from playwright.sync_api import expect
 from portal_support import soulacy_serve
 
 from soulacy.testing import Workspace
@@ -156,3 +157,41 @@ def test_a_waiting_call_is_approved_or_denied_from_the_chat_and_each_notice_keep
             "deleted a.txt",
             "error: the call of tool 'delete' was denied by alice; it did not run",
         ]
+
+
+def test_a_call_whose_run_was_suspended_is_still_decided_from_its_notice_and_the_run_goes_on(
+    workspace: Workspace, browser: Any
+) -> None:
+    """Past ``approvals.suspend_after`` the waiting run gives back its task and reads
+    ``interrupted (awaiting_approval)`` (docs/approvals.md#suspended-waits): its notice still
+    has Approve and Deny, and the decision resumes the run, which the reply then follows."""
+    ran_file = cleaner(workspace)
+    workspace.write_config(keyed_config("approvals:\n  suspend_after: 1s\n"))
+    with soulacy_serve(workspace.path) as (url, _):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.add_init_script(
+            f"sessionStorage.setItem('soulacy-key', {json.dumps(KEYS['alice'])})"
+        )
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url + "/#/chat")
+        page.locator("#chat-agent").select_option("cleaner")
+        page.get_by_role("textbox", name="Message").fill("delete a.txt")
+        page.get_by_role("button", name="Send").click()
+        reply = page.locator("article.assistant").nth(0)
+        expect(reply).to_have_attribute("data-status", "interrupted")  # suspended
+        notice = reply.locator(".approval[data-call-id='c1']")
+        expect(notice).to_have_attribute("data-status", "pending")
+        approve = reply.get_by_role("button", name="Approve the call of delete (c1)")
+        expect(approve).to_be_enabled()
+        assert ran(ran_file) == []
+        approve.click()
+
+        expect(reply).to_have_attribute("data-status", "completed")
+        expect(notice).to_have_attribute("data-status", "approved")
+        expect(reply.locator(".text")).to_have_text("finished")
+        assert ran(ran_file) == ["delete a.txt"]
+        assert errors == []
+        context.close()
