@@ -102,6 +102,30 @@ async def expect_storage_error(what: str, call: Callable[[], Awaitable[Any]]) ->
     )
 
 
+async def expect_ending_lease_lost(
+    store: Any,
+    run: RunRecord,
+    turn: Sequence[Message],
+    tools: Sequence[ToolRecord],
+    ending: Ending,
+    stale: Lease,
+    current: Lease | None,
+) -> None:
+    """A run's end under ``stale``, with its last turn and without one, raises LeaseLost."""
+    await expect_lease_lost(
+        "record_turn(ending=)",
+        lambda: store.record_turn(run, turn, tools, stale, ending=ending),
+        stale,
+        current,
+    )
+    await expect_lease_lost(
+        "record_turn([], [], ending=)",
+        lambda: store.record_turn(run, [], [], stale, ending=ending),
+        stale,
+        current,
+    )
+
+
 async def expect_lease_lost(
     what: str, call: Callable[[], Awaitable[Any]], stale: Lease, current: Lease | None
 ) -> None:
@@ -1087,18 +1111,8 @@ async def _fencing(store: Any) -> None:
     )
     expect(await store.get_proof("kit-fr"), None, "get_proof after a refused fenced finalization")
     if takes_ending(store):  # the last turn with the run's end
-        ending = Ending(metadata)
-        await expect_lease_lost(
-            "record_turn(ending=)",
-            lambda: store.record_turn(started, turn, [record], stale, ending=ending),
-            stale,
-            current,
-        )
-        await expect_lease_lost(
-            "record_turn([], [], ending=)",
-            lambda: store.record_turn(started, [], [], stale, ending=ending),
-            stale,
-            current,
+        await expect_ending_lease_lost(
+            store, started, turn, [record], Ending(metadata), stale, current
         )
         after = await store.get_run("kit-fr")
         expect(
@@ -2275,18 +2289,7 @@ async def _turn_with_ending(store: Any) -> None:
     stale = (await store.acquire_lease("te-lost", gone_owner("kit-stale"), LONG_TTL)).lease
     current = (await store.acquire_lease("te-lost", live_owner("kit-new"), LONG_TTL)).lease
     ending = Ending(metadata, [{"ok": True}])
-    await expect_lease_lost(
-        "record_turn(ending=)",
-        lambda: store.record_turn(started, answer, [record], stale, ending=ending),
-        stale,
-        current,
-    )
-    await expect_lease_lost(
-        "record_turn([], [], ending=)",
-        lambda: store.record_turn(started, [], [], stale, ending=ending),
-        stale,
-        current,
-    )
+    await expect_ending_lease_lost(store, started, answer, [record], ending, stale, current)
     expect(
         await stored(),
         (["go", ""], [], "running", [None, None], None),
