@@ -21,7 +21,7 @@ import {
   countTool, load, mergeHistory, namespace, newConversation, notice, pendingReply, raisable, refusalText, reply, save,
   titleOf, usageText, budgetLine, askedBy,
 } from "./chatstate.js";
-import { copy, renderMarkdown } from "./md.js";
+import { copy, copyLabel, renderMarkdown } from "./md.js";
 import { errorText, formatTime, h, toast, uid } from "./dom.js";
 
 const ctx = {
@@ -432,7 +432,7 @@ function userElement(conv, m) {
     });
     return h("article", { class: "msg user editing", dataset: { runId: m.run_id }, "aria-label": "You" }, form);
   }
-  const copyButton = h("button", { type: "button", class: "small link", id: `copy-${m.run_id}-asked`, text: "Copy",
+  const copyButton = h("button", { type: "button", class: "small link", id: `copy-${m.run_id}-asked`, text: copyLabel(`copy-${m.run_id}-asked`, "Copy"),
     "aria-label": "Copy your message" });
   copyButton.addEventListener("click", () => copy(m.text, copyButton));
   return h("article", { class: "msg user", dataset: { runId: m.run_id }, "aria-label": "You" },
@@ -744,7 +744,7 @@ function replyElement(m, agentId) {
     : null;
   const approvals = (m.approvals || []).map((a) => approvalElement(m, a));
   const copyButton = m.text && m.final
-    ? h("button", { type: "button", class: "small link", id: `copy-${m.run_id}`, text: "Copy", "aria-label": "Copy the reply" })
+    ? h("button", { type: "button", class: "small link", id: `copy-${m.run_id}`, text: copyLabel(`copy-${m.run_id}`, "Copy"), "aria-label": "Copy the reply" })
     : null;
   if (copyButton) copyButton.addEventListener("click", () => copy(m.text, copyButton));
   const retryButton = m.final && sessionId && askedBy(conversation(sessionId), m.run_id)

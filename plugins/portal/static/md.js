@@ -48,17 +48,35 @@ function lines(items) {
   return out;
 }
 
+// What a copy button with an id says after a click, until when: a redraw of its message in
+// those two seconds (a reply's end, the conversation list) builds the button saying it still.
+const said = new Map();
+
+// The text for the copy button `id`: what a recent click said, or `label`.
+export function copyLabel(id, label) {
+  const recent = said.get(id);
+  return recent && recent.until > Date.now() ? recent.text : label;
+}
+
 // Copy `text`, saying so on `button` for two seconds (its own text back after).
 export async function copy(text, button) {
-  const label = button.textContent;
+  const id = button.id;
+  // Its own text: a button redrawn while it said "Copied" has it from the last click.
+  const label = (id && said.get(id)?.label) || button.dataset.label || (button.dataset.label = button.textContent);
+  let outcome;
   try {
     await navigator.clipboard.writeText(text);
-    button.textContent = "Copied";
+    outcome = "Copied";
   } catch {
-    button.textContent = "Copy failed: select the text";
+    outcome = "Copy failed: select the text";
   }
+  const until = Date.now() + 2000;
+  if (id) said.set(id, { text: outcome, label, until });
+  button.textContent = outcome;
   setTimeout(() => {
-    button.textContent = label;
+    if (id && said.get(id)?.until === until) said.delete(id);
+    const now = (id && document.getElementById(id)) || button;
+    if (now.textContent === outcome) now.textContent = label;
   }, 2000);
 }
 

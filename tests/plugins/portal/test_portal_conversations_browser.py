@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 from _support.http_server import CHROMIUM, KEYS
 from portal_support import add_agents, advanced_config, browser_page, page_errors, soulacy_serve
 
@@ -142,6 +143,43 @@ def test_a_conversation_with_a_run_going_on_is_not_deleted(
         page.locator("article.assistant button", has_text="Cancel").click()
         page.locator("article.assistant[data-status='cancelled']").wait_for()
         assert page_errors(page, ("409",)) == []
+        page.context.close()
+
+
+def test_a_copy_still_says_copied_when_the_conversation_is_redrawn(
+    workspace: Workspace, browser: Any
+) -> None:
+    """A run's end redraws the conversation once the list and today's spend are read; a Copy
+    pressed before that redraw said "Copied" on a button the redraw threw away (a CI flake of
+    the test below). The page's clock is paused, so the two seconds cannot pass meanwhile."""
+    workspace.write_config(advanced_config())
+    add_agents(workspace)
+    with soulacy_serve(workspace.path) as (url, _):
+        page = browser_page(browser, KEYS["alice"])
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
+        page.clock.install()
+        page.goto(url + "/#/chat?agent=echo")
+        page.get_by_role("textbox", name="Message").wait_for()
+        held: list[Any] = []  # the run's end asks for today's spend: held until the copy
+        page.route("**/api/v1/costs/today", lambda route: held.append(route))
+        say(page, "first question", 1)
+        page.clock.pause_at(page.evaluate("Date.now()") + 1000)
+        for name in ("Copy the reply", "Copy your message"):
+            page.get_by_role("button", name=name).press("Enter")
+            expect(page.get_by_role("button", name=name)).to_have_text("Copied")
+        page.evaluate("document.querySelectorAll('article').forEach((a) => a.dataset.old = 'yes')")
+        assert held, "the run's end asked for today's spend"
+        for route in held:
+            route.continue_()
+        page.unroute("**/api/v1/costs/today")
+        expect(page.locator("article[data-old]")).to_have_count(0)  # redrawn
+        for name in ("Copy the reply", "Copy your message"):
+            expect(page.get_by_role("button", name=name)).to_have_text("Copied")
+        page.get_by_role("button", name="Copy the reply").press("Enter")  # again, redrawn
+        page.clock.run_for(2500)
+        for name in ("Copy the reply", "Copy your message"):
+            expect(page.get_by_role("button", name=name)).to_have_text("Copy")
+        assert page_errors(page) == []
         page.context.close()
 
 
