@@ -459,11 +459,12 @@ class RunEvent:
 @attrs.frozen
 class RunEventBatch:
     """Events of one run to append, in order. ``restart``: a new attempt of the run began its
-    log (ids from 1 again), so the events of earlier attempts are dropped first. ``fence``:
-    the lease held by the attempt that made the events (``Run.fence()``, its conversation's;
-    None: not fenced); the store refuses the batch once a later attempt of the run began
-    under a later grant of that lease's key (``append_run_events``), so an owner paused past
-    its lease never writes into the log of the attempt that replaced it."""
+    log (its ids numbered after the earlier attempts', docs/http.md), so the events of earlier
+    attempts are dropped first. ``fence``: the lease held by the attempt that made the events
+    (``Run.fence()``, its conversation's; None: not fenced); the store refuses the batch once a
+    later attempt of the run began under a later grant of that lease's key
+    (``append_run_events``), so an owner paused past its lease never writes into the log of the
+    attempt that replaced it."""
 
     run_id: str
     principal: str | None

@@ -445,6 +445,7 @@ class Engine:
                     "session_id": run.session_id,
                     "user_id": request.user_id,
                     "principal": request.principal,
+                    "attempt": run.attempt_due,
                     "text": request.text,
                     **({"trace": dict(request.trace)} if request.trace else {}),
                 },
@@ -508,6 +509,7 @@ class Engine:
         if existing is None:
             return
         run.retry = True
+        run.attempt_due = existing.attempt + 1
         differs = identity_differs(run.record, existing)
         if differs:
             taken = RunIdTaken(run.run_id, existing.principal, differs)

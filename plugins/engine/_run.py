@@ -99,6 +99,7 @@ class EngineRun:
         # Where it is in its life (docs/running.md#a-runs-life): one state, no flags.
         self.life = Life()
         self.retry = False  # its run id was stored before: this is a later attempt
+        self.attempt_due = 1  # the attempt it is recorded as (a retry: the stored run's next)
         # The run timeout's scope, once the strategy runs: a wait for an approval that does
         # not count against the timeout (approvals.wait_counts_against_timeout) moves it.
         self.timeout_scope: trio.CancelScope | None = None

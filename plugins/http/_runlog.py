@@ -35,6 +35,25 @@ STREAMED = {
 }
 
 
+# Event ids go on across a run's attempts: attempt n's log begins after (n - 1) times this, so
+# that a client that saw attempt 1 and reconnects with its last id is sent all of attempt 2
+# (its ids restarting at 1 hid those up to that id, the result included). A billion events
+# an attempt, and some nine million attempts, before REPLAYED_RESULT_ID (2**53 - 1).
+ATTEMPT_IDS = 10**9
+
+
+def attempt_base(event_id: int) -> int:
+    """The id after which the log of the attempt of ``event_id`` begins."""
+    return (max(event_id, 1) - 1) // ATTEMPT_IDS * ATTEMPT_IDS
+
+
+def missed_after(first_kept: int, last_id: int) -> int:
+    """How many events of the current attempt a reader that saw ``last_id`` can no longer get
+    (dropped from a long run's log, below ``first_kept``). Those of an earlier attempt are not
+    missed: that attempt is over, and this one is sent from its start."""
+    return max(0, first_kept - max(last_id, attempt_base(first_kept)) - 1)
+
+
 @attrs.define
 class SseEvent:
     id: int
@@ -119,6 +138,11 @@ class RunLog:
                 self._appended_at = event_id
             await self._appended.wait()
 
+    def begin_attempt(self, attempt: int) -> None:
+        """Number this log as attempt ``attempt``'s (see ATTEMPT_IDS), before its first event."""
+        if not self.events and self.result is None and attempt > 1:
+            self.next_id = self.first_kept = (attempt - 1) * ATTEMPT_IDS + 1
+
     def append(self, name: str, data: Mapping[str, Any]) -> None:
         event = SseEvent(self.next_id, name, data)
         self.next_id += 1
@@ -141,7 +165,7 @@ class RunLog:
 
     def after(self, last_id: int) -> tuple[int, list[SseEvent]]:
         """(how many events after ``last_id`` were dropped, the kept ones after it)."""
-        missed = max(0, self.first_kept - last_id - 1)
+        missed = missed_after(self.first_kept, last_id)
         events = self.events[bisect.bisect_right(self.events, last_id, key=_id) :]
         if self.result is not None and self.result.id > last_id:
             events.append(self.result)
@@ -194,6 +218,7 @@ class RunLogs:
             principal = event.data.get("principal")
             if log is None or log.finished or log.principal != principal:
                 log = self._replace(event.run_id, principal)
+            log.begin_attempt(event.data.get("attempt", 1))
         elif log is None or log.finished:
             log = self._replace(event.run_id, event.data.get("principal"))
         refused = name == "result" and event.data.get("incomplete_reason") == "identity_mismatch"
@@ -233,6 +258,7 @@ def _data(name: str, event: Event) -> Mapping[str, Any]:
             "run_id": event.run_id,
             "session_id": data.get("session_id"),
             "agent_id": data.get("agent_id"),
+            "attempt": data.get("attempt", 1),
         }
     if name == "result":
         reply = data.pop("reply", "")

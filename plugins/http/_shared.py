@@ -30,7 +30,7 @@ import trio
 from soulacy.kernel.store import RunEvent, RunEventBatch, RunEvents, StorageError, Store
 
 from ._asgi import Send, sse, sse_text
-from ._runlog import RunLog, SseEvent, json_of
+from ._runlog import RunLog, SseEvent, json_of, missed_after
 
 if TYPE_CHECKING:
     pass
@@ -159,7 +159,7 @@ async def pump_stored(
     run_id = found.run_id
     while True:
         chunk = b""
-        missed = max(0, found.first_kept - last_id - 1)
+        missed = missed_after(found.first_kept, last_id)
         if missed:
             reason = "events dropped from the run's bounded log"
             chunk += sse(None, "gap", {"missed": missed, "reason": reason})

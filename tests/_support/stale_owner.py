@@ -75,10 +75,10 @@ async def wait_for_mark(marks: Path, node: Node, seconds: float = 60) -> None:
         await trio.sleep(0.02)
 
 
-async def events_of(node: Node) -> list[dict[str, Any]]:
-    """The run's events as ``node`` serves them from the start (``Last-Event-ID: 0``)."""
+async def events_of(node: Node, after: str = "0") -> list[dict[str, Any]]:
+    """The run's events as ``node`` serves them after ``after`` (``Last-Event-ID``; "0": all)."""
     async with node.client(KEYS["alice"]) as client:
-        answer = await client.get(f"/runs/{RUN['run_id']}/events", headers={"Last-Event-ID": "0"})
+        answer = await client.get(f"/runs/{RUN['run_id']}/events", headers={"Last-Event-ID": after})
     assert answer.status_code == 200, answer.text
     return sse_events(answer.text)
 
@@ -122,13 +122,17 @@ async def check_a_paused_owner_leaves_the_shared_events_alone(
         fresh = start(workspace, "fresh", folder, marks, slow=0)
         with serving([fresh]):
             read = await events_of(fresh)
+            # A client that saw attempt 1 up to its end (its own stream's ids) is sent all of
+            # attempt 2, from the store, never told it missed any.
+            assert await events_of(fresh, str(own[-1]["id"])) == read
     results = [e for e in read if e["event"] == "result"]
     assert [(r["data"]["status"], r["data"]["metadata"].get("attempt")) for r in results] == [
         ("completed", 2)
     ], read
     assert read[-1]["event"] == "result"
     ids = [e["id"] for e in read]
-    assert ids == list(range(1, len(ids) + 1)), ids  # one log, the second attempt's
+    second = 10**9  # attempt 2's ids follow attempt 1's (docs/http.md, ids across attempts)
+    assert ids == list(range(second + 1, second + len(ids) + 1)), ids  # one log, attempt 2's
     assert "".join(e["data"].get("text", "") for e in read if e["event"] == "delta") == "finished"
     stored = stored_results(str(RUN["run_id"]))
     assert [(r["status"], r["metadata"].get("attempt")) for r in stored] == [("completed", 2)]

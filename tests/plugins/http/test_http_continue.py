@@ -126,3 +126,35 @@ async def test_a_run_that_is_not_incomplete_is_409_on_both_routes(
         stored = await server.kernel.store().get_run("U")
         assert stored is not None
         assert (stored.principal, stored.attempt) == ("alice", 2)  # still alice's, once more
+
+
+async def test_a_client_that_saw_the_first_attempt_gets_the_whole_next_one(
+    workspace: Workspace, make_kernel: Callable[..., Kernel]
+) -> None:
+    """Event ids go on across a run's attempts: a client that followed attempt 1 to its end and
+    reconnects with its last id gets attempt 2 from its first event to its ``result`` (ids
+    that began at 1 again hid every event of attempt 2 up to that id, its result included)."""
+    agent(workspace)
+    served = open_server(make_kernel, extra_plugins=[counting(Counter())])
+    async with served as server, server.client("alice") as alice:
+        first = await alice.post(
+            "/chat/stream", json={"agent_id": "a", "text": "go", "run_id": "T"}
+        )
+        seen = sse_events(first.text)
+        assert seen[-1]["data"]["metadata"]["incomplete_reason"] == "max_turns"
+        went_on = await alice.post("/runs/T/continue/stream", json={"overrides": {"max_turns": 5}})
+        second = sse_events(went_on.text)
+        assert second[-1]["data"]["status"] == "completed"
+        assert len(second) < len(seen) + 5  # short enough that restarted ids hid its end
+        ids = [e["id"] for e in seen + second]
+        assert ids == sorted(set(ids)), "ids grow across the attempts"
+
+        last_seen = str(seen[-1]["id"])
+        again = await alice.get("/runs/T/events", headers={"Last-Event-ID": last_seen})
+        rest = sse_events(again.text)
+        assert [e["id"] for e in rest] == [e["id"] for e in second]
+        assert rest[-1]["event"] == "result"
+        assert (rest[-1]["data"]["status"], rest[-1]["data"]["metadata"]["attempt"]) == (
+            "completed",
+            2,
+        )

@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import expect
 from _support.http_server import CHROMIUM, KEYS
+from playwright.sync_api import expect
 from portal_support import add_agents, advanced_config, browser_page, page_errors, soulacy_serve
 
 from soulacy.testing import Workspace
