@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 import trio
@@ -36,6 +36,9 @@ from ._runs import LeaseKeeper, RunHandle, Runner, RunRequest, RunResult
 from ._stash import Stash
 from ._store import LeaseOwner, Store
 from ._yamlio import load_yaml_file
+
+if TYPE_CHECKING:
+    from .policy import ExecutionPolicy
 
 DEFAULT_GRACE_PERIOD = 5.0
 
@@ -307,12 +310,14 @@ class Kernel:
             raise ConfigError(issues)
         return warnings
 
-    def resolve_policy(self, agent_id: str, overrides: Mapping[str, Any] | None = None) -> Any:
+    def resolve_policy(
+        self, agent_id: str, overrides: Mapping[str, Any] | None = None
+    ) -> ExecutionPolicy:
         """The execution policy of a run of ``agent_id``, every value with its source.
 
         Asks the ``soulacy_resolve_policy`` hook (the builtin ``policy`` plugin by default).
         """
-        policy = self.hook.soulacy_resolve_policy(
+        policy: ExecutionPolicy | None = self.hook.soulacy_resolve_policy(
             kernel=self, agent_id=agent_id, overrides={} if overrides is None else overrides
         )
         if policy is None:
