@@ -332,6 +332,7 @@ class Engine:
             raise
         finally:
             self.release(handle)
+            run.let_go()
         return run.result
 
     async def _guarded(self, run: EngineRun, handle: RunHandle) -> None:
