@@ -346,6 +346,11 @@ class Engine:
                 on_lost=lambda: handle.scope.cancel(),
             )
             run.move(S.STARTING)
+            # It has the thread again after waiting for its conversation's turn and lease:
+            # its interval starts now (decision 0053), not when it queued. Timed from its
+            # creation, a run that queued behind many others found its interval spent and
+            # yielded after its first turn, each of them then live at once.
+            run.last_yield = time.perf_counter()
             await self._drive(run, handle)
         except StorageError as exc:
             # A store that cannot read or write ends the run as failed, saying why; a failed
