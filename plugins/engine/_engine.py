@@ -77,6 +77,7 @@ from ._leases import Leases
 from ._ledger import cut_calls, effects_of, reserve, settle
 from ._outcomes import capped
 from ._participants import Participants
+from ._redaction import redacted_calls, redacted_record
 from ._requests import (
     continue_run,
     request_cancel,
@@ -908,10 +909,10 @@ class Engine:
                 await store.save_state(state.key, state.value, fence, run_id=run.run_id)
             return None
         # The history and the proof keep tool calls' arguments redacted (this run's model and
-        # tools still read them): a call's are redacted once for both.
-        known: dict[str, tuple[Mapping[str, Any], dict[str, Any] | None]] = {}
-        stored = [_redacted_calls(m, known) if m.tool_calls else m for m in messages]
-        tools = [_redacted_record(r, known) for r in run.pending_tools]
+        # tools still read them): a call's are redacted once for both, and its reservation.
+        known = run.redactions
+        stored = [redacted_calls(known, m) if m.tool_calls else m for m in messages]
+        tools = [redacted_record(known, r) for r in run.pending_tools]
         proof = None
         if end:  # one commit where the store can (a store without ``ending=``: three)
             ending = Ending(run.result.metadata(), run.result.assertions)
@@ -1112,38 +1113,3 @@ def _own_ids(reply: ModelReply) -> ModelReply:
         for call in calls
     )
     return attrs.evolve(reply, message=attrs.evolve(reply.message, tool_calls=own))
-
-
-def _redacted(
-    call_id: str,
-    arguments: Mapping[str, Any],
-    known: dict[str, tuple[Mapping[str, Any], dict[str, Any] | None]],
-) -> dict[str, Any] | None:
-    """``redact_arguments(arguments)``, or None when nothing in them is secret. ``known``, by
-    call id, holds what was redacted before: a call's history and proof share the work."""
-    seen = known.get(call_id)
-    if seen is None or seen[0] != arguments:
-        shown = redact_arguments(arguments)
-        seen = known[call_id] = (arguments, None if shown == arguments else shown)
-    return seen[1]
-
-
-def _redacted_calls(message: Message, known: dict[str, Any]) -> Message:
-    """``message`` with its tool calls' arguments redacted (the same object when none is)."""
-    calls = message.tool_calls
-    shown = [_redacted(call.id, call.arguments, known) for call in calls]
-    if shown.count(None) == len(shown):  # nothing secret: the usual case
-        return message
-    return attrs.evolve(
-        message,
-        tool_calls=tuple(
-            call if s is None else attrs.evolve(call, arguments=s)
-            for call, s in zip(calls, shown, strict=True)
-        ),
-    )
-
-
-def _redacted_record(record: ToolRecord, known: dict[str, Any]) -> ToolRecord:
-    """``record`` with its call's arguments redacted (the same object when none is)."""
-    shown = _redacted(record.call_id, record.arguments, known)
-    return record if shown is None else attrs.evolve(record, arguments=shown)

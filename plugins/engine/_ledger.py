@@ -28,6 +28,7 @@ from soulacy.kernel.store import StateRow, Store, ToolRecord, canonical_json
 
 from ._endings import answers_to_unanswered_calls
 from ._outcomes import capped
+from ._redaction import redacted
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -66,7 +67,7 @@ async def reserve(engine: Engine, run: EngineRun, call: ToolCall) -> None:
         "digest": digest(call.arguments),
         "attempt": run.result.attempt,
         # arguments the history keeps masked cannot be given to the tool again from it
-        "masked": redact_arguments(call.arguments) != dict(call.arguments),
+        "masked": redacted(run.redactions, call.id, call.arguments) is not None,
     }
     await engine._record(run, state=StateRow(KEY + run.run_id, {"calls": run.under_way}))
 

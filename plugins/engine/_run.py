@@ -20,6 +20,7 @@ from soulacy.kernel.store import Lease, RunRecord, ToolRecord
 from ._deadlines import INF, RunClock
 from ._participants import NO_PARTICIPANTS, Participants
 from ._pause import go_on
+from ._redaction import Redactions
 from ._states import Life, RunState
 from ._states import RunState as S
 
@@ -91,6 +92,9 @@ class EngineRun:
         self.begun: set[str] = set()  # ids of the calls whose tool started (see _answer_cut)
         # the calls reserved and running (the effect ledger, _ledger.py), by id
         self.under_way: dict[str, dict[str, Any]] = {}
+        # its calls' arguments as the history and the proof keep them, until their record is
+        # stored (_redaction.py)
+        self.redactions: Redactions = {}
         self.last_yield = time.perf_counter()
         self.model_setup: ModelSetup | None = None
         # Who takes part in its turns (soulacy_run_participants), once its history is loaded.

@@ -230,3 +230,47 @@ async def test_a_token_quota_set_after_a_run_holds_for_the_next(
     kernel.update_config({"rate_limit": {"tokens_per_minute": 5000}})
     second = await kernel.run("a", "go")
     assert (second.status, second.incomplete_reason) == ("incomplete", "token_quota_per_minute")
+
+
+TWO_CALLS = [
+    {"tool": "echo", "arguments": {"text": "hi", "api_key": "sk-abcdef1234567890"}, "id": "c1"},
+    {"tool": "echo", "arguments": {"text": "again"}, "id": "c2"},
+    {"text": "done"},
+]
+
+
+async def test_a_calls_arguments_are_redacted_once_for_its_reservation_reply_and_record(
+    workspace: Workspace, make_kernel: Callable[..., Kernel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from soulacy.plugins.engine import _redaction
+
+    workspace.scripted_agent("a", TWO_CALLS, tools=["tools.py:echo"])
+    (workspace.path / "agents" / "a" / "tools.py").write_text(
+        "def echo(text: str, api_key: str = '') -> str:\n"
+        '    """Says it again."""\n'
+        "    return text\n"
+    )
+    redacted: list[dict[str, Any]] = []
+    redact = _redaction.redact_arguments
+
+    def counted(arguments: Any) -> dict[str, Any]:
+        redacted.append(dict(arguments))
+        return redact(arguments)
+
+    monkeypatch.setattr(_redaction, "redact_arguments", counted)
+    kernel = make_kernel(plugins=["no:sqlite_store"])
+    result = await kernel.run("a", "go", session_id="s")
+    assert result.status == "completed", result.metadata()
+    # Each call is reserved (its tool may act), stored with its reply, stored as a record.
+    assert [a["text"] for a in redacted] == ["hi", "again"]
+    store = kernel.store()
+    records = await store.load_tool_records(result.run_id)
+    assert records["c1"].arguments == {"text": "hi", "api_key": "***"}
+    assert records["c2"].arguments == {"text": "again"}
+    history = await store.load_history("a", "s", None, None)
+    calls = [call for message in history for call in message.tool_calls]
+    assert [call.arguments for call in calls] == [
+        {"text": "hi", "api_key": "***"},
+        {"text": "again"},
+    ]
+    await kernel.aclose()
