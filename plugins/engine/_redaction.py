@@ -3,7 +3,7 @@
 
 A call's arguments are asked about up to three times: by its reservation (are they kept
 masked?), by the storing of the reply that asked for it, and by the storing of its tool record
-(the proof's receipt). The run keeps the answer by call id (:class:`Redactions`) until the
+(the proof's receipt). The run keeps the answer by call id (its ``Redactions``) until the
 record is stored, its last use.
 """
 
