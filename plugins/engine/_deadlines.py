@@ -118,6 +118,12 @@ class Watchdog:
     def forget(self, clock: RunClock) -> None:
         clock.target, clock.step, clock.model = None, INF, INF
         self.clocks.discard(clock)
+        if not self.clocks:
+            # Nothing left to wake for: a task that has not run yet ends as soon as it does,
+            # instead of sleeping until a deadline that no longer applies or until its nursery
+            # is cancelled. (The own watchdog of a run that never blocked, in a kernel that is
+            # not open: it ended with a Cancelled, a turn later, the run's frames kept.)
+            self.wake = INF
 
     def wake_at(self, at: float) -> None:
         self.wake = at

@@ -245,3 +245,27 @@ async def test_run_step_scope_is_gone_with_a_clear_error(
     assert (await load(strategy).run("a", "go")).status == "completed"
     assert len(seen) == 1
     assert "0046" in seen[0]
+
+
+async def test_a_watchdog_whose_last_clock_is_forgotten_ends_when_it_runs() -> None:
+    """A run that never blocked, of a kernel that is not open, forgets its clock before its own
+    watchdog's task first runs: that task ends at once instead of sleeping until a deadline
+    that no longer applies (and being cancelled with the run's nursery)."""
+    from soulacy.plugins.engine._deadlines import INF, RunClock, Watchdog
+
+    started: list[Callable[[], Any]] = []
+
+    def start(async_fn: Callable[[], Any], *, name: str | None = None) -> bool:
+        started.append(async_fn)
+        return True
+
+    watchdog = Watchdog(start)
+    clock = RunClock(watchdog)
+    watchdog.watch(clock, trio.CancelScope())
+    clock.step = clock.due(600)  # a step's deadline, ten minutes away
+    assert watchdog.wake < INF
+    watchdog.forget(clock)
+    assert watchdog.wake == INF
+    with trio.move_on_after(5) as guard:  # not a timing: it sleeps 600 s if it does not end
+        await started[0]()
+    assert not guard.cancelled_caught
